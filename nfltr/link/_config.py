@@ -1,0 +1,83 @@
+# -*- test-case-name: tests.link.test_config -*-
+"""
+One validated configuration object for a link connection.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ._frames import MAX_PAYLOAD
+from ._liveness import DEFAULT_KEEPALIVE, Keepalive
+
+MIN_WINDOW = 1024
+MAX_WINDOW = 1 << 30
+MAX_SESSIONS_LIMIT = 1 << 20
+
+
+@dataclass(frozen=True)
+class LinkConfig:
+    """
+    The limits of one link connection, validated on creation.
+
+    @ivar session_window: how many bytes the peer may send on one session
+        before this side has consumed them (the per-session receive window).
+    @ivar connection_budget: how many unconsumed bytes the peer may have in
+        flight over all sessions together.  The default,
+        C{session_window * max_sessions} capped at 256 MiB, means one stuck
+        reader never delays another; a smaller budget trades that for less
+        memory.
+    @ivar max_sessions: how many sessions the peer may have open at once.
+    @ivar send_high_water: bytes queued on one session, beyond its credit,
+        above which the session asks its producer to pause; it resumes at
+        half that.  Default: C{session_window}.
+    @ivar keepalive: the liveness preset a dialer states (a listener adopts
+        the dialer's).
+    @ivar handshake_timeout: seconds allowed for the preamble and HELLO.
+    @ivar ping_rate: PINGs per second a peer may send (burst: 4 times as
+        many) before the link is closed with C{ENHANCE_YOUR_CALM}.
+    """
+
+    session_window: int = 512 * 1024
+    connection_budget: int | None = None
+    max_sessions: int = 1024
+    send_high_water: int | None = None
+    keepalive: Keepalive = field(default=DEFAULT_KEEPALIVE)
+    handshake_timeout: float = 10.0
+    ping_rate: float = 20.0
+
+    def __post_init__(self) -> None:
+        if not MIN_WINDOW <= self.session_window <= MAX_WINDOW:
+            raise ValueError(
+                f"session_window {self.session_window} outside {MIN_WINDOW}..{MAX_WINDOW}"
+            )
+        if not 1 <= self.max_sessions <= MAX_SESSIONS_LIMIT:
+            raise ValueError(f"max_sessions {self.max_sessions} outside 1..{MAX_SESSIONS_LIMIT}")
+        budget = self.budget
+        if not self.session_window <= budget <= MAX_WINDOW:
+            raise ValueError(
+                f"connection_budget {budget} must be between session_window "
+                f"({self.session_window}) and {MAX_WINDOW}"
+            )
+        if self.send_high_water is not None and self.send_high_water < MAX_PAYLOAD:
+            raise ValueError(f"send_high_water {self.send_high_water} below {MAX_PAYLOAD}")
+        if not 0 < self.handshake_timeout <= 300:
+            raise ValueError(f"handshake_timeout {self.handshake_timeout} outside (0, 300]")
+        if not 0 < self.ping_rate <= 1000:
+            raise ValueError(f"ping_rate {self.ping_rate} outside (0, 1000]")
+
+    @property
+    def budget(self) -> int:
+        """
+        The connection budget in force.
+        """
+        if self.connection_budget is not None:
+            return self.connection_budget
+        return min(self.session_window * self.max_sessions, 256 << 20)
+
+    @property
+    def high_water(self) -> int:
+        """
+        The send high-water mark in force.
+        """
+        return self.send_high_water if self.send_high_water is not None else self.session_window

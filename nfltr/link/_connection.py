@@ -1,0 +1,623 @@
+# -*- test-case-name: tests.link.test_connection -*-
+"""
+L{LinkConnection}: the sans-I/O state machine of one link.
+
+It is fed the bytes received from the peer (L{LinkConnection.receive_data})
+and returns events; the application's actions (open a session, send, FIN,
+RESET, GOAWAY, consumed bytes) queue frames that L{LinkConnection.data_to_send}
+hands out.  Time comes from a callable given at construction; timers are the
+caller's: it calls L{LinkConnection.tick} at L{LinkConnection.next_deadline}.
+
+Session ids: the dialer opens odd ids, the listener even ids, each side in
+increasing order.  A frame for a session that was open once and is gone is
+dropped; a frame for an id that was never opened is a link error.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from enum import Enum
+from typing import Any
+
+from ._config import LinkConfig
+from ._control import HELLO, Hello, decode_message, encode_message, hello_message, parse_hello
+from ._errors import ErrorCode, LocalProtocolError, RemoteProtocolError, code_name
+from ._events import (
+    ControlReceived, DataReceived, FinReceived, GoAwayReceived, LinkEstablished, LinkTimedOut,
+    PongReceived, SessionClosed, SessionOpened, SessionReset, SessionWritable,
+)
+from ._frames import (
+    MAGIC, MAX_PAYLOAD, MAX_TARGET, PREAMBLE, PREAMBLE_SIZE, VERSION, DecodeError, Frame,
+    FrameDecoder, FrameType, decode_coded, decode_goaway, decode_open, decode_u32, encode_control,
+    encode_fin, encode_goaway, encode_open, encode_ping, encode_reset, encode_window,
+)
+from ._liveness import LivenessTracker
+from ._sending import Sender
+from ._session import SessionState
+
+Event = Any
+DIALER = "dialer"
+LISTENER = "listener"
+_MAX_SESSION_ID = (1 << 32) - 1
+_PING = struct.Struct("!Q")
+_DATA = int(FrameType.DATA)
+
+
+class State(Enum):
+    """
+    The connection's states; ERROR and CLOSED are final.
+    """
+
+    PREAMBLE = "awaiting the peer's preamble"
+    HELLO = "awaiting the peer's hello"
+    OPEN = "open"
+    ERROR = "failed"
+    CLOSED = "closed"
+
+
+class LinkConnection(Sender):
+    """
+    One end of a link.
+
+    @ivar state: the connection's L{State}.
+    @ivar peer: the peer's L{Hello}, once it arrived.
+    @ivar goaway_sent: this side sent GOAWAY (no new sessions either way).
+    @ivar goaway_received: the peer sent GOAWAY.
+    """
+
+    def __init__(
+        self, role: str, config: LinkConfig | None = None, *,
+        clock: Callable[[], float], app_hello: dict[str, Any] | None = None,
+    ) -> None:
+        if role not in (DIALER, LISTENER):
+            raise LocalProtocolError(f"role must be {DIALER!r} or {LISTENER!r}")
+        super().__init__(config or LinkConfig())
+        self.role = role
+        self._clock = clock
+        self._app_hello = dict(app_hello or {})
+        self.state = State.PREAMBLE
+        self.peer: Hello | None = None
+        self._decoder = FrameDecoder()
+        self._preamble = bytearray()
+        self._local_parity = 1 if role == DIALER else 0
+        self._next_local = 1 if role == DIALER else 2
+        self._highest_peer = 0
+        self._peer_open = 0
+        self._local_open = 0
+        self._recv_conn_credit = self.config.budget
+        self._recv_conn_ungranted = 0
+        self.goaway_sent = False
+        self.goaway_received = False
+        now = clock()
+        self._handshake_deadline = now + self.config.handshake_timeout
+        self._liveness: LivenessTracker | None = None
+        self._ping_payload: bytes | None = None
+        self._ping_count = 0
+        self._ping_tokens = 4 * self.config.ping_rate
+        self._ping_refill_at = now
+        if role == DIALER:
+            self._out += [PREAMBLE, self._hello_frame()]
+
+    # -- inspection ---------------------------------------------------------
+
+    @property
+    def established(self) -> bool:
+        """
+        Both hellos have been exchanged and the link is usable.
+        """
+        return self.state is State.OPEN
+
+    @property
+    def session_count(self) -> int:
+        """
+        How many sessions are open, either way.
+        """
+        return len(self._sessions)
+
+    def can_open(self) -> bool:
+        """
+        Whether L{open_session} would succeed now.
+        """
+        return (
+            self.state is State.OPEN and not self.goaway_sent and not self.goaway_received
+            and self.peer is not None and self._local_open < self.peer.max_sessions
+            and self._next_local <= _MAX_SESSION_ID
+        )
+
+    def is_drained(self) -> bool:
+        """
+        A GOAWAY went either way and no session is left.
+        """
+        return (self.goaway_sent or self.goaway_received) and not self._sessions
+
+    # -- receiving ----------------------------------------------------------
+
+    def receive_data(self, data: bytes) -> list[Event]:
+        """
+        Process bytes from the peer.
+
+        @return: the events they caused, in order.
+        @raise RemoteProtocolError: the peer broke the protocol; a GOAWAY is
+            queued, the connection is in L{State.ERROR}, and the error's
+            C{events} hold the events decoded before the fault.
+        @raise LocalProtocolError: the connection already failed or closed.
+        """
+        if self.state in (State.ERROR, State.CLOSED):
+            raise LocalProtocolError(f"receive_data on a link that is {self.state.value}")
+        events: list[Event] = []
+        now = self._clock()
+        try:
+            if self._liveness is not None:
+                self._liveness.received(now)
+            if self.state is State.PREAMBLE:
+                data = self._receive_preamble(data)
+            if data:
+                try:
+                    frames, error = self._decoder.feed(data), None
+                except DecodeError as e:
+                    frames, error = e.frames, e.error
+                for frame in frames:
+                    self._dispatch(frame, events, now)
+                if error is not None:
+                    raise error
+        except RemoteProtocolError as e:
+            self._fail(e.code, e.reason)
+            e.events = events
+            raise
+        return events
+
+    def _receive_preamble(self, data: bytes) -> bytes:
+        buf = self._preamble
+        need = PREAMBLE_SIZE - len(buf)
+        buf += data[:need]
+        n = min(len(buf), len(MAGIC))
+        if buf[:n] != MAGIC[:n]:
+            raise RemoteProtocolError(ErrorCode.BAD_MAGIC, "the peer does not speak the link protocol")
+        if len(buf) < PREAMBLE_SIZE:
+            return b""
+        version = buf[-1]
+        if version != VERSION:
+            if self.role == LISTENER:
+                self._out.append(PREAMBLE)
+            raise RemoteProtocolError(
+                ErrorCode.UNSUPPORTED_VERSION,
+                f"the peer speaks link version {version}; this side speaks version {VERSION}",
+            )
+        self.state = State.HELLO
+        if self.role == LISTENER:
+            self._out += [PREAMBLE, self._hello_frame()]
+        return data[need:]
+
+    def _hello_frame(self) -> bytes:
+        c = self.config
+        keepalive = c.keepalive if self.role == DIALER else None
+        message = hello_message(
+            self.role, c.session_window, c.budget, c.max_sessions, keepalive, self._app_hello
+        )
+        return encode_control(encode_message(message))
+
+    def _dispatch(self, frame: Frame, events: list[Event], now: float) -> None:
+        ftype = frame.type
+        if ftype == _DATA and self.state is State.OPEN:
+            self._on_data(frame, events)
+        elif self.state is State.HELLO:
+            if ftype != FrameType.CONTROL:
+                raise RemoteProtocolError(
+                    ErrorCode.PROTOCOL_ERROR,
+                    f"expected hello, got a {FrameType(ftype).name} frame",
+                )
+            self._on_hello(frame, events, now)
+        elif ftype in _SESSION_HANDLERS:
+            if frame.session_id == 0:
+                raise RemoteProtocolError(
+                    ErrorCode.PROTOCOL_ERROR, f"{FrameType(ftype).name} frame on session 0"
+                )
+            _SESSION_HANDLERS[ftype](self, frame, events)
+        else:
+            if frame.session_id != 0 and ftype != FrameType.WINDOW:
+                raise RemoteProtocolError(
+                    ErrorCode.PROTOCOL_ERROR,
+                    f"{FrameType(ftype).name} frame on session {frame.session_id}",
+                )
+            _LINK_HANDLERS[ftype](self, frame, events, now)
+
+    def _on_hello(self, frame: Frame, events: list[Event], now: float) -> None:
+        message = decode_message(frame.payload)
+        expect = LISTENER if self.role == DIALER else DIALER
+        hello = parse_hello(message, expect)
+        self.peer = hello
+        self._send_conn_credit = hello.budget
+        self._peer_budget = hello.budget
+        self._peer_window = hello.window
+        keepalive = hello.keepalive if hello.keepalive is not None else self.config.keepalive
+        self._liveness = LivenessTracker(keepalive, now)
+        self.state = State.OPEN
+        events.append(LinkEstablished(hello))
+
+    def _session(self, frame: Frame) -> SessionState | None:
+        """
+        The frame's session, C{None} if it is gone.
+
+        @raise RemoteProtocolError: C{UNKNOWN_SESSION}, never opened.
+        """
+        sid = frame.session_id
+        s = self._sessions.get(sid)
+        if s is None and not self._was_opened(sid):
+            raise RemoteProtocolError(
+                ErrorCode.UNKNOWN_SESSION,
+                f"{FrameType(frame.type).name} frame for session {sid}, which was never opened",
+            )
+        return s
+
+    def _was_opened(self, sid: int) -> bool:
+        if sid & 1 == self._local_parity:
+            return sid < self._next_local
+        return sid <= self._highest_peer
+
+    def _on_open(self, frame: Frame, events: list[Event]) -> None:
+        sid = frame.session_id
+        if sid & 1 == self._local_parity or sid <= self._highest_peer:
+            raise RemoteProtocolError(
+                ErrorCode.PROTOCOL_ERROR,
+                f"OPEN with session id {sid}: wrong parity, reused or not increasing",
+            )
+        self._highest_peer = sid
+        raw_target, first = decode_open(frame.payload)
+        try:
+            target = raw_target.decode("utf-8")
+        except UnicodeDecodeError:
+            raise RemoteProtocolError(ErrorCode.PROTOCOL_ERROR, "OPEN target is not UTF-8") from None
+        self._take_conn_credit(len(first))
+        if len(first) > self.config.session_window:
+            raise RemoteProtocolError(
+                ErrorCode.FLOW_CONTROL_ERROR, f"OPEN carries {len(first)} bytes, over the window"
+            )
+        if self.goaway_sent or self._peer_open >= self.config.max_sessions:
+            code = ErrorCode.GOING_AWAY if self.goaway_sent else ErrorCode.SESSION_LIMIT
+            self._out.append(encode_reset(sid, code, "refused: " + code.name.lower()))
+            self._release_conn(len(first))
+            return
+        s = SessionState(sid, False, self._peer_window, self.config.session_window - len(first))
+        self._sessions[sid] = s
+        self._peer_open += 1
+        events.append(SessionOpened(sid, target, bytes(first)))
+
+    def _take_conn_credit(self, n: int) -> None:
+        if n > self._recv_conn_credit:
+            raise RemoteProtocolError(
+                ErrorCode.FLOW_CONTROL_ERROR,
+                f"{n} bytes of data exceed the connection budget ({self._recv_conn_credit} left)",
+            )
+        self._recv_conn_credit -= n
+
+    def _on_data(self, frame: Frame, events: list[Event]) -> None:
+        n = len(frame.payload)
+        sid = frame.session_id
+        if sid == 0:
+            raise RemoteProtocolError(ErrorCode.PROTOCOL_ERROR, "DATA frame on session 0")
+        self._take_conn_credit(n)
+        s = self._session(frame)
+        if s is None:
+            self._release_conn(n)
+        elif s.fin_received:
+            self._release_conn(n)
+            self._reset_by_us(s, ErrorCode.SESSION_CLOSED, "DATA after FIN", events)
+        elif n > s.recv_credit:
+            self._release_conn(n)
+            self._reset_by_us(
+                s, ErrorCode.FLOW_CONTROL_ERROR,
+                f"{n} bytes of DATA exceed the session's credit of {s.recv_credit}", events,
+            )
+        else:
+            s.recv_credit -= n
+            events.append(DataReceived(sid, frame.payload))
+
+    def _on_fin(self, frame: Frame, events: list[Event]) -> None:
+        s = self._session(frame)
+        if s is None:
+            return
+        if s.fin_received:
+            self._reset_by_us(s, ErrorCode.SESSION_CLOSED, "second FIN", events)
+            return
+        s.fin_received = True
+        events.append(FinReceived(s.session_id))
+        if s.fin_sent:
+            self._remove(s)
+            events.append(SessionClosed(s.session_id))
+
+    def _on_reset(self, frame: Frame, events: list[Event]) -> None:
+        s = self._session(frame)
+        if s is not None:
+            code, reason = decode_coded(frame.payload, 0)
+            self._remove(s)
+            events.append(SessionReset(s.session_id, code, reason, True))
+
+    def _on_window(self, frame: Frame, events: list[Event], now: float) -> None:
+        increment = decode_u32(frame.payload)
+        if increment == 0:
+            raise RemoteProtocolError(ErrorCode.PROTOCOL_ERROR, "WINDOW with a zero increment")
+        if frame.session_id == 0:
+            self._grant_conn(increment, events)
+            return
+        s = self._session(frame)
+        if s is None or s.fin_sent:
+            return
+        if s.send_credit + increment > self._peer_window:
+            self._reset_by_us(
+                s, ErrorCode.FLOW_CONTROL_ERROR,
+                f"WINDOW of {increment} pushes the credit over the window {self._peer_window}",
+                events,
+            )
+            return
+        s.send_credit += increment
+        self._flush_session(s, events)
+
+    def _on_ping(self, frame: Frame, events: list[Event], now: float) -> None:
+        rate = self.config.ping_rate
+        self._ping_tokens = min(4 * rate, self._ping_tokens + (now - self._ping_refill_at) * rate)
+        self._ping_refill_at = now
+        if self._ping_tokens < 1:
+            raise RemoteProtocolError(
+                ErrorCode.ENHANCE_YOUR_CALM, f"more than {rate:g} PINGs per second"
+            )
+        self._ping_tokens -= 1
+        self._out.append(encode_ping(frame.payload, pong=True))
+
+    def _on_pong(self, frame: Frame, events: list[Event], now: float) -> None:
+        liveness = self._liveness
+        if frame.payload == self._ping_payload and liveness and liveness.ping_sent_at is not None:
+            self._ping_payload = None
+            events.append(PongReceived(now - liveness.ping_sent_at))
+
+    def _on_goaway(self, frame: Frame, events: list[Event], now: float) -> None:
+        last, code, reason = decode_goaway(frame.payload)
+        self.goaway_received = True
+        for s in [s for s in self._sessions.values() if s.local and s.session_id > last]:
+            self._remove(s)
+            events.append(SessionReset(s.session_id, ErrorCode.GOING_AWAY, reason, True))
+        events.append(GoAwayReceived(last, code, reason))
+        if code != ErrorCode.NO_ERROR:
+            why = f"link closed by the peer: {code_name(code)} {reason}".rstrip()
+            for s in list(self._sessions.values()):
+                self._remove(s)
+                events.append(SessionReset(s.session_id, code, why, True))
+
+    def _on_control(self, frame: Frame, events: list[Event], now: float) -> None:
+        message = decode_message(frame.payload)
+        if message["type"] == HELLO:
+            raise RemoteProtocolError(ErrorCode.PROTOCOL_ERROR, "a second hello")
+        events.append(ControlReceived(message))
+
+    def _reset_by_us(self, s: SessionState, code: ErrorCode, reason: str, events: list[Event]) -> None:
+        self._out.append(encode_reset(s.session_id, code, reason))
+        self._remove(s)
+        events.append(SessionReset(s.session_id, code, reason, False))
+
+    def _remove(self, s: SessionState) -> None:
+        del self._sessions[s.session_id]
+        self._ready.pop(s.session_id, None)
+        if s.local:
+            self._local_open -= 1
+        else:
+            self._peer_open -= 1
+
+    # -- the application's actions -----------------------------------------
+
+    def _check_open(self) -> None:
+        if self.state is not State.OPEN:
+            raise LocalProtocolError(f"the link is {self.state.value}")
+
+    def open_session(self, target: str, first_bytes: bytes = b"") -> int:
+        """
+        Open a session to C{target}, sending C{first_bytes} with the OPEN as
+        far as the credit allows (the rest follows as DATA).
+
+        @return: the new session id.
+        @raise LocalProtocolError: the link is not open, a GOAWAY went either
+            way, the peer's session limit is reached, or the target is bad.
+        """
+        self._check_open()
+        if not self.can_open():
+            raise LocalProtocolError(
+                "no new sessions on this link: " + (
+                    "a GOAWAY was exchanged" if self.goaway_sent or self.goaway_received
+                    else "the peer's session limit is reached"
+                )
+            )
+        raw = target.encode("utf-8")
+        if not 0 < len(raw) <= MAX_TARGET:
+            raise LocalProtocolError(f"target must be 1..{MAX_TARGET} bytes of UTF-8")
+        sid = self._next_local
+        self._next_local += 2
+        s = SessionState(sid, True, self._peer_window, self.config.session_window)
+        self._sessions[sid] = s
+        self._local_open += 1
+        room = min(MAX_PAYLOAD - 2 - len(raw), s.send_credit, self._send_conn_credit)
+        first = first_bytes[: max(room, 0)]
+        s.send_credit -= len(first)
+        self._send_conn_credit -= len(first)
+        self._out.append(encode_open(sid, raw, first))
+        if len(first) < len(first_bytes):
+            self.send_data(sid, first_bytes[len(first):])
+        return sid
+
+    def _local_session(self, sid: int) -> SessionState:
+        self._check_open()
+        s = self._sessions.get(sid)
+        if s is None:
+            raise LocalProtocolError(f"session {sid} is not open")
+        return s
+
+    def send_data(self, sid: int, data: bytes) -> bool:
+        """
+        Send C{data} on a session, queueing what exceeds its credit.
+
+        @return: C{True} if the session's queue is over the high-water mark:
+            pause whatever produces its data until L{SessionWritable}.
+        @raise LocalProtocolError: the session is not open or was FINed.
+        """
+        s = self._local_session(sid)
+        if s.fin_queued:
+            raise LocalProtocolError(f"session {sid}: data after FIN")
+        return self._send(s, data)
+
+    def send_fin(self, sid: int) -> bool:
+        """
+        Half-close a session: FIN follows the data already queued.
+
+        @return: C{True} if this closed the session (the peer's FIN had come
+            and nothing was queued).
+        """
+        s = self._local_session(sid)
+        if s.fin_queued:
+            return False
+        s.fin_queued = True
+        events: list[Event] = []
+        self._flush_session(s, events)
+        return any(isinstance(e, SessionClosed) for e in events)
+
+    def reset_session(self, sid: int, code: int = ErrorCode.CANCEL, reason: str = "") -> None:
+        """
+        Abort a session; queued data is dropped.  A session that is already
+        gone is ignored.
+        """
+        if self.state is not State.OPEN:
+            return
+        s = self._sessions.get(sid)
+        if s is None:
+            if not self._was_opened(sid):
+                raise LocalProtocolError(f"session {sid} was never opened")
+            return
+        self._remove(s)
+        self._out.append(encode_reset(sid, code, reason))
+
+    def consumed(self, sid: int, n: int) -> None:
+        """
+        Report that C{n} received bytes of session C{sid} left its queue
+        (delivered, or dropped because the session ended).  Credit goes back
+        to the peer in one WINDOW per half window.
+        """
+        if n <= 0 or self.state is not State.OPEN:
+            return
+        self._release_conn(n)
+        s = self._sessions.get(sid)
+        if s is None or s.fin_received:
+            return
+        s.recv_ungranted += n
+        if s.recv_ungranted >= self.config.session_window // 2:
+            s.recv_credit += s.recv_ungranted
+            self._out.append(encode_window(sid, s.recv_ungranted))
+            s.recv_ungranted = 0
+
+    def _release_conn(self, n: int) -> None:
+        budget = self.config.budget
+        if self._recv_conn_ungranted + self._recv_conn_credit + n > budget:
+            raise LocalProtocolError("consumed more bytes than were received")
+        self._recv_conn_ungranted += n
+        if self._recv_conn_ungranted >= min(self.config.session_window, budget) // 2:
+            self._recv_conn_credit += self._recv_conn_ungranted
+            self._out.append(encode_window(0, self._recv_conn_ungranted))
+            self._recv_conn_ungranted = 0
+
+    def send_control(self, message: dict[str, Any]) -> None:
+        """
+        Send an application control message.
+        """
+        if self.state in (State.ERROR, State.CLOSED) or (
+            self.role == LISTENER and self.state is State.PREAMBLE
+        ):
+            raise LocalProtocolError(f"cannot send control messages: link {self.state.value}")
+        if message.get("type") == HELLO:
+            raise LocalProtocolError("the hello is sent by the link itself")
+        self._out.append(encode_control(encode_message(message)))
+
+    def goaway(self, code: int = ErrorCode.NO_ERROR, reason: str = "") -> None:
+        """
+        Stop accepting sessions: open ones may finish; the peer learns the
+        last session id this side accepted.  A non-zero code ends the link.
+        """
+        if self.state is State.CLOSED or self.state is State.ERROR:
+            return
+        if self.goaway_sent and code == ErrorCode.NO_ERROR:
+            return
+        self.goaway_sent = True
+        self._out.append(encode_goaway(self._highest_peer, code, reason))
+        if code != ErrorCode.NO_ERROR:
+            self.state = State.ERROR
+
+    def _fail(self, code: ErrorCode, reason: str) -> None:
+        if self.state in (State.ERROR, State.CLOSED):
+            return
+        if code != ErrorCode.BAD_MAGIC:
+            if self.state is State.PREAMBLE and self.role == LISTENER and not self._out:
+                self._out.append(PREAMBLE)
+            self._out.append(encode_goaway(self._highest_peer, code, reason))
+        self.state = State.ERROR
+
+    # -- time ---------------------------------------------------------------
+
+    def next_deadline(self) -> float | None:
+        """
+        When L{tick} should next be called, or C{None}.
+        """
+        if self.state in (State.ERROR, State.CLOSED):
+            return None
+        if self._liveness is None:
+            return self._handshake_deadline
+        return self._liveness.deadline()
+
+    def tick(self) -> list[Event]:
+        """
+        Act on the clock: send a PING, or declare the link dead.
+        """
+        if self.state in (State.ERROR, State.CLOSED):
+            return []
+        now = self._clock()
+        if self._liveness is None:
+            if now < self._handshake_deadline:
+                return []
+            why = f"no hello within {self.config.handshake_timeout:g}s"
+            self._fail(ErrorCode.TIMEOUT, why)
+            return [LinkTimedOut(why)]
+        action = self._liveness.poll(now)
+        if action == "dead":
+            ka = self._liveness.keepalive
+            why = f"nothing received for {ka.interval + ka.timeout:g}s ({ka.describe()})"
+            self._fail(ErrorCode.TIMEOUT, why)
+            return [LinkTimedOut(why)]
+        if action == "ping":
+            self._ping_count += 1
+            self._ping_payload = _PING.pack(self._ping_count)
+            self._out.append(encode_ping(self._ping_payload))
+        return []
+
+    def connection_lost(self) -> list[Event]:
+        """
+        The transport is gone: every session ends.
+
+        @return: a L{SessionReset} for each session that was still open.
+        """
+        events = [
+            SessionReset(sid, ErrorCode.INTERNAL_ERROR, "link connection lost", True)
+            for sid in self._sessions
+        ]
+        self._sessions.clear()
+        self._ready.clear()
+        self.state = State.CLOSED
+        return events
+
+
+_SESSION_HANDLERS = {
+    FrameType.OPEN: LinkConnection._on_open,
+    FrameType.FIN: LinkConnection._on_fin,
+    FrameType.RESET: LinkConnection._on_reset,
+    FrameType.DATA: LinkConnection._on_data,
+}
+_LINK_HANDLERS = {
+    FrameType.WINDOW: LinkConnection._on_window,
+    FrameType.PING: LinkConnection._on_ping,
+    FrameType.PONG: LinkConnection._on_pong,
+    FrameType.GOAWAY: LinkConnection._on_goaway,
+    FrameType.CONTROL: LinkConnection._on_control,
+}

@@ -1,0 +1,331 @@
+# -*- test-case-name: tests.link.test_frames -*-
+"""
+The link's wire format: the preamble, the frame header and frame encoders,
+and an incremental frame decoder.
+
+Every frame is a 10-byte header followed by its payload::
+
+    type (u8) | flags (u8) | session id (u32) | payload length (u32)
+
+all in network byte order.  A length over L{MAX_PAYLOAD} and an unknown type
+are rejected from the header, before any byte of the body is buffered.
+
+The decoder slices frames that lie wholly inside one received chunk and only
+joins the bytes of a frame that spans chunks, so its memory is bounded by one
+frame and its cost is linear in the input.
+"""
+
+from __future__ import annotations
+
+import struct
+from enum import IntEnum
+from typing import NamedTuple
+
+from ._errors import ErrorCode, RemoteProtocolError
+
+MAGIC = b"\x89NFLTR\r\n"
+VERSION = 1
+PREAMBLE = MAGIC + bytes([VERSION])
+PREAMBLE_SIZE = len(PREAMBLE)
+
+HEADER = struct.Struct("!BBII")
+HEADER_SIZE = HEADER.size
+MAX_PAYLOAD = 65536
+MAX_TARGET = 1024
+MAX_REASON = 1024
+
+_U16 = struct.Struct("!H")
+_U32 = struct.Struct("!I")
+_GOAWAY = struct.Struct("!II")
+_RESET = _U32
+PING_SIZE = 8
+
+
+class FrameType(IntEnum):
+    """
+    The frame types.  Their numbers are part of the wire format.
+    """
+
+    OPEN = 1
+    DATA = 2
+    FIN = 3
+    RESET = 4
+    WINDOW = 5
+    PING = 6
+    PONG = 7
+    GOAWAY = 8
+    CONTROL = 9
+
+
+_KNOWN_TYPES = frozenset(int(t) for t in FrameType)
+
+# Types whose payload has one fixed size: checked from the header.
+_DATA = int(FrameType.DATA)
+_FIXED_SIZE: dict[int, int] = {
+    FrameType.FIN: 0,
+    FrameType.WINDOW: 4,
+    FrameType.PING: PING_SIZE,
+    FrameType.PONG: PING_SIZE,
+}
+_MIN_SIZE: dict[int, int] = {
+    FrameType.OPEN: 2,
+    FrameType.RESET: 4,
+    FrameType.GOAWAY: 8,
+}
+
+
+class Frame(NamedTuple):
+    """
+    One decoded frame; C{payload} is still raw.
+    """
+
+    type: int
+    flags: int
+    session_id: int
+    payload: bytes
+
+
+def check_header(ftype: int, length: int) -> None:
+    """
+    Validate a frame header before its body is read.
+
+    @raise RemoteProtocolError: C{UNKNOWN_FRAME_TYPE} or C{FRAME_SIZE_ERROR}.
+    """
+    if ftype not in _KNOWN_TYPES:
+        raise RemoteProtocolError(ErrorCode.UNKNOWN_FRAME_TYPE, f"unknown frame type {ftype}")
+    if length > MAX_PAYLOAD:
+        raise RemoteProtocolError(
+            ErrorCode.FRAME_SIZE_ERROR,
+            f"{FrameType(ftype).name} frame declares {length} bytes, over {MAX_PAYLOAD}",
+        )
+    fixed = _FIXED_SIZE.get(ftype)
+    if fixed is not None and length != fixed:
+        raise RemoteProtocolError(
+            ErrorCode.FRAME_SIZE_ERROR,
+            f"{FrameType(ftype).name} frame must carry {fixed} bytes, not {length}",
+        )
+    minimum = _MIN_SIZE.get(ftype, 0)
+    if length < minimum:
+        raise RemoteProtocolError(
+            ErrorCode.FRAME_SIZE_ERROR,
+            f"{FrameType(ftype).name} frame must carry at least {minimum} bytes, not {length}",
+        )
+
+
+class DecodeError(Exception):
+    """
+    Internal: carries the frames decoded before a bad header.
+    """
+
+    def __init__(self, frames: list[Frame], error: RemoteProtocolError) -> None:
+        super().__init__(error)
+        self.frames = frames
+        self.error = error
+
+
+class FrameDecoder:
+    """
+    Turns a byte stream into L{Frame}s.
+
+    @ivar _partial: the bytes of one incomplete frame (at most one header and
+        L{MAX_PAYLOAD} bytes of body).
+    @ivar _length: the body length of the frame in C{_partial} once its
+        header is complete and valid, else C{-1}.
+    """
+
+    def __init__(self) -> None:
+        self._partial = bytearray()
+        self._length = -1
+
+    def buffered(self) -> int:
+        """
+        How many bytes of an incomplete frame are held.
+        """
+        return len(self._partial)
+
+    def feed(self, data: bytes) -> list[Frame]:
+        """
+        Decode every frame completed by C{data}.
+
+        @raise DecodeError: a header was invalid; carries the frames decoded
+            before it.
+        """
+        frames: list[Frame] = []
+        try:
+            pos = self._finish_partial(data, frames) if self._partial else 0
+            if pos >= 0:
+                self._decode_whole(data, pos, frames)
+        except RemoteProtocolError as e:
+            raise DecodeError(frames, e) from None
+        return frames
+
+    def _finish_partial(self, data: bytes, frames: list[Frame]) -> int:
+        """
+        Complete the frame held in C{_partial}; return where C{data}'s
+        unread part starts, or C{-1} if C{data} was used up.
+        """
+        partial = self._partial
+        pos = 0
+        if self._length < 0:
+            pos = HEADER_SIZE - len(partial)
+            partial += data[:pos]
+            if len(partial) < HEADER_SIZE:
+                return -1
+            ftype, _, _, length = HEADER.unpack_from(partial)
+            check_header(ftype, length)
+            self._length = length
+        need = HEADER_SIZE + self._length - len(partial)
+        partial += data[pos : pos + need]
+        if len(partial) < HEADER_SIZE + self._length:
+            return -1
+        ftype, flags, sid, _ = HEADER.unpack_from(partial)
+        frames.append(Frame(ftype, flags, sid, bytes(partial[HEADER_SIZE:])))
+        self._partial = bytearray()
+        self._length = -1
+        return pos + need
+
+    def _decode_whole(self, data: bytes, pos: int, frames: list[Frame]) -> None:
+        """
+        Slice out every whole frame of C{data} from C{pos}; keep the rest.
+        """
+        end = len(data)
+        unpack = HEADER.unpack_from
+        append = frames.append
+        while end - pos >= HEADER_SIZE:
+            ftype, flags, sid, length = unpack(data, pos)
+            if ftype != _DATA or length > MAX_PAYLOAD:
+                check_header(ftype, length)
+            body = pos + HEADER_SIZE
+            if body + length > end:
+                self._partial = bytearray(data[pos:])
+                self._length = length
+                return
+            append(Frame(ftype, flags, sid, data[body : body + length]))
+            pos = body + length
+        if pos < end:
+            self._partial = bytearray(data[pos:])
+            self._length = -1
+
+
+def header(ftype: FrameType, session_id: int, length: int, flags: int = 0) -> bytes:
+    """
+    Encode one frame header.
+    """
+    return HEADER.pack(ftype, flags, session_id, length)
+
+
+def encode_open(session_id: int, target: bytes, first: bytes = b"") -> bytes:
+    """
+    OPEN: u16 target length, target, then the session's first bytes.
+    """
+    payload = _U16.pack(len(target)) + target + first
+    return header(FrameType.OPEN, session_id, len(payload)) + payload
+
+
+def decode_open(payload: bytes) -> tuple[bytes, bytes]:
+    """
+    Split an OPEN payload into its target and first bytes.
+
+    @raise RemoteProtocolError: C{FRAME_SIZE_ERROR} or C{PROTOCOL_ERROR}.
+    """
+    (size,) = _U16.unpack_from(payload)
+    if size == 0 or size > MAX_TARGET:
+        raise RemoteProtocolError(
+            ErrorCode.PROTOCOL_ERROR, f"OPEN target length {size} outside 1..{MAX_TARGET}"
+        )
+    if 2 + size > len(payload):
+        raise RemoteProtocolError(
+            ErrorCode.FRAME_SIZE_ERROR, f"OPEN target length {size} exceeds the frame"
+        )
+    return payload[2 : 2 + size], payload[2 + size :]
+
+
+def encode_fin(session_id: int) -> bytes:
+    """
+    FIN: the sender will send no more DATA on this session.
+    """
+    return header(FrameType.FIN, session_id, 0)
+
+
+def _reason_bytes(reason: str) -> bytes:
+    raw = reason.encode("utf-8", "replace")[:MAX_REASON]
+    return raw.decode("utf-8", "ignore").encode("utf-8")
+
+
+def encode_reset(session_id: int, code: int, reason: str = "") -> bytes:
+    """
+    RESET: u32 error code, UTF-8 reason (at most L{MAX_REASON} bytes).
+    """
+    payload = _RESET.pack(code) + _reason_bytes(reason)
+    return header(FrameType.RESET, session_id, len(payload)) + payload
+
+
+def decode_coded(payload: bytes, offset: int) -> tuple[int, str]:
+    """
+    Read the u32 code at C{offset} and the UTF-8 reason after it.
+    """
+    (code,) = _U32.unpack_from(payload, offset)
+    reason = bytes(payload[offset + 4 :]).decode("utf-8", "replace")
+    return code, reason
+
+
+def encode_window(session_id: int, increment: int) -> bytes:
+    """
+    WINDOW: u32 credit increment; session 0 means the connection budget.
+    """
+    return header(FrameType.WINDOW, session_id, 4) + _U32.pack(increment)
+
+
+def decode_u32(payload: bytes) -> int:
+    """
+    Read a WINDOW frame's increment.
+    """
+    (value,) = _U32.unpack_from(payload)
+    return int(value)
+
+
+def encode_ping(opaque: bytes, pong: bool = False) -> bytes:
+    """
+    PING or PONG with 8 opaque bytes, which a PONG echoes.
+    """
+    ftype = FrameType.PONG if pong else FrameType.PING
+    return header(ftype, 0, PING_SIZE) + opaque
+
+
+def encode_goaway(last_session_id: int, code: int, reason: str = "") -> bytes:
+    """
+    GOAWAY: u32 last peer-initiated session id accepted, u32 code, reason.
+    """
+    payload = _GOAWAY.pack(last_session_id, code) + _reason_bytes(reason)
+    return header(FrameType.GOAWAY, 0, len(payload)) + payload
+
+
+def decode_goaway(payload: bytes) -> tuple[int, int, str]:
+    """
+    Read a GOAWAY payload.
+    """
+    (last,) = _U32.unpack_from(payload)
+    code, reason = decode_coded(payload, 4)
+    return int(last), code, reason
+
+
+def encode_control(payload: bytes) -> bytes:
+    """
+    CONTROL: one typed control message (see C{_control}).
+    """
+    if len(payload) > MAX_PAYLOAD:
+        raise ValueError(f"control message of {len(payload)} bytes is over {MAX_PAYLOAD}")
+    return header(FrameType.CONTROL, 0, len(payload)) + payload
+
+
+def classify_prefix(data: bytes) -> bool | None:
+    """
+    Tell a link from other traffic (HTTP) by the first bytes of a stream.
+
+    @return: C{True} if C{data} starts like a link preamble, C{False} if it
+        cannot be one, C{None} if more bytes are needed to tell.
+    """
+    n = min(len(data), len(MAGIC))
+    if data[:n] != MAGIC[:n]:
+        return False
+    return True if n == len(MAGIC) else None

@@ -1,0 +1,43 @@
+# -*- test-case-name: tests.link.test_connection -*-
+"""
+The state of one session inside a L{LinkConnection}.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+
+class SessionState:
+    """
+    One session's credit, send queue and half-close flags.
+
+    @ivar local: C{True} if this side opened it.
+    @ivar send_credit: bytes this side may still send before a WINDOW.
+    @ivar recv_credit: bytes the peer may still send before our WINDOW.
+    @ivar recv_ungranted: bytes consumed since our last WINDOW.
+    @ivar pending: data written beyond the credit, oldest first.
+    @ivar pending_bytes: the total size of C{pending}.
+    @ivar fin_queued: the application asked for FIN; it leaves once
+        C{pending} is empty.
+    @ivar over_high: C{pending_bytes} went over the high-water mark and no
+        L{SessionWritable} has been reported since.
+    """
+
+    __slots__ = (
+        "session_id", "local", "send_credit", "recv_credit", "recv_ungranted", "pending",
+        "pending_bytes", "fin_queued", "fin_sent", "fin_received", "over_high",
+    )
+
+    def __init__(self, session_id: int, local: bool, send_credit: int, recv_credit: int) -> None:
+        self.session_id = session_id
+        self.local = local
+        self.send_credit = send_credit
+        self.recv_credit = recv_credit
+        self.recv_ungranted = 0
+        self.pending: deque[bytes | memoryview] = deque()
+        self.pending_bytes = 0
+        self.fin_queued = False
+        self.fin_sent = False
+        self.fin_received = False
+        self.over_high = False
