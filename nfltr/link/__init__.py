@@ -13,8 +13,17 @@ from ._connection import DIALER, LISTENER, LinkConnection, State
 from ._control import Hello, RefusalReason, refusal
 from ._errors import ErrorCode, LinkError, LocalProtocolError, RemoteProtocolError, code_name
 from ._events import (
-    ControlReceived, DataReceived, FinReceived, GoAwayReceived, LinkEstablished, LinkTimedOut,
-    PongReceived, SessionClosed, SessionOpened, SessionReset, SessionWritable,
+    ControlReceived,
+    DataReceived,
+    FinReceived,
+    GoAwayReceived,
+    LinkEstablished,
+    LinkTimedOut,
+    PongReceived,
+    SessionClosed,
+    SessionOpened,
+    SessionReset,
+    SessionWritable,
 )
 from ._frames import MAGIC, MAX_PAYLOAD, PREAMBLE, VERSION, FrameType, classify_prefix
 from ._liveness import DEFAULT_KEEPALIVE, PRESETS, Keepalive, parse_duration, parse_keepalive

@@ -13,6 +13,8 @@ from ._liveness import DEFAULT_KEEPALIVE, Keepalive
 MIN_WINDOW = 1024
 MAX_WINDOW = 1 << 30
 MAX_SESSIONS_LIMIT = 1 << 20
+MAX_HANDSHAKE_TIMEOUT = 300.0
+MAX_PING_RATE = 1000.0
 
 
 @dataclass(frozen=True)
@@ -61,9 +63,9 @@ class LinkConfig:
             )
         if self.send_high_water is not None and self.send_high_water < MAX_PAYLOAD:
             raise ValueError(f"send_high_water {self.send_high_water} below {MAX_PAYLOAD}")
-        if not 0 < self.handshake_timeout <= 300:
+        if not 0 < self.handshake_timeout <= MAX_HANDSHAKE_TIMEOUT:
             raise ValueError(f"handshake_timeout {self.handshake_timeout} outside (0, 300]")
-        if not 0 < self.ping_rate <= 1000:
+        if not 0 < self.ping_rate <= MAX_PING_RATE:
             raise ValueError(f"ping_rate {self.ping_rate} outside (0, 1000]")
 
     @property

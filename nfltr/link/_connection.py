@@ -24,13 +24,38 @@ from ._config import LinkConfig
 from ._control import HELLO, Hello, decode_message, encode_message, hello_message, parse_hello
 from ._errors import ErrorCode, LocalProtocolError, RemoteProtocolError, code_name
 from ._events import (
-    ControlReceived, DataReceived, FinReceived, GoAwayReceived, LinkEstablished, LinkTimedOut,
-    PongReceived, SessionClosed, SessionOpened, SessionReset, SessionWritable,
+    ControlReceived,
+    DataReceived,
+    FinReceived,
+    GoAwayReceived,
+    LinkEstablished,
+    LinkTimedOut,
+    PongReceived,
+    SessionClosed,
+    SessionOpened,
+    SessionReset,
 )
 from ._frames import (
-    MAGIC, MAX_PAYLOAD, MAX_TARGET, PREAMBLE, PREAMBLE_SIZE, VERSION, DecodeError, Frame,
-    FrameDecoder, FrameType, decode_coded, decode_goaway, decode_open, decode_u32, encode_control,
-    encode_fin, encode_goaway, encode_open, encode_ping, encode_reset, encode_window,
+    MAGIC,
+    MAX_PAYLOAD,
+    MAX_TARGET,
+    PREAMBLE,
+    PREAMBLE_SIZE,
+    VERSION,
+    DecodeError,
+    Frame,
+    FrameDecoder,
+    FrameType,
+    decode_coded,
+    decode_goaway,
+    decode_open,
+    decode_u32,
+    encode_control,
+    encode_goaway,
+    encode_open,
+    encode_ping,
+    encode_reset,
+    encode_window,
 )
 from ._liveness import LivenessTracker
 from ._sending import Sender
@@ -173,7 +198,9 @@ class LinkConnection(Sender):
         buf += data[:need]
         n = min(len(buf), len(MAGIC))
         if buf[:n] != MAGIC[:n]:
-            raise RemoteProtocolError(ErrorCode.BAD_MAGIC, "the peer does not speak the link protocol")
+            raise RemoteProtocolError(
+                ErrorCode.BAD_MAGIC, "the peer does not speak the link protocol"
+            )
         if len(buf) < PREAMBLE_SIZE:
             return b""
         version = buf[-1]
@@ -267,7 +294,9 @@ class LinkConnection(Sender):
         try:
             target = raw_target.decode("utf-8")
         except UnicodeDecodeError:
-            raise RemoteProtocolError(ErrorCode.PROTOCOL_ERROR, "OPEN target is not UTF-8") from None
+            raise RemoteProtocolError(
+                ErrorCode.PROTOCOL_ERROR, "OPEN target is not UTF-8"
+            ) from None
         self._take_conn_credit(len(first))
         if len(first) > self.config.session_window:
             raise RemoteProtocolError(
@@ -389,7 +418,9 @@ class LinkConnection(Sender):
             raise RemoteProtocolError(ErrorCode.PROTOCOL_ERROR, "a second hello")
         events.append(ControlReceived(message))
 
-    def _reset_by_us(self, s: SessionState, code: ErrorCode, reason: str, events: list[Event]) -> None:
+    def _reset_by_us(
+        self, s: SessionState, code: ErrorCode, reason: str, events: list[Event]
+    ) -> None:
         self._out.append(encode_reset(s.session_id, code, reason))
         self._remove(s)
         events.append(SessionReset(s.session_id, code, reason, False))

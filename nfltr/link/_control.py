@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from ._config import MAX_SESSIONS_LIMIT, MAX_WINDOW, MIN_WINDOW
@@ -31,7 +31,7 @@ REFUSED = "refused"
 _TYPE = re.compile(r"^[a-z][a-z0-9_.-]{0,31}$")
 
 
-class RefusalReason(str, Enum):
+class RefusalReason(StrEnum):
     """
     Why a peer refused a request; the value travels on the wire.
     """

@@ -110,26 +110,29 @@ class LivenessTracker:
     the peer is dead.  Time comes from the caller.
 
     @ivar last_rx: when bytes last arrived.
-    @ivar ping_sent_at: when the outstanding PING left, or C{None}.
+    @ivar ping_sent_at: when the last PING left, or C{None}.
+    @ivar awaiting: a PING left and nothing has arrived since.
     """
 
     def __init__(self, keepalive: Keepalive, now: float) -> None:
         self.keepalive = keepalive
         self.last_rx = now
         self.ping_sent_at: float | None = None
+        self.awaiting = False
 
     def received(self, now: float) -> None:
         """
-        Bytes arrived from the peer.
+        Bytes arrived from the peer: any bytes answer a PING.
         """
         self.last_rx = now
+        self.awaiting = False
 
     def deadline(self) -> float:
         """
         The next time L{poll} has something to do.
         """
         ka = self.keepalive
-        if self.ping_sent_at is not None and self.ping_sent_at >= self.last_rx:
+        if self.awaiting:
             return self.last_rx + ka.interval + ka.timeout
         return self.last_rx + ka.interval
 
@@ -142,8 +145,8 @@ class LivenessTracker:
         silent = now - self.last_rx
         if silent >= ka.interval + ka.timeout:
             return "dead"
-        pinged = self.ping_sent_at is not None and self.ping_sent_at >= self.last_rx
-        if silent >= ka.interval and not pinged:
+        if silent >= ka.interval and not self.awaiting:
             self.ping_sent_at = now
+            self.awaiting = True
             return "ping"
         return None

@@ -1,0 +1,366 @@
+# -*- test-case-name: tests.link.test_twisted -*-
+"""
+L{LinkSession}: one session of a link as a Twisted transport.
+
+A session is an C{ITransport} for the protocol attached to it, an
+C{IPushProducer} of the data it delivers (a consumer that cannot keep up
+pauses it, and the peer then runs out of credit), and an C{IConsumer} of the
+data written to it (a producer registered on it is paused while the
+session's send queue is over its high-water mark).  A local TCP connection
+and a session join the idiomatic way: each registers the other as its
+producer.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from twisted.internet import error, interfaces
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+from ._errors import ErrorCode, code_name
+
+if TYPE_CHECKING:
+    from .twisted import LinkProtocol
+
+
+class SessionResetError(error.ConnectionLost):
+    """
+    The session was reset, by the peer or because the peer broke the
+    protocol on it.
+
+    @ivar code: the wire error code (an L{ErrorCode} value).
+    @ivar reason: the peer's or our explanation.
+    """
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(f"session reset: {code_name(code)} {reason}".rstrip())
+        self.code = code
+        self.reason = reason
+
+
+@implementer(interfaces.IAddress)
+class LinkAddress:
+    """
+    The address of one end of a session: the session's target and id.
+    """
+
+    def __init__(self, target: str, session_id: int) -> None:
+        self.target = target
+        self.session_id = session_id
+
+    def __repr__(self) -> str:
+        return f"LinkAddress({self.target!r}, {self.session_id})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LinkAddress) and (self.target, self.session_id) == (
+            other.target, other.session_id
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.target, self.session_id))
+
+
+@implementer(
+    interfaces.ITransport, interfaces.ITCPTransport, interfaces.IConsumer,
+    interfaces.IPushProducer,
+)
+class LinkSession:
+    """
+    One session of a L{LinkProtocol}.
+
+    @ivar link: the link carrying it.
+    @ivar sessionId: its id on the link.
+    @ivar target: what the opener asked to reach.
+    @ivar protocol: the attached protocol, C{None} until accepted.
+    @ivar disconnecting: C{loseConnection} was called.
+    @ivar _queue: received bytes not yet delivered (bounded by the window).
+    @ivar _paused: our consumer asked us to stop delivering.
+    @ivar _finReceived: the peer sent FIN; delivered after C{_queue}.
+    @ivar _closed: the session ended; C{_closeReason} is delivered to the
+        protocol once C{_queue} is empty.
+    """
+
+    disconnecting = False
+    disconnected = False
+
+    def __init__(self, link: LinkProtocol, sessionId: int, target: str) -> None:
+        self.link = link
+        self.sessionId = sessionId
+        self.target = target
+        self.protocol: Any = None
+        self.peerAddress: Any = LinkAddress(target, sessionId)
+        self._queue: deque[bytes] = deque()
+        self._paused = False
+        self._delivering = False
+        self._finReceived = False
+        self._finDelivered = False
+        self._writeClosed = False
+        self._closed = False
+        self._closeReason: Failure | None = None
+        self._producer: Any = None
+        self._streaming = True
+        self._producerPaused = False
+        self._pullScheduled = False
+
+    def __repr__(self) -> str:
+        return f"<LinkSession {self.sessionId} {self.target!r}>"
+
+    # -- accepting a session the peer opened ---------------------------------
+
+    def accept(self, protocol: Any) -> None:
+        """
+        Attach C{protocol} to a session the peer opened.
+        """
+        if self.protocol is not None:
+            raise RuntimeError(f"{self!r} already has a protocol")
+        self.protocol = protocol
+        protocol.makeConnection(self)
+        self._deliver()
+
+    def refuse(self, code: int = ErrorCode.REFUSED, reason: str = "") -> None:
+        """
+        Refuse a session the peer opened.
+        """
+        self._abort(code, reason, error.ConnectionRefusedError(reason or code_name(code)))
+
+    # -- ITransport -----------------------------------------------------------
+
+    def write(self, data: bytes) -> None:
+        """
+        Send C{data}; ignored once the session is closing for writes.
+        """
+        if self._writeClosed or self._closed or not data:
+            return
+        if self.link.sendData(self.sessionId, data):
+            self._pauseProducer()
+        elif not self._streaming:
+            self._schedulePull()
+
+    def writeSequence(self, data: Any) -> None:
+        """
+        Send the concatenation of C{data}.
+        """
+        self.write(b"".join(data))
+
+    def loseConnection(self) -> None:
+        """
+        Send FIN after the queued data; the session ends when the peer's FIN
+        arrives.  Data received meanwhile is dropped.
+        """
+        if self._closed or self.disconnecting:
+            return
+        self.disconnecting = True
+        self._queue_drop()
+        self.loseWriteConnection()
+
+    def loseWriteConnection(self) -> None:
+        """
+        Half-close: FIN after the queued data; receiving goes on.
+        """
+        if self._writeClosed or self._closed:
+            return
+        self._writeClosed = True
+        self.link.sendFin(self.sessionId)
+
+    def abortConnection(self) -> None:
+        """
+        Reset the session at once.
+        """
+        self._abort(ErrorCode.CANCEL, "aborted", error.ConnectionAborted())
+
+    def abortWith(self, code: int, reason: str) -> None:
+        """
+        Reset the session with a given code; the protocol sees a
+        L{SessionResetError}.
+        """
+        self._abort(code, reason, SessionResetError(code, reason))
+
+    def _abort(self, code: int, reason: str, why: Exception) -> None:
+        if self._closed:
+            return
+        self.link.resetSession(self.sessionId, code, reason)
+        self._queue_drop()
+        self.sessionEnded(Failure(why))
+
+    def getPeer(self) -> Any:
+        """
+        The peer's address: by default the session's target.
+        """
+        return self.peerAddress
+
+    def getHost(self) -> LinkAddress:
+        """
+        This end's address.
+        """
+        return LinkAddress(self.target, self.sessionId)
+
+    def setTcpNoDelay(self, enabled: bool) -> None:
+        """
+        Sessions have no Nagle algorithm: ignored.
+        """
+
+    def getTcpNoDelay(self) -> bool:
+        """
+        Always true: frames leave on the next reactor turn.
+        """
+        return True
+
+    def setTcpKeepAlive(self, enabled: bool) -> None:
+        """
+        Liveness is the link's: ignored.
+        """
+
+    def getTcpKeepAlive(self) -> bool:
+        """
+        The link keeps itself alive.
+        """
+        return True
+
+    # -- IPushProducer: what we deliver to the protocol ----------------------
+
+    def pauseProducing(self) -> None:
+        """
+        Stop delivering received data; credit stops going back to the peer.
+        """
+        self._paused = True
+
+    def resumeProducing(self) -> None:
+        """
+        Deliver queued data again.
+        """
+        self._paused = False
+        self._deliver()
+
+    def stopProducing(self) -> None:
+        """
+        Our consumer is gone: abort.
+        """
+        self.abortConnection()
+
+    # -- IConsumer: what is written to us -----------------------------------
+
+    def registerProducer(self, producer: Any, streaming: bool) -> None:
+        """
+        Pause C{producer} while our send queue is over its high-water mark.
+        """
+        if self._producer is not None:
+            raise RuntimeError(f"{self!r} already has a producer")
+        if self._closed:
+            producer.stopProducing()
+            return
+        self._producer = producer
+        self._streaming = bool(streaming)
+        self._producerPaused = False
+        if not streaming:
+            self._schedulePull()
+
+    def unregisterProducer(self) -> None:
+        """
+        Forget the producer.
+        """
+        self._producer = None
+        self._streaming = True
+
+    def _pauseProducer(self) -> None:
+        if self._producer is not None and self._streaming and not self._producerPaused:
+            self._producerPaused = True
+            self._producer.pauseProducing()
+
+    def writable(self) -> None:
+        """
+        Called by the link when our send queue fell below its low-water mark.
+        """
+        if self._producer is None:
+            return
+        if not self._streaming:
+            self._schedulePull()
+        elif self._producerPaused:
+            self._producerPaused = False
+            self._producer.resumeProducing()
+
+    def _schedulePull(self) -> None:
+        if not self._pullScheduled:
+            self._pullScheduled = True
+            self.link.clock.callLater(0, self._pull)
+
+    def _pull(self) -> None:
+        self._pullScheduled = False
+        if self._producer is not None and not self._streaming and not self._closed:
+            self._producer.resumeProducing()
+
+    # -- called by the link ---------------------------------------------------
+
+    def dataReceived(self, data: bytes) -> None:
+        """
+        Bytes arrived for this session.
+        """
+        if self.disconnecting or self._closed:
+            self.link.consumed(self.sessionId, len(data))
+            return
+        self._queue.append(data)
+        self._deliver()
+
+    def finReceived(self) -> None:
+        """
+        The peer half-closed; delivered after the queued data.
+        """
+        self._finReceived = True
+        self._deliver()
+
+    def sessionEnded(self, reason: Failure) -> None:
+        """
+        The session is gone from the link; the protocol hears of it once
+        every queued byte was delivered (at once, for an error).
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self._closeReason = reason
+        if not reason.check(error.ConnectionDone):
+            self._queue_drop()
+        self._deliver()
+
+    def _queue_drop(self) -> None:
+        dropped = sum(len(chunk) for chunk in self._queue)
+        self._queue.clear()
+        if dropped:
+            self.link.consumed(self.sessionId, dropped)
+
+    def _deliver(self) -> None:
+        if self._delivering or self.protocol is None:
+            return
+        self._delivering = True
+        try:
+            queue = self._queue
+            while queue and not self._paused:
+                chunk = queue.popleft()
+                self.protocol.dataReceived(chunk)
+                self.link.consumed(self.sessionId, len(chunk))
+            if queue or (self._paused and self._closeReason is None):
+                return
+            if self._finReceived and not self._finDelivered and not self._closed:
+                self._finDelivered = True
+                self._readEnded()
+            if self._closed and not self.disconnected:
+                self._finish()
+        finally:
+            self._delivering = False
+
+    def _readEnded(self) -> None:
+        if interfaces.IHalfCloseableProtocol.providedBy(self.protocol):
+            self.protocol.readConnectionLost()
+        else:
+            self.loseConnection()
+
+    def _finish(self) -> None:
+        self.disconnected = True
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            producer.stopProducing()
+        protocol, self.protocol = self.protocol, None
+        reason = self._closeReason
+        assert reason is not None
+        protocol.connectionLost(reason)

@@ -1,0 +1,499 @@
+# -*- test-case-name: tests.link.test_twisted -*-
+"""
+The Twisted adapter of the link codec: L{LinkProtocol} runs a
+L{LinkConnection} over any stream transport (TLS in practice) and turns its
+sessions into L{LinkSession} transports.
+
+The reactor's time (C{IReactorTime}) is injected; nothing here touches the
+global reactor.  Frames queued during one reactor turn leave in one
+transport write.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet import defer, error, interfaces
+from twisted.internet.protocol import Factory, Protocol
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from zope.interface import Interface, implementer
+
+from ._config import LinkConfig
+from ._connection import LinkConnection
+from ._control import Hello
+from ._errors import ErrorCode, RemoteProtocolError, code_name
+from ._events import (
+    ControlReceived,
+    DataReceived,
+    FinReceived,
+    GoAwayReceived,
+    LinkEstablished,
+    LinkTimedOut,
+    PongReceived,
+    SessionClosed,
+    SessionOpened,
+    SessionReset,
+    SessionWritable,
+)
+from .transport import LinkAddress, LinkSession, SessionResetError
+
+__all__ = [
+    "ILinkHandler", "LinkAddress", "LinkFactory", "LinkHandler", "LinkProtocol", "LinkSession",
+    "LinkUnavailable", "SessionResetError",
+]
+
+
+class LinkUnavailable(Exception):
+    """
+    No session can be opened on this link now (not yet established, going
+    away, or at the peer's session limit).
+    """
+
+
+class ILinkHandler(Interface):
+    """
+    What the application does with a link's events.
+    """
+
+    def linkEstablished(link: LinkProtocol) -> None:
+        """
+        The peer's hello arrived (C{link.peerHello}).
+        """
+
+    def sessionRequested(session: LinkSession) -> None:
+        """
+        The peer opened C{session}: call C{session.accept(protocol)} or
+        C{session.refuse(code, reason)}, now or later.
+        """
+
+    def controlReceived(link: LinkProtocol, message: dict[str, Any]) -> None:
+        """
+        An application control message arrived.
+        """
+
+    def linkLost(link: LinkProtocol, reason: Failure) -> None:
+        """
+        The link's connection is gone.
+        """
+
+
+@implementer(ILinkHandler)
+class LinkHandler:
+    """
+    A handler that refuses every session and ignores control messages;
+    subclass what you need.
+    """
+
+    def linkEstablished(self, link: LinkProtocol) -> None:
+        """
+        Nothing to do.
+        """
+
+    def sessionRequested(self, session: LinkSession) -> None:
+        """
+        Refuse.
+        """
+        session.refuse(ErrorCode.REFUSED, "no sessions accepted here")
+
+    def controlReceived(self, link: LinkProtocol, message: dict[str, Any]) -> None:
+        """
+        Ignore.
+        """
+
+    def linkLost(self, link: LinkProtocol, reason: Failure) -> None:
+        """
+        Nothing to do.
+        """
+
+
+class LinkProtocol(Protocol):
+    """
+    One link over one transport.
+
+    @ivar connection: the codec, once connected.
+    @ivar peerHello: the peer's L{Hello} once established.
+    @ivar rtt: the last measured round-trip time, seconds, or C{None}.
+    @ivar failure: the link-level error that ended the link, if any.
+    """
+
+    log = Logger()
+
+    def __init__(
+        self, role: str, handler: Any, clock: interfaces.IReactorTime,
+        config: LinkConfig | None = None, appHello: dict[str, Any] | None = None,
+    ) -> None:
+        self.role = role
+        self.handler = handler
+        self.clock = clock
+        self.config = config or LinkConfig()
+        self._appHello = appHello
+        self.connection: LinkConnection | None = None
+        self.peerHello: Hello | None = None
+        self.rtt: float | None = None
+        self.failure: Exception | None = None
+        self._sessions: dict[int, LinkSession] = {}
+        self._flushCall: Any = None
+        self._timer: Any = None
+        self._waiting: list[defer.Deferred[LinkProtocol]] = []
+        self._drained: list[defer.Deferred[None]] = []
+        self._drainTimer: Any = None
+        self._lost = False
+
+    # -- life cycle -----------------------------------------------------------
+
+    def connectionMade(self) -> None:
+        """
+        Start the codec: a dialer sends its preamble and hello at once.
+        """
+        setNoDelay = getattr(self.transport, "setTcpNoDelay", None)
+        if setNoDelay is not None:
+            setNoDelay(True)
+        self.connection = LinkConnection(
+            self.role, self.config, clock=self.clock.seconds, app_hello=self._appHello
+        )
+        self._flush()
+        self._armTimer()
+
+    def whenEstablished(self) -> defer.Deferred[LinkProtocol]:
+        """
+        A Deferred that fires with this link once the peer's hello arrived,
+        or fails if the connection ends first.
+        """
+        if self.peerHello is not None:
+            return defer.succeed(self)
+        if self._lost:
+            return defer.fail(error.ConnectionLost("link ended before it was established"))
+        d: defer.Deferred[LinkProtocol] = defer.Deferred()
+        self._waiting.append(d)
+        return d
+
+    def dataReceived(self, data: bytes) -> None:
+        """
+        Feed the codec and dispatch its events.
+        """
+        conn = self.connection
+        if conn is None or self._lost or self.failure is not None:
+            return
+        try:
+            events = conn.receive_data(data)
+        except RemoteProtocolError as e:
+            self._dispatch(e.events)
+            self._linkFailed(e)
+            return
+        self._dispatch(events)
+        self._flush()
+        self._closeIfDrained()
+
+    def connectionLost(self, reason: Failure = error.ConnectionDone) -> None:  # type: ignore[assignment]
+        """
+        End every session with an error, never a clean end of stream.
+        """
+        self._lost = True
+        for call in (self._flushCall, self._timer, self._drainTimer):
+            if call is not None and call.active():
+                call.cancel()
+        why = self.failure or reason.value
+        if self.connection is not None:
+            self.connection.connection_lost()
+        sessions, self._sessions = self._sessions, {}
+        for session in sessions.values():
+            session.sessionEnded(Failure(error.ConnectionLost(f"link lost: {why}")))
+        waiting, self._waiting = self._waiting, []
+        for d in waiting:
+            d.errback(Failure(error.ConnectionLost(f"link lost before hello: {why}")))
+        for d in self._drained:
+            d.callback(None)
+        self._drained = []
+        self.handler.linkLost(self, reason)
+
+    def _linkFailed(self, e: Exception) -> None:
+        self.failure = e
+        code = getattr(e, "code", ErrorCode.INTERNAL_ERROR)
+        self.log.warn(
+            "link {peer} failed: {code}: {reason}",
+            peer=self._peerName(), code=code_name(code), reason=getattr(e, "reason", str(e)),
+        )
+        self._flush()
+        self.transport.loseConnection()
+
+    def _peerName(self) -> str:
+        return "?" if self.transport is None else str(self.transport.getPeer())
+
+    # -- events -------------------------------------------------------------
+
+    def _dispatch(self, events: list[Any]) -> None:
+        sessions = self._sessions
+        for event in events:
+            kind = type(event)
+            if kind is DataReceived:
+                session = sessions.get(event.session_id)
+                if session is not None:
+                    session.dataReceived(event.data)
+                else:
+                    self.connection.consumed(event.session_id, len(event.data))  # type: ignore[union-attr]
+            else:
+                _HANDLERS[kind](self, event)
+
+    def _onEstablished(self, event: LinkEstablished) -> None:
+        self.peerHello = event.hello
+        self._armTimer()
+        self.handler.linkEstablished(self)
+        waiting, self._waiting = self._waiting, []
+        for d in waiting:
+            d.callback(self)
+
+    def _onOpened(self, event: SessionOpened) -> None:
+        session = LinkSession(self, event.session_id, event.target)
+        self._sessions[event.session_id] = session
+        if event.first_bytes:
+            session.dataReceived(event.first_bytes)
+        self.handler.sessionRequested(session)
+
+    def _onFin(self, event: FinReceived) -> None:
+        session = self._sessions.get(event.session_id)
+        if session is not None:
+            session.finReceived()
+
+    def _onClosed(self, event: SessionClosed) -> None:
+        session = self._sessions.pop(event.session_id, None)
+        if session is not None:
+            session.sessionEnded(Failure(error.ConnectionDone()))
+
+    def _onReset(self, event: SessionReset) -> None:
+        session = self._sessions.pop(event.session_id, None)
+        if session is not None:
+            if not event.remote:
+                self.log.warn(
+                    "link {peer}: session {sid} reset: {code}: {reason}", peer=self._peerName(),
+                    sid=event.session_id, code=code_name(event.code), reason=event.reason,
+                )
+            session.sessionEnded(Failure(SessionResetError(event.code, event.reason)))
+
+    def _onWritable(self, event: SessionWritable) -> None:
+        session = self._sessions.get(event.session_id)
+        if session is not None:
+            session.writable()
+
+    def _onControl(self, event: ControlReceived) -> None:
+        self.handler.controlReceived(self, event.message)
+
+    def _onPong(self, event: PongReceived) -> None:
+        self.rtt = event.rtt
+
+    def _onGoAway(self, event: GoAwayReceived) -> None:
+        if event.code != ErrorCode.NO_ERROR:
+            self.failure = error.ConnectionLost(
+                f"closed by the peer: {code_name(event.code)} {event.reason}"
+            )
+            self.log.warn(
+                "link {peer} closed by the peer: {code}: {reason}", peer=self._peerName(),
+                code=code_name(event.code), reason=event.reason,
+            )
+        else:
+            self.log.info("link {peer}: the peer is going away", peer=self._peerName())
+
+    def _onTimedOut(self, event: LinkTimedOut) -> None:
+        self.failure = error.TimeoutError(string=event.reason)
+        self.log.warn("link {peer} is dead: {reason}", peer=self._peerName(), reason=event.reason)
+        self._flush()
+        abort = getattr(self.transport, "abortConnection", self.transport.loseConnection)
+        abort()
+
+    # -- the application's actions -----------------------------------------
+
+    def openSession(self, target: str, protocol: Any, firstBytes: bytes = b"") -> LinkSession:
+        """
+        Open a session to C{target} and attach C{protocol} to it;
+        C{firstBytes} travel with the OPEN.  If the peer refuses, the
+        protocol's C{connectionLost} gets a L{SessionResetError}.
+
+        @raise LinkUnavailable: no session can be opened on this link now.
+        """
+        conn = self.connection
+        if conn is None or self._lost or not conn.can_open():
+            raise LinkUnavailable(self._unavailableReason())
+        sid = conn.open_session(target, firstBytes)
+        session = LinkSession(self, sid, target)
+        self._sessions[sid] = session
+        self._scheduleFlush()
+        session.accept(protocol)
+        return session
+
+    def _unavailableReason(self) -> str:
+        conn = self.connection
+        if conn is None or self._lost or not conn.established:
+            return "link not established"
+        if conn.goaway_sent or conn.goaway_received:
+            return "link is going away"
+        return "the peer's session limit is reached"
+
+    def canOpen(self) -> bool:
+        """
+        Whether L{openSession} would succeed now.
+        """
+        return self.connection is not None and not self._lost and self.connection.can_open()
+
+    def sendControl(self, message: dict[str, Any]) -> None:
+        """
+        Send an application control message.
+        """
+        if self.connection is None or self._lost:
+            raise LinkUnavailable("link not connected")
+        self.connection.send_control(message)
+        self._scheduleFlush()
+
+    def drain(self, timeout: float | None = None) -> defer.Deferred[None]:
+        """
+        Send GOAWAY: sessions in flight finish, no new ones start; the
+        connection closes once none is left, or after C{timeout} seconds
+        (remaining sessions are then reset).  Fires when the link is closed.
+        """
+        d: defer.Deferred[None] = defer.Deferred()
+        if self._lost or self.connection is None:
+            d.callback(None)
+            return d
+        self._drained.append(d)
+        self.connection.goaway(ErrorCode.NO_ERROR, "draining")
+        self._flush()
+        if timeout is not None and self._drainTimer is None:
+            self._drainTimer = self.clock.callLater(timeout, self._drainTimedOut)
+        self._closeIfDrained()
+        return d
+
+    def _drainTimedOut(self) -> None:
+        self._drainTimer = None
+        for session in list(self._sessions.values()):
+            session.abortWith(ErrorCode.GOING_AWAY, "drain timeout")
+        self._flush()
+        self.transport.loseConnection()
+
+    def _closeIfDrained(self) -> None:
+        conn = self.connection
+        if conn is not None and not self._lost and conn.is_drained():
+            self._flush()
+            self.transport.loseConnection()
+
+    # -- called by sessions ---------------------------------------------------
+
+    def sendData(self, sid: int, data: bytes) -> bool:
+        """
+        Queue data on a session; C{True} means: pause its producer.
+        """
+        conn = self.connection
+        if conn is None or self._lost or not conn.established:
+            return False
+        overHigh = conn.send_data(sid, data)
+        self._scheduleFlush()
+        return overHigh
+
+    def sendFin(self, sid: int) -> None:
+        """
+        Half-close a session.
+        """
+        conn = self.connection
+        if conn is None or self._lost or not conn.established:
+            return
+        if conn.send_fin(sid):
+            session = self._sessions.pop(sid, None)
+            if session is not None:
+                session.sessionEnded(Failure(error.ConnectionDone()))
+        self._scheduleFlush()
+        self._closeIfDrained()
+
+    def resetSession(self, sid: int, code: int, reason: str) -> None:
+        """
+        Reset a session and forget it.
+        """
+        self._sessions.pop(sid, None)
+        conn = self.connection
+        if conn is not None and not self._lost:
+            conn.reset_session(sid, code, reason)
+            self._scheduleFlush()
+            self._closeIfDrained()
+
+    def consumed(self, sid: int, n: int) -> None:
+        """
+        Bytes of a session left its queue: credit may go back.
+        """
+        conn = self.connection
+        if conn is not None and not self._lost:
+            conn.consumed(sid, n)
+            self._scheduleFlush()
+
+    # -- output and time ------------------------------------------------------
+
+    def _scheduleFlush(self) -> None:
+        if self._flushCall is None and not self._lost:
+            self._flushCall = self.clock.callLater(0, self._flush)
+
+    def _flush(self) -> None:
+        if self._flushCall is not None:
+            if self._flushCall.active():
+                self._flushCall.cancel()
+            self._flushCall = None
+        if self.connection is None or self._lost:
+            return
+        data = self.connection.data_to_send()
+        if data:
+            self.transport.write(data)
+
+    def _armTimer(self) -> None:
+        if self.connection is None or self._lost:
+            return
+        deadline = self.connection.next_deadline()
+        if self._timer is not None and self._timer.active():
+            self._timer.cancel()
+        self._timer = None
+        if deadline is not None:
+            delay = max(0.0, deadline - self.clock.seconds())
+            self._timer = self.clock.callLater(delay, self._onTimer)
+
+    def _onTimer(self) -> None:
+        self._timer = None
+        if self.connection is None or self._lost:
+            return
+        events = self.connection.tick()
+        self._dispatch(events)
+        self._flush()
+        if not self._lost and self.failure is None:
+            self._armTimer()
+
+
+_HANDLERS: dict[type, Any] = {
+    LinkEstablished: LinkProtocol._onEstablished,
+    SessionOpened: LinkProtocol._onOpened,
+    FinReceived: LinkProtocol._onFin,
+    SessionClosed: LinkProtocol._onClosed,
+    SessionReset: LinkProtocol._onReset,
+    SessionWritable: LinkProtocol._onWritable,
+    ControlReceived: LinkProtocol._onControl,
+    PongReceived: LinkProtocol._onPong,
+    GoAwayReceived: LinkProtocol._onGoAway,
+    LinkTimedOut: LinkProtocol._onTimedOut,
+}
+
+
+class LinkFactory(Factory):
+    """
+    Builds L{LinkProtocol}s with one role, clock and configuration; each
+    link gets the handler C{handlerFactory()} returns.
+    """
+
+    def __init__(
+        self, role: str, handlerFactory: Any, clock: interfaces.IReactorTime,
+        config: LinkConfig | None = None, appHello: dict[str, Any] | None = None,
+    ) -> None:
+        self.role = role
+        self.handlerFactory = handlerFactory
+        self.clock = clock
+        self.config = config or LinkConfig()
+        self.appHello = appHello
+
+    def buildProtocol(self, addr: Any) -> LinkProtocol:
+        """
+        A new link with a new handler.
+        """
+        handler = self.handlerFactory()
+        return LinkProtocol(self.role, handler, self.clock, self.config, self.appHello)
+

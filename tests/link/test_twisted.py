@@ -1,0 +1,259 @@
+"""
+Tests for L{nfltr.link.twisted}: real link protocols over iosim on a Clock.
+"""
+
+from __future__ import annotations
+
+from twisted.internet import error
+from twisted.internet.protocol import Protocol
+from twisted.logger import Logger, LogLevel
+from twisted.python.failure import Failure
+from twisted.test.iosim import FakeTransport
+from twisted.trial.unittest import SynchronousTestCase
+
+from nfltr.link import LISTENER, PRESETS, ErrorCode, LinkConfig
+from nfltr.link.twisted import LinkProtocol, LinkUnavailable, SessionResetError
+
+from .twisted_helpers import LinkPair, RecordingHandler, Streamer, pattern
+
+MiB = 1024 * 1024
+
+
+class BulkTransferTests(SynchronousTestCase):
+    """
+    Many sessions move data both ways at once.
+    """
+
+    def test_eightSessionsBothWays(self) -> None:
+        """
+        8 sessions each move 16 MiB in both directions at once and every
+        byte arrives intact, in order, followed by a clean half-close.
+        """
+        size = 16 * MiB
+        listenerSide: dict[str, Streamer] = {}
+
+        def accept(session):
+            n = int(session.target.split(":")[1])
+            listenerSide[session.target] = Streamer(1000 + n, size, n, size)
+            return listenerSide[session.target]
+
+        pair = LinkPair(listenerHandler=RecordingHandler(accept))
+        dialerSide = [Streamer(n, size, 1000 + n, size) for n in range(8)]
+        for n, streamer in enumerate(dialerSide):
+            pair.dialer.openSession(f"echo:{n}", streamer)
+        pair.run()
+        for streamer in dialerSide + list(listenerSide.values()):
+            self.assertEqual(streamer.received, size)
+            self.assertTrue(streamer.verified())
+            self.assertIsNotNone(streamer.lost)
+            self.assertTrue(streamer.lost.check(error.ConnectionDone))
+        self.assertEqual(pair.dialer.connection.session_count, 0)
+        self.assertEqual(pair.listener.connection.session_count, 0)
+
+    def test_stuckReaderTakesOnlyItsWindow(self) -> None:
+        """
+        A session whose consumer stops reading holds exactly its window of
+        queued bytes; its 7 siblings finish their 4 MiB each.
+        """
+        window = 256 * 1024
+        config = LinkConfig(session_window=window)
+        size = 4 * MiB
+        receivers: dict[int, Streamer] = {}
+
+        def accept(session):
+            n = int(session.target.split(":")[1])
+            receivers[n] = Streamer(None, 0, n, size, stuck=(n == 0))
+            return receivers[n]
+
+        pair = LinkPair(listenerHandler=RecordingHandler(accept), config=config)
+        senders = [Streamer(n, size) for n in range(8)]
+        sessions = [pair.dialer.openSession(f"s:{n}", s) for n, s in enumerate(senders)]
+        pair.run()
+        for n in range(1, 8):
+            self.assertTrue(receivers[n].verified(), n)
+        self.assertEqual(receivers[0].received, 0)
+        stuck = pair.listener._sessions[sessions[0].sessionId]
+        self.assertEqual(sum(len(c) for c in stuck._queue), window)
+        self.assertLess(senders[0].sent, size)
+        stuck.resumeProducing()
+        pair.run()
+        self.assertTrue(receivers[0].verified())
+
+
+class HalfCloseTests(SynchronousTestCase):
+    """
+    FIN follows the data written before it.
+    """
+
+    def test_finAfterDataDeliversEverything(self) -> None:
+        """
+        Data written just before loseWriteConnection all arrives, then
+        readConnectionLost, even when it exceeds the window.
+        """
+        size = 3 * MiB + 17
+        got: list[Streamer] = []
+        pair = LinkPair(
+            listenerHandler=RecordingHandler(
+                lambda s: got.append(Streamer(None, 0, 7, size)) or got[-1]
+            ),
+            config=LinkConfig(session_window=64 * 1024),
+        )
+
+        class OneShot(Protocol):
+            def connectionMade(self):
+                self.transport.write(pattern7)
+                self.transport.loseWriteConnection()
+
+        pattern7 = pattern(7, size)
+        pair.dialer.openSession("x", OneShot())
+        pair.run()
+        self.assertTrue(got[0].verified())
+
+    def test_nonHalfCloseableProtocolCloses(self) -> None:
+        """
+        A protocol that does not support half-close is closed cleanly (both
+        directions FINed) when the peer half-closes.
+        """
+        lost: list[Failure] = []
+
+        class Plain(Protocol):
+            def connectionLost(self, reason=None):
+                lost.append(reason)
+
+        pair = LinkPair(listenerHandler=RecordingHandler(lambda s: Plain()))
+        opener = Streamer(1, 100)
+        pair.dialer.openSession("x", opener)
+        pair.run()
+        self.assertEqual(len(lost), 1)
+        self.assertTrue(lost[0].check(error.ConnectionDone))
+        self.assertTrue(opener.readEnded)
+        self.assertTrue(opener.lost.check(error.ConnectionDone))
+
+
+class FailureTests(SynchronousTestCase):
+    """
+    A link that ends abnormally ends its sessions with errors.
+    """
+
+    def test_cutConnectionFailsEverySession(self) -> None:
+        """
+        A connection cut mid-transfer gives every session, on both sides,
+        a ConnectionLost failure and never a clean ConnectionDone.
+        """
+        accepted: list[Streamer] = []
+        pair = LinkPair(listenerHandler=RecordingHandler(
+            lambda s: accepted.append(Streamer(2, 4 * MiB)) or accepted[-1]))
+        openers = [Streamer(1, 4 * MiB) for _ in range(3)]
+        for s in openers:
+            pair.dialer.openSession("x", s)
+        for _ in range(3):
+            pair.pump.pump()
+        pair.cut(error.ConnectionLost("cable pulled"))
+        for s in openers + accepted:
+            self.assertIsNotNone(s.lost)
+            self.assertTrue(s.lost.check(error.ConnectionLost))
+            self.assertFalse(s.lost.check(error.ConnectionDone))
+        self.assertEqual(len(accepted), 3)
+
+    def test_refusedSession(self) -> None:
+        """
+        A session the peer refuses ends with a SessionResetError naming
+        REFUSED.
+        """
+        pair = LinkPair()
+        opener = Streamer(1, 10)
+        pair.dialer.openSession("nowhere", opener)
+        pair.run()
+        self.assertTrue(opener.lost.check(SessionResetError))
+        self.assertEqual(opener.lost.value.code, ErrorCode.REFUSED)
+
+    def test_garbageFailsOnlyThatLink(self) -> None:
+        """
+        Garbage instead of the magic fails that link with BAD_MAGIC, logged
+        once at warning level, with nothing sent back; another link on the
+        same clock stays usable.
+        """
+        logged: list[dict] = []
+        good = LinkPair(listenerHandler=RecordingHandler(lambda s: Streamer(5, 1000, 6, 1000)))
+        listener = LinkProtocol(LISTENER, RecordingHandler(), good.clock)
+        listener.log = Logger(observer=logged.append)
+        io = FakeTransport(listener, isServer=True)
+        listener.makeConnection(io)
+        listener.dataReceived(b"GET / HTTP/1.1\r\n\r\n")
+        self.assertEqual(listener.failure.code, ErrorCode.BAD_MAGIC)
+        self.assertTrue(io.disconnecting)
+        self.assertEqual([e["log_level"] for e in logged], [LogLevel.warn])
+        self.assertEqual(logged[0]["code"], "BAD_MAGIC")
+        self.assertEqual(b"".join(io.stream), b"")
+        s = Streamer(6, 1000, 5, 1000)
+        good.dialer.openSession("y", s)
+        good.run()
+        self.assertTrue(s.verified())
+
+
+class LivenessTests(SynchronousTestCase):
+    """
+    A dead peer is found within interval + timeout, not before.
+    """
+
+    def test_deadPeerEveryPreset(self) -> None:
+        """
+        For each preset, when the listener goes silent the dialer declares
+        the link dead exactly interval + timeout after it last heard from
+        it, and not a moment before.
+        """
+        for name, keepalive in PRESETS.items():
+            pair = LinkPair(config=LinkConfig(keepalive=keepalive))
+            self.assertEqual(pair.listener.connection._liveness.keepalive, keepalive)
+            lastHeard = pair.clock.seconds()
+            deadline = lastHeard + keepalive.interval + keepalive.timeout
+            pair.clock.advance(deadline - lastHeard - 0.001)
+            self.assertIsNone(pair.dialer.failure, name)
+            pair.clock.advance(0.001)
+            self.assertIsInstance(pair.dialer.failure, error.TimeoutError, name)
+            self.assertTrue(pair.dialerIO.disconnecting)
+
+    def test_livePeerNeverDeclaredDead(self) -> None:
+        """
+        A peer that answers PINGs keeps the link up for many intervals and
+        the RTT is measured.
+        """
+        keepalive = PRESETS["fast"]
+        pair = LinkPair(config=LinkConfig(keepalive=keepalive))
+        for _ in range(200):
+            pair.clock.advance(0.5)
+            pair.run()
+        self.assertIsNone(pair.dialer.failure)
+        self.assertIsNone(pair.listener.failure)
+        self.assertIsNotNone(pair.dialer.rtt)
+
+
+class GoAwayTests(SynchronousTestCase):
+    """
+    GOAWAY drains a link.
+    """
+
+    def test_drainLetsSessionsFinishAndRefusesNewOnes(self) -> None:
+        """
+        After the listener drains, sessions in flight finish intact, the
+        dialer cannot open new ones, and the link closes when the last
+        session ends.
+        """
+        size = 2 * MiB
+        accepted: list[Streamer] = []
+        pair = LinkPair(listenerHandler=RecordingHandler(
+            lambda s: accepted.append(Streamer(9, size, 8, size)) or accepted[-1]))
+        opener = Streamer(8, size, 9, size)
+        pair.dialer.openSession("x", opener)
+        pair.pump.pump()
+        pair.pump.pump()
+        done: list[object] = []
+        pair.listener.drain().addCallback(done.append)
+        pair.pump.pump()
+        pair.pump.pump()
+        self.assertRaises(LinkUnavailable, pair.dialer.openSession, "y", Streamer(1, 1))
+        pair.run()
+        self.assertTrue(opener.verified())
+        self.assertTrue(accepted[0].verified())
+        self.assertEqual(done, [None])
+        self.assertTrue(pair.listenerIO.disconnected or pair.listenerIO.disconnecting)
