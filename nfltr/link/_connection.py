@@ -493,6 +493,20 @@ class LinkConnection(Sender):
             raise LocalProtocolError(f"session {sid}: data after FIN")
         return self._send(s, data)
 
+    def is_open(self, sid: int) -> bool:
+        """
+        Whether session C{sid} is open (in either direction).
+        """
+        return sid in self._sessions
+
+    def is_over_high(self, sid: int) -> bool:
+        """
+        Whether a session's send queue is over its high-water mark (its
+        producer should be paused until L{SessionWritable}).
+        """
+        s = self._sessions.get(sid)
+        return s is not None and s.over_high
+
     def send_fin(self, sid: int) -> bool:
         """
         Half-close a session: FIN follows the data already queued.

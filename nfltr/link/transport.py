@@ -104,6 +104,8 @@ class LinkSession:
         self._streaming = True
         self._producerPaused = False
         self._pullScheduled = False
+        self._early: list[bytes] | None = None
+        self._earlyBytes = 0
 
     def __repr__(self) -> str:
         return f"<LinkSession {self.sessionId} {self.target!r}>"
@@ -120,6 +122,36 @@ class LinkSession:
         protocol.makeConnection(self)
         self._deliver()
 
+    def connectOpening(self, protocol: Any) -> bytes:
+        """
+        Attach C{protocol} to a session this side is opening, before the
+        OPEN leaves: what it writes from C{connectionMade} is returned, to
+        travel with the OPEN.  The link then calls L{opened}.
+        """
+        self._early = []
+        self._earlyBytes = 0
+        self.protocol = protocol
+        protocol.makeConnection(self)
+        early, self._early = b"".join(self._early), None
+        return early
+
+    def opened(self, sessionId: int, overHigh: bool) -> None:
+        """
+        The OPEN left with id C{sessionId}: act on what the protocol asked
+        for meanwhile (a half-close, an abort), and pause its producer if
+        what it wrote filled the send queue (C{overHigh}).
+        """
+        self.sessionId = sessionId
+        if overHigh:
+            self._pauseProducer()
+        elif self._producerPaused:
+            self.writable()
+        if self._closed:
+            self.link.resetSession(sessionId, ErrorCode.CANCEL, "aborted")
+        elif self._writeClosed:
+            self.link.sendFin(sessionId)
+        self._deliver()
+
     def refuse(self, code: int = ErrorCode.REFUSED, reason: str = "") -> None:
         """
         Refuse a session the peer opened.
@@ -133,6 +165,12 @@ class LinkSession:
         Send C{data}; ignored once the session is closing for writes.
         """
         if self._writeClosed or self._closed or not data:
+            return
+        if self._early is not None:
+            self._early.append(data)
+            self._earlyBytes += len(data)
+            if self._earlyBytes > self.link.config.high_water:
+                self._pauseProducer()
             return
         if self.link.sendData(self.sessionId, data):
             self._pauseProducer()
@@ -163,7 +201,8 @@ class LinkSession:
         if self._writeClosed or self._closed:
             return
         self._writeClosed = True
-        self.link.sendFin(self.sessionId)
+        if self._early is None:
+            self.link.sendFin(self.sessionId)
 
     def abortConnection(self) -> None:
         """
@@ -181,7 +220,8 @@ class LinkSession:
     def _abort(self, code: int, reason: str, why: Exception) -> None:
         if self._closed:
             return
-        self.link.resetSession(self.sessionId, code, reason)
+        if self._early is None:
+            self.link.resetSession(self.sessionId, code, reason)
         self._queue_drop()
         self.sessionEnded(Failure(why))
 
@@ -302,6 +342,12 @@ class LinkSession:
             return
         self._queue.append(data)
         self._deliver()
+
+    def finWasReceived(self) -> bool:
+        """
+        Whether the peer's FIN has reached this session.
+        """
+        return self._finReceived
 
     def finReceived(self) -> None:
         """

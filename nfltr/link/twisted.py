@@ -11,6 +11,7 @@ transport write.
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 from twisted.internet import defer, error, interfaces
@@ -133,6 +134,8 @@ class LinkProtocol(Protocol):
         self.rtt: float | None = None
         self.failure: Exception | None = None
         self._sessions: dict[int, LinkSession] = {}
+        self._events: deque[Any] = deque()
+        self._dispatching = False
         self._flushCall: Any = None
         self._timer: Any = None
         self._waiting: list[defer.Deferred[LinkProtocol]] = []
@@ -196,6 +199,7 @@ class LinkProtocol(Protocol):
         why = self.failure or reason.value
         if self.connection is not None:
             self.connection.connection_lost()
+        self._events.clear()
         sessions, self._sessions = self._sessions, {}
         for session in sessions.values():
             session.sessionEnded(Failure(error.ConnectionLost(f"link lost: {why}")))
@@ -223,11 +227,28 @@ class LinkProtocol(Protocol):
     # -- events -------------------------------------------------------------
 
     def _dispatch(self, events: list[Any]) -> None:
-        sessions = self._sessions
-        for event in events:
+        """
+        Deliver events in order.  The codec has already processed the whole
+        input when its events are delivered, so what the application does
+        meanwhile may add events (a session closed by our FIN): they queue
+        behind the events still to deliver.
+        """
+        self._events.extend(events)
+        if self._dispatching:
+            return
+        self._dispatching = True
+        try:
+            self._drainEvents()
+        finally:
+            self._dispatching = False
+
+    def _drainEvents(self) -> None:
+        queue = self._events
+        while queue:
+            event = queue.popleft()
             kind = type(event)
             if kind is DataReceived:
-                session = sessions.get(event.session_id)
+                session = self._sessions.get(event.session_id)
                 if session is not None:
                     session.dataReceived(event.data)
                 else:
@@ -305,7 +326,8 @@ class LinkProtocol(Protocol):
     def openSession(self, target: str, protocol: Any, firstBytes: bytes = b"") -> LinkSession:
         """
         Open a session to C{target} and attach C{protocol} to it;
-        C{firstBytes} travel with the OPEN.  If the peer refuses, the
+        C{firstBytes}, then whatever the protocol writes in its
+        C{connectionMade}, travel with the OPEN.  If the peer refuses, the
         protocol's C{connectionLost} gets a L{SessionResetError}.
 
         @raise LinkUnavailable: no session can be opened on this link now.
@@ -313,11 +335,15 @@ class LinkProtocol(Protocol):
         conn = self.connection
         if conn is None or self._lost or not conn.can_open():
             raise LinkUnavailable(self._unavailableReason())
-        sid = conn.open_session(target, firstBytes)
-        session = LinkSession(self, sid, target)
+        session = LinkSession(self, 0, target)
+        early = session.connectOpening(protocol)
+        if self._lost or not conn.can_open():
+            session.sessionEnded(Failure(LinkUnavailable(self._unavailableReason())))
+            return session
+        sid = conn.open_session(target, firstBytes + early)
         self._sessions[sid] = session
         self._scheduleFlush()
-        session.accept(protocol)
+        session.opened(sid, conn.is_over_high(sid))
         return session
 
     def _unavailableReason(self) -> str:
@@ -381,7 +407,7 @@ class LinkProtocol(Protocol):
         Queue data on a session; C{True} means: pause its producer.
         """
         conn = self.connection
-        if conn is None or self._lost or not conn.established:
+        if conn is None or self._lost or not conn.established or not conn.is_open(sid):
             return False
         overHigh = conn.send_data(sid, data)
         self._scheduleFlush()
@@ -394,10 +420,12 @@ class LinkProtocol(Protocol):
         conn = self.connection
         if conn is None or self._lost or not conn.established:
             return
+        if not conn.is_open(sid):
+            return  # a frame later in the batch being dispatched ended it
         if conn.send_fin(sid):
-            session = self._sessions.pop(sid, None)
-            if session is not None:
-                session.sessionEnded(Failure(error.ConnectionDone()))
+            # The peer's FIN is in: the session is closed once the events
+            # being dispatched (its data, that FIN) have been delivered.
+            self._dispatch([SessionClosed(sid)])
         self._scheduleFlush()
         self._closeIfDrained()
 

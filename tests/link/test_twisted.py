@@ -11,7 +11,8 @@ from twisted.python.failure import Failure
 from twisted.test.iosim import FakeTransport
 from twisted.trial.unittest import SynchronousTestCase
 
-from nfltr.link import LISTENER, PRESETS, ErrorCode, LinkConfig
+from nfltr.link import LISTENER, PRESETS, ErrorCode, FrameType, LinkConfig
+from nfltr.link._frames import FrameDecoder
 from nfltr.link.twisted import LinkProtocol, LinkUnavailable, SessionResetError
 
 from .twisted_helpers import LinkPair, RecordingHandler, Streamer, pattern
@@ -257,3 +258,46 @@ class GoAwayTests(SynchronousTestCase):
         self.assertTrue(accepted[0].verified())
         self.assertEqual(done, [None])
         self.assertTrue(pair.listenerIO.disconnected or pair.listenerIO.disconnecting)
+
+
+class OpenTests(SynchronousTestCase):
+    """
+    Opening sessions.
+    """
+
+    def test_connectionMadeWritesTravelWithTheOpen(self) -> None:
+        """
+        What a protocol writes in its connectionMade (a TLS ClientHello, say)
+        leaves inside the OPEN frame itself, not in a DATA frame after it.
+        """
+
+        class Greeter(Protocol):
+            def connectionMade(self):
+                self.transport.write(b"hello ")
+                self.transport.write(b"there")
+
+        pair = LinkPair()
+        pair.dialer.openSession("svc", Greeter(), firstBytes=b">")
+        pair.clock.advance(0)
+        frames = FrameDecoder().feed(b"".join(pair.dialerIO.stream))
+        self.assertEqual([f.type for f in frames], [FrameType.OPEN])
+        self.assertEqual(frames[0].payload, b"\x00\x03svc>hello there")
+
+    def test_halfCloseInConnectionMade(self) -> None:
+        """
+        A protocol that writes and half-closes in its connectionMade gets
+        its bytes and its FIN delivered.
+        """
+
+        class Once(Protocol):
+            def connectionMade(self):
+                self.transport.write(b"x" * 100_000)
+                self.transport.loseWriteConnection()
+
+        got: list[Streamer] = []
+        pair = LinkPair(listenerHandler=RecordingHandler(
+            lambda s: got.append(Streamer(None, 0)) or got[-1]))
+        pair.dialer.openSession("svc", Once())
+        pair.run()
+        self.assertEqual(got[0].received, 100_000)
+        self.assertTrue(got[0].readEnded)
