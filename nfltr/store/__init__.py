@@ -1,0 +1,36 @@
+# -*- test-case-name: tests.store -*-
+"""
+Where the relay keeps accounts and API keys.
+
+C{SQLiteStore} is the embedded default (one relay process, or several on one
+host sharing the file); its synchronous core C{SQLiteStoreCore} serves the
+command line.  Both raise the typed L{StoreError}s below.
+"""
+
+from nfltr.store._model import (
+    AccountExists,
+    AccountInfo,
+    InvalidLabel,
+    InvalidName,
+    KeyInfo,
+    SchemaTooNew,
+    StoreError,
+    UnknownAccount,
+    UnknownKey,
+)
+from nfltr.store._sqlite import SCHEMA_VERSION, SQLiteStore, SQLiteStoreCore
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "AccountExists",
+    "AccountInfo",
+    "InvalidLabel",
+    "InvalidName",
+    "KeyInfo",
+    "SQLiteStore",
+    "SQLiteStoreCore",
+    "SchemaTooNew",
+    "StoreError",
+    "UnknownAccount",
+    "UnknownKey",
+]

@@ -1,0 +1,53 @@
+# -*- test-case-name: tests.test_pki -*-
+"""
+Certificates, fingerprints and TLS settings.
+
+  - L{ensure_relay_pki} and L{ensure_self_signed} make and keep the relay's
+    CA, server certificate and share CA, and an agent's end-to-end key;
+  - L{spki_fingerprint} and L{parse_fingerprint} define the one fingerprint
+    format (C{sha256:<hex of SHA-256 of the SubjectPublicKeyInfo>});
+  - L{server_context_factory} and L{client_creator} make the connection
+    creators Twisted's TLS takes; L{peer_fingerprint} reads a finished
+    handshake's peer key.
+"""
+
+from nfltr.tls._contexts import (
+    CertificateRejected,
+    ClientTLS,
+    PinMismatch,
+    ServerTLS,
+    TLSConfigError,
+    VerificationFailed,
+    client_creator,
+    server_context_factory,
+)
+from nfltr.tls._files import PKIError
+from nfltr.tls._fingerprint import (
+    InvalidFingerprint,
+    parse_fingerprint,
+    peer_fingerprint,
+    public_key_fingerprint,
+    spki_fingerprint,
+)
+from nfltr.tls._issue import RelayPKI, SelfSignedIdentity, ensure_relay_pki, ensure_self_signed
+
+__all__ = [
+    "CertificateRejected",
+    "ClientTLS",
+    "InvalidFingerprint",
+    "PKIError",
+    "PinMismatch",
+    "RelayPKI",
+    "SelfSignedIdentity",
+    "ServerTLS",
+    "TLSConfigError",
+    "VerificationFailed",
+    "client_creator",
+    "ensure_relay_pki",
+    "ensure_self_signed",
+    "parse_fingerprint",
+    "peer_fingerprint",
+    "public_key_fingerprint",
+    "server_context_factory",
+    "spki_fingerprint",
+]
