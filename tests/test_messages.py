@@ -1,0 +1,102 @@
+"""
+Tests for L{nfltr.messages}: hellos, answers and targets.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+from twisted.trial.unittest import SynchronousTestCase
+
+from nfltr import messages as m
+from nfltr.link import RefusalReason, refusal
+
+
+class HelloTests(SynchronousTestCase):
+    """
+    Dialer hellos built by agents and clients parse on the relay.
+    """
+
+    def test_agentRoundTrip(self) -> None:
+        """
+        An agent hello parses back to its role, key, name and shares.
+        """
+        app = m.agent_hello("k", "web-1", [m.TcpShare(3000), m.TcpShare(22, e2ee=False)])
+        hello = m.parse_dialer_hello(app)
+        self.assertEqual(hello.role, m.AGENT)
+        self.assertEqual(hello.key, "k")
+        self.assertEqual(hello.name, "web-1")
+        self.assertEqual(hello.tcp, (m.TcpShare(3000, True), m.TcpShare(22, False)))
+
+    def test_clientRoundTrip(self) -> None:
+        """
+        A client hello parses with no name and no shares.
+        """
+        hello = m.parse_dialer_hello(m.client_hello("k"))
+        self.assertEqual((hello.role, hello.name, hello.tcp), (m.CLIENT, None, ()))
+
+    def test_rejections(self) -> None:
+        """
+        Each malformed field is refused with a message naming it and never
+        echoing the key.
+        """
+        good = m.agent_hello("secret-key", "a", [m.TcpShare(1)])
+        cases = {
+            "role": {**good, "role": "admin"},
+            "API key": {**good, "key": ""},
+            "agent name": {**good, "name": "Bad_Name"},
+            "port": {**good, "tcp": [{"port": 0, "e2ee": True}]},
+            "e2ee": {**good, "tcp": [{"port": 1, "e2ee": "yes"}]},
+            "twice": {**good, "tcp": [{"port": 1}, {"port": 1}]},
+            "list": {**good, "tcp": [{"port": 1}] * (m.MAX_SHARES + 1)},
+        }
+        for word, app in cases.items():
+            with self.assertRaises(m.MessageError) as caught:
+                m.parse_dialer_hello(app)
+            self.assertIn(word, str(caught.exception))
+            self.assertNotIn("secret-key", str(caught.exception))
+
+    def test_refusalText(self) -> None:
+        """
+        A refusal reads back to its reason and text; an unknown reason is
+        kept as text with no reason.
+        """
+        self.assertEqual(
+            m.refusal_text(refusal(RefusalReason.REVOKED, "gone")), (RefusalReason.REVOKED, "gone")
+        )
+        self.assertEqual(m.refusal_text({"reason": "new", "message": 3}), (None, "refused"))
+
+
+class TargetTests(SynchronousTestCase):
+    """
+    Session targets round-trip and reject anything else.
+    """
+
+    @given(
+        st.from_regex(m.NAME_PATTERN, fullmatch=True), st.integers(min_value=1, max_value=65535)
+    )
+    def test_clientTargetRoundTrip(self, name: str, port: int) -> None:
+        """
+        Every valid agent name and port survives client_target and back.
+        """
+        self.assertEqual(m.parse_client_target(m.client_target(name, port)), (name, port))
+        self.assertEqual(m.parse_agent_target(m.agent_target(port)), port)
+
+    def test_badTargets(self) -> None:
+        """
+        Malformed targets raise MessageError.
+        """
+        for target in ["", "tcp:", "udp:a:1", "tcp:a:", "tcp:a:0", "tcp:a:70000", "tcp::1",
+                       "tcp:A:1", "tcp:a:-1"]:
+            self.assertRaises(m.MessageError, m.parse_client_target, target)
+        for target in ["", "tcp:", "tcp:x", "http:80", "tcp:0"]:
+            self.assertRaises(m.MessageError, m.parse_agent_target, target)
+
+    def test_names(self) -> None:
+        """
+        Names are DNS labels: lower case, digits, inner hyphens, 1-63 long.
+        """
+        for ok in ["a", "a-b", "web1", "x" * 63]:
+            self.assertEqual(m.check_name(ok), ok)
+        for bad in ["", "-a", "a-", "A", "a_b", "x" * 64, "a.b", None]:
+            self.assertRaises(m.MessageError, m.check_name, bad)

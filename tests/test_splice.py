@@ -1,0 +1,114 @@
+"""
+Tests for L{nfltr.splice}.
+"""
+
+from __future__ import annotations
+
+from twisted.internet import error
+from twisted.internet.testing import StringTransport
+from twisted.protocols.policies import ProtocolWrapper, WrappingFactory
+from twisted.python.failure import Failure
+from twisted.trial.unittest import SynchronousTestCase
+
+from nfltr.splice import splice
+
+
+class HalfClosingTransport(StringTransport):
+    """
+    A StringTransport that records half-closes and aborts.
+    """
+
+    writeClosed = False
+    aborted = False
+
+    def loseWriteConnection(self) -> None:
+        self.writeClosed = True
+
+    def abortConnection(self) -> None:
+        self.aborted = True
+        self.disconnecting = True
+
+
+class SpliceTests(SynchronousTestCase):
+    """
+    Two ends forward to each other with flow control and close semantics.
+    """
+
+    def connected(self):
+        a, b = splice()
+        ta, tb = HalfClosingTransport(), HalfClosingTransport()
+        a.makeConnection(ta)
+        b.makeConnection(tb)
+        return a, b, ta, tb
+
+    def test_firstEndWaitsPaused(self) -> None:
+        """
+        An end connected before the other is paused; connecting the other
+        resumes both and registers each transport as the other's producer.
+        """
+        a, b = splice()
+        ta, tb = HalfClosingTransport(), HalfClosingTransport()
+        a.makeConnection(ta)
+        self.assertEqual(ta.producerState, "paused")
+        b.makeConnection(tb)
+        self.assertEqual(ta.producerState, "producing")
+        self.assertIs(ta.producer, tb)
+        self.assertIs(tb.producer, ta)
+        self.assertTrue(ta.streaming and tb.streaming)
+
+    def test_bytesBothWays(self) -> None:
+        """
+        What one end receives is written to the other's transport.
+        """
+        a, b, ta, tb = self.connected()
+        a.dataReceived(b"ping")
+        b.dataReceived(b"pong")
+        self.assertEqual(tb.value(), b"ping")
+        self.assertEqual(ta.value(), b"pong")
+
+    def test_eofHalfCloses(self) -> None:
+        """
+        EOF on one end half-closes the other's write side and nothing more.
+        """
+        a, _b, ta, tb = self.connected()
+        a.readConnectionLost()
+        self.assertTrue(tb.writeClosed)
+        self.assertFalse(tb.disconnecting)
+        self.assertFalse(ta.disconnecting)
+
+    def test_eofIntoWrapperClosesWhole(self) -> None:
+        """
+        A protocol wrapper (TLS) cannot half-close: EOF closes it whole
+        rather than half-closing the transport underneath it.
+        """
+        a, b = splice()
+        ta = HalfClosingTransport()
+        below = HalfClosingTransport()
+        wrapper = ProtocolWrapper(WrappingFactory(None), b)
+        wrapper.makeConnection(below)
+        a.makeConnection(ta)
+        a.readConnectionLost()
+        self.assertFalse(below.writeClosed)
+        self.assertTrue(below.disconnecting)
+
+    def test_cleanCloseCloses(self) -> None:
+        """
+        A clean close on one end closes the other cleanly.
+        """
+        a, _b, _ta, tb = self.connected()
+        a.connectionLost(Failure(error.ConnectionDone()))
+        self.assertTrue(tb.disconnecting)
+        self.assertFalse(tb.aborted)
+        self.assertIsNone(tb.producer)
+
+    def test_errorAborts(self) -> None:
+        """
+        An error on one end aborts the other, so a cut never looks like a
+        clean end of stream.
+        """
+        a, _b, _ta, tb = self.connected()
+        lost: list[Failure] = []
+        a.onLost = lost.append
+        a.connectionLost(Failure(error.ConnectionLost()))
+        self.assertTrue(tb.aborted)
+        self.assertEqual(len(lost), 1)
