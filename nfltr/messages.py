@@ -161,7 +161,7 @@ def refusal_text(message: dict[str, Any]) -> tuple[RefusalReason | None, str]:
     Read a C{refused} message: its reason (if known) and its text.
     """
     try:
-        reason: RefusalReason | None = RefusalReason(message.get("reason"))
+        reason: RefusalReason | None = RefusalReason(str(message.get("reason")))
     except ValueError:
         reason = None
     text = message.get("message")

@@ -653,13 +653,13 @@ class LinkConnection(Sender):
         return events
 
 
-_SESSION_HANDLERS = {
+_SESSION_HANDLERS: dict[int, Callable[[LinkConnection, Frame, list[Event]], None]] = {
     FrameType.OPEN: LinkConnection._on_open,
     FrameType.FIN: LinkConnection._on_fin,
     FrameType.RESET: LinkConnection._on_reset,
     FrameType.DATA: LinkConnection._on_data,
 }
-_LINK_HANDLERS = {
+_LINK_HANDLERS: dict[int, Callable[[LinkConnection, Frame, list[Event], float], None]] = {
     FrameType.WINDOW: LinkConnection._on_window,
     FrameType.PING: LinkConnection._on_ping,
     FrameType.PONG: LinkConnection._on_pong,

@@ -159,8 +159,9 @@ def _parse_keepalive(raw: Any) -> Keepalive:
     if not isinstance(raw, dict):
         raise _bad("a dialer's hello must state its keepalive")
     interval, timeout, preset = raw.get("interval"), raw.get("timeout"), raw.get("preset")
-    numbers = all(type(v) in (int, float) for v in (interval, timeout))
-    if not numbers or not (preset is None or isinstance(preset, str)):
+    if not isinstance(interval, int | float) or not isinstance(timeout, int | float) \
+            or isinstance(interval, bool) or isinstance(timeout, bool) \
+            or not (preset is None or isinstance(preset, str)):
         raise _bad("hello keepalive must have numeric interval and timeout")
     try:
         check_keepalive(float(interval), float(timeout))
