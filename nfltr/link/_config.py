@@ -13,6 +13,8 @@ from ._liveness import DEFAULT_KEEPALIVE, Keepalive
 MIN_WINDOW = 1024
 MAX_WINDOW = 1 << 30
 MAX_SESSIONS_LIMIT = 1 << 20
+# The default connection budget's cap: 128 stuck sessions at the default window.
+DEFAULT_BUDGET_CAP = 64 << 20
 MAX_HANDSHAKE_TIMEOUT = 300.0
 MAX_PING_RATE = 1000.0
 
@@ -26,9 +28,9 @@ class LinkConfig:
         before this side has consumed them (the per-session receive window).
     @ivar connection_budget: how many unconsumed bytes the peer may have in
         flight over all sessions together.  The default,
-        C{session_window * max_sessions} capped at 256 MiB, means one stuck
-        reader never delays another; a smaller budget trades that for less
-        memory.
+        C{session_window * max_sessions} capped at L{DEFAULT_BUDGET_CAP} (64 MiB; never below
+        C{session_window}), means one stuck reader never delays another; a
+        smaller budget trades that for less memory.
     @ivar max_sessions: how many sessions the peer may have open at once.
     @ivar send_high_water: bytes queued on one session, beyond its credit,
         above which the session asks its producer to pause; it resumes at
@@ -49,6 +51,10 @@ class LinkConfig:
     ping_rate: float = 20.0
 
     def __post_init__(self) -> None:
+        for name in ("session_window", "connection_budget", "max_sessions", "send_high_water"):
+            value = getattr(self, name)
+            if value is not None and type(value) is not int:
+                raise ValueError(f"{name} must be an integer, not {value!r}")
         if not MIN_WINDOW <= self.session_window <= MAX_WINDOW:
             raise ValueError(
                 f"session_window {self.session_window} outside {MIN_WINDOW}..{MAX_WINDOW}"
@@ -75,7 +81,8 @@ class LinkConfig:
         """
         if self.connection_budget is not None:
             return self.connection_budget
-        return min(self.session_window * self.max_sessions, 256 << 20)
+        shared = min(self.session_window * self.max_sessions, DEFAULT_BUDGET_CAP)
+        return max(self.session_window, shared)
 
     @property
     def high_water(self) -> int:

@@ -22,17 +22,11 @@ from typing import Any
 
 from ._config import LinkConfig
 from ._control import HELLO, Hello, decode_message, encode_message, hello_message, parse_hello
-from ._errors import ErrorCode, LocalProtocolError, RemoteProtocolError, code_name
+from ._errors import ErrorCode, LocalProtocolError, RemoteProtocolError
 from ._events import (
-    ControlReceived,
-    DataReceived,
-    FinReceived,
-    GoAwayReceived,
     LinkEstablished,
     LinkTimedOut,
-    PongReceived,
     SessionClosed,
-    SessionOpened,
     SessionReset,
 )
 from ._frames import (
@@ -46,10 +40,6 @@ from ._frames import (
     Frame,
     FrameDecoder,
     FrameType,
-    decode_coded,
-    decode_goaway,
-    decode_open,
-    decode_u32,
     encode_control,
     encode_goaway,
     encode_open,
@@ -58,7 +48,7 @@ from ._frames import (
     encode_window,
 )
 from ._liveness import LivenessTracker
-from ._sending import Sender
+from ._receiving import Receiver
 from ._session import SessionState
 
 Event = Any
@@ -81,7 +71,7 @@ class State(Enum):
     CLOSED = "closed"
 
 
-class LinkConnection(Sender):
+class LinkConnection(Receiver):
     """
     One end of a link.
 
@@ -229,6 +219,12 @@ class LinkConnection(Sender):
         if ftype == _DATA and self.state is State.OPEN:
             self._on_data(frame, events)
         elif self.state is State.HELLO:
+            if ftype == FrameType.GOAWAY:
+                # The peer refuses the link before its hello (its handshake
+                # timeout, say): report its code rather than a bare
+                # "expected hello".
+                self._on_goaway(frame, events, now)
+                return
             if ftype != FrameType.CONTROL:
                 raise RemoteProtocolError(
                     ErrorCode.PROTOCOL_ERROR,
@@ -261,177 +257,6 @@ class LinkConnection(Sender):
         self._liveness = LivenessTracker(keepalive, now)
         self.state = State.OPEN
         events.append(LinkEstablished(hello))
-
-    def _session(self, frame: Frame) -> SessionState | None:
-        """
-        The frame's session, C{None} if it is gone.
-
-        @raise RemoteProtocolError: C{UNKNOWN_SESSION}, never opened.
-        """
-        sid = frame.session_id
-        s = self._sessions.get(sid)
-        if s is None and not self._was_opened(sid):
-            raise RemoteProtocolError(
-                ErrorCode.UNKNOWN_SESSION,
-                f"{FrameType(frame.type).name} frame for session {sid}, which was never opened",
-            )
-        return s
-
-    def _was_opened(self, sid: int) -> bool:
-        if sid & 1 == self._local_parity:
-            return sid < self._next_local
-        return sid <= self._highest_peer
-
-    def _on_open(self, frame: Frame, events: list[Event]) -> None:
-        sid = frame.session_id
-        if sid & 1 == self._local_parity or sid <= self._highest_peer:
-            raise RemoteProtocolError(
-                ErrorCode.PROTOCOL_ERROR,
-                f"OPEN with session id {sid}: wrong parity, reused or not increasing",
-            )
-        self._highest_peer = sid
-        raw_target, first = decode_open(frame.payload)
-        try:
-            target = raw_target.decode("utf-8")
-        except UnicodeDecodeError:
-            raise RemoteProtocolError(
-                ErrorCode.PROTOCOL_ERROR, "OPEN target is not UTF-8"
-            ) from None
-        self._take_conn_credit(len(first))
-        if len(first) > self.config.session_window:
-            raise RemoteProtocolError(
-                ErrorCode.FLOW_CONTROL_ERROR, f"OPEN carries {len(first)} bytes, over the window"
-            )
-        if self.goaway_sent or self._peer_open >= self.config.max_sessions:
-            code = ErrorCode.GOING_AWAY if self.goaway_sent else ErrorCode.SESSION_LIMIT
-            self._out.append(encode_reset(sid, code, "refused: " + code.name.lower()))
-            self._release_conn(len(first))
-            return
-        s = SessionState(sid, False, self._peer_window, self.config.session_window - len(first))
-        self._sessions[sid] = s
-        self._peer_open += 1
-        events.append(SessionOpened(sid, target, bytes(first)))
-
-    def _take_conn_credit(self, n: int) -> None:
-        if n > self._recv_conn_credit:
-            raise RemoteProtocolError(
-                ErrorCode.FLOW_CONTROL_ERROR,
-                f"{n} bytes of data exceed the connection budget ({self._recv_conn_credit} left)",
-            )
-        self._recv_conn_credit -= n
-
-    def _on_data(self, frame: Frame, events: list[Event]) -> None:
-        n = len(frame.payload)
-        sid = frame.session_id
-        if sid == 0:
-            raise RemoteProtocolError(ErrorCode.PROTOCOL_ERROR, "DATA frame on session 0")
-        self._take_conn_credit(n)
-        s = self._session(frame)
-        if s is None:
-            self._release_conn(n)
-        elif s.fin_received:
-            self._release_conn(n)
-            self._reset_by_us(s, ErrorCode.SESSION_CLOSED, "DATA after FIN", events)
-        elif n > s.recv_credit:
-            self._release_conn(n)
-            self._reset_by_us(
-                s, ErrorCode.FLOW_CONTROL_ERROR,
-                f"{n} bytes of DATA exceed the session's credit of {s.recv_credit}", events,
-            )
-        else:
-            s.recv_credit -= n
-            events.append(DataReceived(sid, frame.payload))
-
-    def _on_fin(self, frame: Frame, events: list[Event]) -> None:
-        s = self._session(frame)
-        if s is None:
-            return
-        if s.fin_received:
-            self._reset_by_us(s, ErrorCode.SESSION_CLOSED, "second FIN", events)
-            return
-        s.fin_received = True
-        events.append(FinReceived(s.session_id))
-        if s.fin_sent:
-            self._remove(s)
-            events.append(SessionClosed(s.session_id))
-
-    def _on_reset(self, frame: Frame, events: list[Event]) -> None:
-        s = self._session(frame)
-        if s is not None:
-            code, reason = decode_coded(frame.payload, 0)
-            self._remove(s)
-            events.append(SessionReset(s.session_id, code, reason, True))
-
-    def _on_window(self, frame: Frame, events: list[Event], now: float) -> None:
-        increment = decode_u32(frame.payload)
-        if increment == 0:
-            raise RemoteProtocolError(ErrorCode.PROTOCOL_ERROR, "WINDOW with a zero increment")
-        if frame.session_id == 0:
-            self._grant_conn(increment, events)
-            return
-        s = self._session(frame)
-        if s is None or s.fin_sent:
-            return
-        if s.send_credit + increment > self._peer_window:
-            self._reset_by_us(
-                s, ErrorCode.FLOW_CONTROL_ERROR,
-                f"WINDOW of {increment} pushes the credit over the window {self._peer_window}",
-                events,
-            )
-            return
-        s.send_credit += increment
-        self._flush_session(s, events)
-
-    def _on_ping(self, frame: Frame, events: list[Event], now: float) -> None:
-        rate = self.config.ping_rate
-        self._ping_tokens = min(4 * rate, self._ping_tokens + (now - self._ping_refill_at) * rate)
-        self._ping_refill_at = now
-        if self._ping_tokens < 1:
-            raise RemoteProtocolError(
-                ErrorCode.ENHANCE_YOUR_CALM, f"more than {rate:g} PINGs per second"
-            )
-        self._ping_tokens -= 1
-        self._out.append(encode_ping(frame.payload, pong=True))
-
-    def _on_pong(self, frame: Frame, events: list[Event], now: float) -> None:
-        liveness = self._liveness
-        if frame.payload == self._ping_payload and liveness and liveness.ping_sent_at is not None:
-            self._ping_payload = None
-            events.append(PongReceived(now - liveness.ping_sent_at))
-
-    def _on_goaway(self, frame: Frame, events: list[Event], now: float) -> None:
-        last, code, reason = decode_goaway(frame.payload)
-        self.goaway_received = True
-        for s in [s for s in self._sessions.values() if s.local and s.session_id > last]:
-            self._remove(s)
-            events.append(SessionReset(s.session_id, ErrorCode.GOING_AWAY, reason, True))
-        events.append(GoAwayReceived(last, code, reason))
-        if code != ErrorCode.NO_ERROR:
-            why = f"link closed by the peer: {code_name(code)} {reason}".rstrip()
-            for s in list(self._sessions.values()):
-                self._remove(s)
-                events.append(SessionReset(s.session_id, code, why, True))
-
-    def _on_control(self, frame: Frame, events: list[Event], now: float) -> None:
-        message = decode_message(frame.payload)
-        if message["type"] == HELLO:
-            raise RemoteProtocolError(ErrorCode.PROTOCOL_ERROR, "a second hello")
-        events.append(ControlReceived(message))
-
-    def _reset_by_us(
-        self, s: SessionState, code: ErrorCode, reason: str, events: list[Event]
-    ) -> None:
-        self._out.append(encode_reset(s.session_id, code, reason))
-        self._remove(s)
-        events.append(SessionReset(s.session_id, code, reason, False))
-
-    def _remove(self, s: SessionState) -> None:
-        del self._sessions[s.session_id]
-        self._ready.pop(s.session_id, None)
-        if s.local:
-            self._local_open -= 1
-        else:
-            self._peer_open -= 1
 
     # -- the application's actions -----------------------------------------
 
@@ -555,16 +380,6 @@ class LinkConnection(Sender):
             self._out.append(encode_window(sid, s.recv_ungranted))
             s.recv_ungranted = 0
 
-    def _release_conn(self, n: int) -> None:
-        budget = self.config.budget
-        if self._recv_conn_ungranted + self._recv_conn_credit + n > budget:
-            raise LocalProtocolError("consumed more bytes than were received")
-        self._recv_conn_ungranted += n
-        if self._recv_conn_ungranted >= min(self.config.session_window, budget) // 2:
-            self._recv_conn_credit += self._recv_conn_ungranted
-            self._out.append(encode_window(0, self._recv_conn_ungranted))
-            self._recv_conn_ungranted = 0
-
     def send_control(self, message: dict[str, Any]) -> None:
         """
         Send an application control message.
@@ -575,7 +390,10 @@ class LinkConnection(Sender):
             raise LocalProtocolError(f"cannot send control messages: link {self.state.value}")
         if message.get("type") == HELLO:
             raise LocalProtocolError("the hello is sent by the link itself")
-        self._out.append(encode_control(encode_message(message)))
+        try:
+            self._out.append(encode_control(encode_message(message)))
+        except ValueError as e:
+            raise LocalProtocolError(f"cannot send control message: {e}") from None
 
     def goaway(self, code: int = ErrorCode.NO_ERROR, reason: str = "") -> None:
         """
@@ -587,6 +405,10 @@ class LinkConnection(Sender):
         if self.goaway_sent and code == ErrorCode.NO_ERROR:
             return
         self.goaway_sent = True
+        if self.state is State.PREAMBLE and self.role == LISTENER:
+            # Not known to be a link yet: nothing to tell, just stop.
+            self.state = State.ERROR if code != ErrorCode.NO_ERROR else self.state
+            return
         self._out.append(encode_goaway(self._highest_peer, code, reason))
         if code != ErrorCode.NO_ERROR:
             self.state = State.ERROR
@@ -653,16 +475,16 @@ class LinkConnection(Sender):
         return events
 
 
-_SESSION_HANDLERS: dict[int, Callable[[LinkConnection, Frame, list[Event]], None]] = {
-    FrameType.OPEN: LinkConnection._on_open,
-    FrameType.FIN: LinkConnection._on_fin,
-    FrameType.RESET: LinkConnection._on_reset,
-    FrameType.DATA: LinkConnection._on_data,
+_SESSION_HANDLERS: dict[int, Callable[[Receiver, Frame, list[Event]], None]] = {
+    FrameType.OPEN: Receiver._on_open,
+    FrameType.FIN: Receiver._on_fin,
+    FrameType.RESET: Receiver._on_reset,
+    FrameType.DATA: Receiver._on_data,
 }
-_LINK_HANDLERS: dict[int, Callable[[LinkConnection, Frame, list[Event], float], None]] = {
-    FrameType.WINDOW: LinkConnection._on_window,
-    FrameType.PING: LinkConnection._on_ping,
-    FrameType.PONG: LinkConnection._on_pong,
-    FrameType.GOAWAY: LinkConnection._on_goaway,
-    FrameType.CONTROL: LinkConnection._on_control,
+_LINK_HANDLERS: dict[int, Callable[[Receiver, Frame, list[Event], float], None]] = {
+    FrameType.WINDOW: Receiver._on_window,
+    FrameType.PING: Receiver._on_ping,
+    FrameType.PONG: Receiver._on_pong,
+    FrameType.GOAWAY: Receiver._on_goaway,
+    FrameType.CONTROL: Receiver._on_control,
 }

@@ -28,7 +28,7 @@ from ._liveness import Keepalive, check_keepalive
 HELLO = "hello"
 REFUSED = "refused"
 
-_TYPE = re.compile(r"^[a-z][a-z0-9_.-]{0,31}$")
+_TYPE = re.compile(r"[a-z][a-z0-9_.-]{0,31}\Z")
 
 
 class RefusalReason(StrEnum):
@@ -55,7 +55,10 @@ def encode_message(message: dict[str, Any]) -> bytes:
     kind = message.get("type")
     if not isinstance(kind, str) or not _TYPE.match(kind):
         raise ValueError(f"control message type {kind!r} is not a valid type name")
-    return json.dumps(message, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    try:
+        return json.dumps(message, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    except TypeError as e:
+        raise ValueError(f"control message is not JSON-serialisable: {e}") from None
 
 
 def _bad(reason: str) -> RemoteProtocolError:
@@ -165,6 +168,6 @@ def _parse_keepalive(raw: Any) -> Keepalive:
         raise _bad("hello keepalive must have numeric interval and timeout")
     try:
         check_keepalive(float(interval), float(timeout))
-    except ValueError as e:
+    except (ValueError, OverflowError) as e:
         raise _bad(f"hello keepalive rejected: {e}") from None
     return Keepalive(float(interval), float(timeout), preset)

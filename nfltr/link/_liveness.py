@@ -141,11 +141,13 @@ class LivenessTracker:
         @return: C{"dead"} if the peer is dead, C{"ping"} if a PING should be
             sent now (the tracker records it as sent), else C{None}.
         """
+        # Compare with the very sums deadline() returns: "now - last_rx >=
+        # interval" can round the other way, and a tick at the deadline
+        # would then do nothing and be rescheduled at the same instant.
         ka = self.keepalive
-        silent = now - self.last_rx
-        if silent >= ka.interval + ka.timeout:
+        if now >= self.last_rx + ka.interval + ka.timeout:
             return "dead"
-        if silent >= ka.interval and not self.awaiting:
+        if now >= self.last_rx + ka.interval and not self.awaiting:
             self.ping_sent_at = now
             self.awaiting = True
             return "ping"
