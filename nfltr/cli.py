@@ -22,7 +22,12 @@ if TYPE_CHECKING:
     # What a command module's register() is given.
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
-COMMAND_MODULES: tuple[str, ...] = ("nfltr.cli_version",)
+COMMAND_MODULES: tuple[str, ...] = (
+    "nfltr.cli_version",
+    "nfltr.cli_relay",
+    "nfltr.cli_keys",
+    "nfltr.cli_agent",
+)
 
 
 def buildParser(commandModules: Sequence[str] = COMMAND_MODULES) -> argparse.ArgumentParser:

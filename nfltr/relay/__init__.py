@@ -1,0 +1,23 @@
+# -*- test-case-name: tests.relay -*-
+"""
+The relay: its listeners, the directory of connected agents, and the
+routing of clients' sessions to them.
+
+  - L{service}: L{RelayService}, start-up and shut-down of one relay;
+  - L{handler}: L{Relay} and L{RelayLinkHandler}, what happens on each link
+    (authentication, agent registration, routing, revocation);
+  - L{directory}: agents by name, links by API key id;
+  - L{routing}: joining a client's session to an agent's;
+  - L{revocation}: polling the store for revoked keys;
+  - L{admin}: the admin web site; L{state}: C{relay.json};
+    L{config}: settings and paths; L{_sniff}: link or not, after TLS.
+"""
+
+from nfltr.relay.config import RelayConfig, default_data_dir
+from nfltr.relay.handler import Relay, RelayLinkHandler
+from nfltr.relay.service import RelayService
+from nfltr.relay.state import RelayInfo
+
+__all__ = [
+    "Relay", "RelayConfig", "RelayInfo", "RelayLinkHandler", "RelayService", "default_data_dir",
+]

@@ -1,0 +1,69 @@
+# -*- test-case-name: tests.relay.test_tap -*-
+"""
+The relay's settings and where it keeps its files.
+
+A relay's data directory holds C{tls/} (its CA, certificate and share CA,
+see L{nfltr.tls.ensure_relay_pki}), C{nfltr.sqlite3} (accounts and API
+keys) and, while it runs, C{relay.json} (the addresses it bound).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_TLS = "tcp:8443"
+DEFAULT_ADMIN = "tcp:9090:interface=127.0.0.1"
+DEFAULT_REVOCATION_POLL = 2.0
+DATABASE_NAME = "nfltr.sqlite3"
+STATE_FILE_NAME = "relay.json"
+
+
+def default_data_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """
+    The relay's data directory when none is given:
+    C{$XDG_DATA_HOME/nfltr/relay} if that variable is set and absolute, else
+    C{~/.local/share/nfltr/relay}.
+    """
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_DATA_HOME", "")
+    if not base or not os.path.isabs(base):
+        home = env.get("HOME") or os.path.expanduser("~")
+        base = os.path.join(home, ".local", "share")
+    return Path(base) / "nfltr" / "relay"
+
+
+def database_path(data_dir: str | os.PathLike[str]) -> Path:
+    """
+    The SQLite database of accounts and keys in C{data_dir}.
+    """
+    return Path(data_dir) / DATABASE_NAME
+
+
+def state_file_path(data_dir: str | os.PathLike[str]) -> Path:
+    """
+    The C{relay.json} file in C{data_dir}.
+    """
+    return Path(data_dir) / STATE_FILE_NAME
+
+
+@dataclass(frozen=True)
+class RelayConfig:
+    """
+    What one relay process runs with.
+
+    @ivar data_dir: the data directory (created 0700 on first start).
+    @ivar tls: the endpoint string of the TLS listener; the relay adds TLS
+        itself, so this is a plain stream endpoint (C{tcp:8443}).
+    @ivar admin: the endpoint string of the admin HTTP listener.
+    @ivar names: extra DNS names or IP addresses for the relay certificate.
+    @ivar revocation_poll: seconds between two checks for revoked keys.
+    """
+
+    data_dir: Path
+    tls: str = DEFAULT_TLS
+    admin: str = DEFAULT_ADMIN
+    names: tuple[str, ...] = field(default=())
+    revocation_poll: float = DEFAULT_REVOCATION_POLL

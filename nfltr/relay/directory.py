@@ -1,0 +1,141 @@
+# -*- test-case-name: tests.relay.test_directory -*-
+"""
+Who is connected to this relay: agents by name, and every authenticated
+link by the id of the API key it used.
+
+Pure bookkeeping, no I/O: the link handlers decide what to do with what it
+tells them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+
+class NameInUse(Exception):
+    """
+    Another account's agent holds the name.
+    """
+
+
+@dataclass(frozen=True, eq=False)
+class AgentEntry:
+    """
+    One connected agent.
+
+    @ivar name: the name it registered.
+    @ivar account: the account its API key belongs to.
+    @ivar keyid: the id of its API key.
+    @ivar ports: the TCP ports it shares.
+    @ivar holder: who holds the agent's link (its link handler).
+    """
+
+    name: str
+    account: str
+    keyid: str
+    ports: frozenset[int]
+    holder: Hashable
+
+
+class Directory:
+    """
+    The agents and authenticated links of one relay.
+
+    @ivar _agents: the live agent of each name.
+    @ivar _byKey: the holders of the links authenticated with each key id.
+    @ivar _revoked: key ids seen revoked while this relay runs, so that a
+        link whose key was verified just before its revocation is still
+        turned away.
+    """
+
+    def __init__(self) -> None:
+        self._agents: dict[str, AgentEntry] = {}
+        self._byKey: dict[str, set[Hashable]] = {}
+        self._revoked: set[str] = set()
+
+    def claimAgent(self, entry: AgentEntry) -> AgentEntry | None:
+        """
+        Register C{entry} under its name.
+
+        @return: the entry it replaced (an agent of the same account under
+            the same name), now forgotten, or C{None}.
+        @raise NameInUse: an agent of another account holds the name.
+        """
+        old = self._agents.get(entry.name)
+        if old is not None and old.account != entry.account:
+            raise NameInUse(entry.name)
+        self._agents[entry.name] = entry
+        if old is not None:
+            self.removeLink(old.keyid, old.holder)
+        self.addLink(entry.keyid, entry.holder)
+        return old
+
+    def releaseAgent(self, entry: AgentEntry) -> bool:
+        """
+        Forget C{entry} if it still holds its name.
+
+        @return: whether it did.
+        """
+        self.removeLink(entry.keyid, entry.holder)
+        if self._agents.get(entry.name) is entry:
+            del self._agents[entry.name]
+            return True
+        return False
+
+    def agent(self, name: str) -> AgentEntry | None:
+        """
+        The live agent called C{name}, if any.
+        """
+        return self._agents.get(name)
+
+    def reachable(self, name: str, account: str, port: int) -> AgentEntry | None:
+        """
+        The agent a client of C{account} may reach on C{port}: named
+        C{name}, owned by C{account}, sharing C{port}; else C{None}, whichever
+        condition failed.
+        """
+        entry = self._agents.get(name)
+        if entry is None or entry.account != account or port not in entry.ports:
+            return None
+        return entry
+
+    def addLink(self, keyid: str, holder: Hashable) -> None:
+        """
+        Record that C{holder}'s link authenticated with C{keyid}.
+        """
+        self._byKey.setdefault(keyid, set()).add(holder)
+
+    def removeLink(self, keyid: str, holder: Hashable) -> None:
+        """
+        Forget C{holder}'s link under C{keyid}.
+        """
+        holders = self._byKey.get(keyid)
+        if holders is not None:
+            holders.discard(holder)
+            if not holders:
+                del self._byKey[keyid]
+
+    def linksFor(self, keyid: str) -> list[Hashable]:
+        """
+        The holders of the links authenticated with C{keyid}.
+        """
+        return list(self._byKey.get(keyid, ()))
+
+    def markRevoked(self, keyid: str) -> None:
+        """
+        Remember that C{keyid} was revoked.
+        """
+        self._revoked.add(keyid)
+
+    def isRevoked(self, keyid: str) -> bool:
+        """
+        Whether C{keyid} was seen revoked.
+        """
+        return keyid in self._revoked
+
+    def counts(self) -> tuple[int, int]:
+        """
+        How many agents, and how many authenticated links in all.
+        """
+        return len(self._agents), sum(len(h) for h in self._byKey.values())

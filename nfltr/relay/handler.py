@@ -1,0 +1,329 @@
+# -*- test-case-name: tests.relay.test_handler -*-
+"""
+What the relay does with each link: authenticate the dialer, register
+agents, route clients' sessions to agents, and turn away revoked keys.
+
+A link's life, in L{RelayLinkHandler}::
+
+    hello ──▶ verifying ──▶ agent | client ──▶ closed
+                   └──────────▶ closed (refused)
+
+On the dialer's hello the relay checks the C{app} fields
+(L{nfltr.messages.parse_dialer_hello}) and the API key (in the store, off
+the reactor thread), then answers with one control message: C{welcome}, or
+C{refused} followed by a GOAWAY and the end of the connection.  Sessions a
+client opens before its welcome wait for the verdict.
+"""
+
+from __future__ import annotations
+
+from contextlib import suppress
+from typing import Any, Protocol
+
+from twisted.internet.defer import Deferred, gatherResults
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from nfltr.link import ErrorCode, RefusalReason, refusal
+from nfltr.link.twisted import LinkHandler, LinkProtocol, LinkSession, LinkUnavailable
+from nfltr.messages import (
+    AGENT,
+    NOT_FOUND_CODE,
+    NOT_FOUND_REASON,
+    DialerHello,
+    MessageError,
+    agent_target,
+    parse_client_target,
+    parse_dialer_hello,
+    welcome,
+)
+from nfltr.store import KeyInfo
+
+from .directory import AgentEntry, Directory, NameInUse
+from .routing import join_sessions
+
+INVALID_KEY = "invalid API key"
+REPLACED = "replaced by a newer connection"
+STORE_UNAVAILABLE = "the relay cannot check API keys now; try again later"
+AGENT_SESSIONS_REFUSED = "agents cannot open sessions"
+
+HELLO, VERIFYING, AGENT_READY, CLIENT_READY, CLOSED = (
+    "hello", "verifying", "agent", "client", "closed",
+)
+
+
+def revoked_message(keyid: str) -> str:
+    """
+    The text of the refusal a revoked key gets.
+    """
+    return f"API key {keyid} was revoked"
+
+
+def name_in_use_message(name: str) -> str:
+    """
+    The text of the refusal an agent gets for a name another account holds.
+    """
+    return f"agent name {name} is in use"
+
+
+class KeyVerifier(Protocol):
+    """
+    The part of a store the handlers use.
+    """
+
+    def verify_key(self, plaintext: str) -> Deferred[KeyInfo | None]:
+        """
+        See L{nfltr.store.SQLiteStore.verify_key}.
+        """
+
+
+class Relay:
+    """
+    What the link handlers of one relay share.
+
+    @ivar store: checks API keys.
+    @ivar directory: the connected agents and authenticated links.
+    @ivar clock: the reactor's time.
+    @ivar handlers: the handlers of every established link.
+    """
+
+    log = Logger()
+
+    def __init__(self, store: KeyVerifier, clock: IReactorTime) -> None:
+        self.store = store
+        self.clock = clock
+        self.directory = Directory()
+        self.handlers: set[RelayLinkHandler] = set()
+
+    def handler(self) -> RelayLinkHandler:
+        """
+        A handler for one new link (a L{nfltr.link.twisted.LinkFactory}'s
+        C{handlerFactory}).
+        """
+        return RelayLinkHandler(self)
+
+    def revoke(self, keyid: str) -> int:
+        """
+        Turn away every link authenticated with C{keyid}, now and later.
+
+        @return: how many links were closed.
+        """
+        self.directory.markRevoked(keyid)
+        holders = self.directory.linksFor(keyid)
+        self.log.info(
+            "API key {keyid} was revoked: closing {count} link(s)",
+            keyid=keyid, count=len(holders),
+        )
+        for holder in holders:
+            assert isinstance(holder, RelayLinkHandler)
+            holder.refuse(RefusalReason.REVOKED, revoked_message(keyid))
+        return len(holders)
+
+    def closeAll(self, timeout: float) -> Deferred[Any]:
+        """
+        Drain every link (see L{LinkProtocol.drain}); fires once all are
+        closed.
+        """
+        links = [h.link for h in self.handlers if h.link is not None]
+        return gatherResults([link.drain(timeout) for link in links])
+
+
+class RelayLinkHandler(LinkHandler):
+    """
+    The relay's side of one link.
+
+    @ivar state: where the link is in its life (see the module docstring).
+    @ivar link: the link, once established.
+    @ivar hello: the dialer's validated hello.
+    @ivar key: the verified API key, once accepted.
+    @ivar agent: the directory entry, for an agent.
+    @ivar _pending: sessions a client opened before its welcome.
+    """
+
+    log = Logger()
+
+    def __init__(self, relay: Relay) -> None:
+        self.relay = relay
+        self.state = HELLO
+        self.link: LinkProtocol | None = None
+        self.hello: DialerHello | None = None
+        self.key: KeyInfo | None = None
+        self.agent: AgentEntry | None = None
+        self._pending: list[LinkSession] = []
+
+    # -- ILinkHandler ---------------------------------------------------------
+
+    def linkEstablished(self, link: LinkProtocol) -> None:
+        """
+        Validate the hello and start checking the key.
+        """
+        self.link = link
+        self.relay.handlers.add(self)
+        assert link.peerHello is not None
+        try:
+            self.hello = parse_dialer_hello(link.peerHello.app)
+        except MessageError as e:
+            self.refuse(RefusalReason.INVALID, str(e))
+            return
+        self.state = VERIFYING
+        d = self.relay.store.verify_key(self.hello.key)
+        d.addCallbacks(self._verified, self._verifyFailed)
+        d.addErrback(self._unexpected)
+
+    def sessionRequested(self, session: LinkSession) -> None:
+        """
+        Route a client's session; hold it until the verdict on the key;
+        refuse an agent's.
+        """
+        if self.state == CLIENT_READY:
+            self._route(session)
+        elif self.state == VERIFYING:
+            self._pending.append(session)
+        elif self.state == AGENT_READY:
+            session.refuse(ErrorCode.REFUSED, AGENT_SESSIONS_REFUSED)
+        else:
+            session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
+
+    def controlReceived(self, link: LinkProtocol, message: dict[str, Any]) -> None:
+        """
+        No control message is expected from dialers yet: ignored.
+        """
+        self.log.debug("ignored control message {type!r}", type=message.get("type"))
+
+    def linkLost(self, link: LinkProtocol, reason: Failure) -> None:
+        """
+        Forget the link.
+        """
+        agent = self.agent
+        self.relay.handlers.discard(self)
+        self._forget()
+        self._pending = []  # the link ended them
+        self.state = CLOSED
+        if agent is not None and self.relay.directory.releaseAgent(agent):
+            self.log.info(
+                "agent {name} (account {account}) disconnected",
+                name=agent.name, account=agent.account,
+            )
+
+    # -- verdicts -------------------------------------------------------------
+
+    def _verified(self, key: KeyInfo | None) -> None:
+        if self.state != VERIFYING:
+            return  # the link was lost meanwhile
+        hello = self.hello
+        assert hello is not None
+        if key is None:
+            self.refuse(RefusalReason.UNAUTHORIZED, INVALID_KEY)
+        elif key.revoked or self.relay.directory.isRevoked(key.keyid):
+            self.refuse(RefusalReason.REVOKED, revoked_message(key.keyid))
+        elif hello.role == AGENT:
+            self._registerAgent(hello, key)
+        else:
+            self._welcomeClient(key)
+
+    def _verifyFailed(self, failure: Failure) -> None:
+        self.log.failure("cannot check an API key", failure)
+        if self.state == VERIFYING:
+            self.refuse(RefusalReason.UNAVAILABLE, STORE_UNAVAILABLE)
+
+    def _unexpected(self, failure: Failure) -> None:
+        self.log.failure("error while accepting a link from {peer}", failure, peer=self._peer())
+        if self.link is not None and self.state != CLOSED:
+            self.state = CLOSED
+            self.link.transport.loseConnection()
+
+    def _registerAgent(self, hello: DialerHello, key: KeyInfo) -> None:
+        assert hello.name is not None
+        entry = AgentEntry(
+            hello.name, key.account, key.keyid, frozenset(s.port for s in hello.tcp), self
+        )
+        try:
+            old = self.relay.directory.claimAgent(entry)
+        except NameInUse:
+            self.refuse(RefusalReason.CONFLICT, name_in_use_message(hello.name))
+            return
+        if old is not None:
+            assert isinstance(old.holder, RelayLinkHandler)
+            old.holder.refuse(RefusalReason.CONFLICT, REPLACED)
+        self.key, self.agent, self.state = key, entry, AGENT_READY
+        self._send(welcome(key.account, hello.name))
+        self.log.info(
+            "agent {name} (account {account}) connected from {peer}, sharing {ports}",
+            name=hello.name, account=key.account, peer=self._peer(),
+            ports=sorted(entry.ports),
+        )
+        self._releasePending()
+
+    def _welcomeClient(self, key: KeyInfo) -> None:
+        self.key, self.state = key, CLIENT_READY
+        self.relay.directory.addLink(key.keyid, self)
+        self._send(welcome(key.account, None))
+        self.log.debug(
+            "client (account {account}) connected from {peer}",
+            account=key.account, peer=self._peer(),
+        )
+        self._releasePending()
+
+    def _releasePending(self) -> None:
+        pending, self._pending = self._pending, []
+        for session in pending:
+            self.sessionRequested(session)
+
+    # -- actions --------------------------------------------------------------
+
+    def refuse(self, reason: RefusalReason, message: str) -> None:
+        """
+        Tell the dialer why it is turned away, then close the link: a
+        C{refused} control message, a GOAWAY, and the end of the
+        connection (sessions still open are reset).
+        """
+        if self.state == CLOSED:
+            return
+        role = self.hello.role if self.hello is not None else "dialer"
+        self.log.info(
+            "refused {role} from {peer}: {reason}: {message}",
+            role=role, peer=self._peer(), reason=reason.value, message=message,
+        )
+        self.state = CLOSED
+        agent = self.agent
+        self._forget()
+        if agent is not None:
+            self.relay.directory.releaseAgent(agent)
+        pending, self._pending = self._pending, []
+        for session in pending:
+            session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
+        self._send(refusal(reason, message))
+        if self.link is not None:
+            self.link.drain(0)
+
+    def _route(self, session: LinkSession) -> None:
+        assert self.key is not None
+        try:
+            name, port = parse_client_target(session.target)
+        except MessageError as e:
+            session.refuse(ErrorCode.REFUSED, str(e))
+            return
+        entry = self.relay.directory.reachable(name, self.key.account, port)
+        if entry is None:
+            session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
+            return
+        assert isinstance(entry.holder, RelayLinkHandler)
+        self.log.debug("session to {name}:{port}", name=name, port=port)
+        join_sessions(session, entry.holder.link, agent_target(port))
+
+    def _send(self, message: dict[str, Any]) -> None:
+        if self.link is None:
+            return
+        with suppress(LinkUnavailable):  # the connection is already gone
+            self.link.sendControl(message)
+
+    def _forget(self) -> None:
+        if self.key is not None:
+            self.relay.directory.removeLink(self.key.keyid, self)
+
+    def _peer(self) -> str:
+        link = self.link
+        if link is None or link.transport is None:
+            return "?"
+        return str(link.transport.getPeer())

@@ -1,0 +1,222 @@
+# -*- test-case-name: tests.relay.test_service -*-
+"""
+L{RelayService}: one relay process's start-up and shut-down.
+
+Starting: create the data directory (0700), the PKI
+(L{nfltr.tls.ensure_relay_pki}), the key store (SQLite in a thread pool the
+service owns), then the listeners, each from an endpoint string: the TLS
+listener (the relay adds TLS itself with L{TLSMemoryBIOFactory}, then tells
+link connections from other bytes, see L{nfltr.relay._sniff}) and the admin
+web site.  Once both are bound it writes C{relay.json}
+(L{nfltr.relay.state}) and starts polling for revoked keys.
+
+Stopping undoes what was done, in reverse: C{relay.json} removed, polling
+stopped, listeners closed, links drained (L{STOP_DRAIN_TIMEOUT}), store
+closed, thread pool stopped.  A start that fails undoes itself the same way.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from twisted.application.service import Service
+from twisted.internet.defer import CancelledError, Deferred, ensureDeferred, maybeDeferred
+from twisted.internet.endpoints import serverFromString
+from twisted.internet.error import CannotListenError
+from twisted.logger import Logger
+from twisted.protocols.tls import TLSMemoryBIOFactory
+from twisted.python.failure import Failure
+from twisted.python.threadpool import ThreadPool
+
+from nfltr import __version__
+from nfltr.link import LISTENER
+from nfltr.link.twisted import LinkFactory
+from nfltr.store import SQLiteStore, StoreError
+from nfltr.tls import PKIError, RelayPKI, ensure_relay_pki, server_context_factory
+
+from ._sniff import SniffingFactory
+from .admin import admin_site
+from .config import RelayConfig, database_path, state_file_path
+from .handler import Relay
+from .revocation import RevocationPoller
+from .state import RelayInfo, format_address, remove_state_file, write_state_file
+
+DATA_DIR_MODE = 0o700
+STOP_DRAIN_TIMEOUT = 2.0
+STORE_THREADS = 1
+
+# Start-up errors an operator can act on: logged in one line, no traceback.
+EXPECTED_START_ERRORS = (CannotListenError, PKIError, StoreError, OSError)
+
+Cleanup = Callable[[], Any]
+
+
+class RelayService(Service):
+    """
+    Runs one relay.
+
+    @ivar config: what to run.
+    @ivar reactor: the reactor (TCP, time, threads), injected.
+    @ivar relay: the shared state of the link handlers, once started.
+    @ivar info: what C{relay.json} says, once started.
+    """
+
+    name = "relay"
+    log = Logger()
+
+    def __init__(self, config: RelayConfig, reactor: Any) -> None:
+        self.config = config
+        self.reactor = reactor
+        self.relay: Relay | None = None
+        self.info: RelayInfo | None = None
+        self._cleanups: list[Cleanup] = []
+        self._starting: Deferred[RelayInfo] | None = None
+        self._outcome: RelayInfo | Failure | None = None
+        self._observers: list[Deferred[RelayInfo]] = []
+        self._undoing: Deferred[None] | None = None
+        self._undoWaiters: list[Deferred[None]] = []
+
+    def whenReady(self) -> Deferred[RelayInfo]:
+        """
+        A Deferred that fires with the L{RelayInfo} once the relay listens,
+        or fails with the reason it could not start.
+        """
+        if self._outcome is not None:
+            return _settled(self._outcome)
+        d: Deferred[RelayInfo] = Deferred()
+        self._observers.append(d)
+        return d
+
+    def startService(self) -> None:
+        """
+        Start in the background; see L{whenReady}.
+        """
+        super().startService()
+        self._starting = ensureDeferred(self._start())
+        self._starting.addBoth(self._settle)
+
+    def _settle(self, outcome: RelayInfo | Failure) -> None:
+        self._starting = None
+        if isinstance(outcome, Failure):
+            if outcome.check(*EXPECTED_START_ERRORS):
+                self.log.error("the relay could not start: {error}", error=outcome.value)
+            elif not outcome.check(CancelledError):
+                self.log.failure("the relay could not start", outcome)
+            d = self._undo()
+            d.addBoth(lambda _: self._notify(outcome))
+        else:
+            self.info = outcome
+            self._notify(outcome)
+
+    def _notify(self, outcome: RelayInfo | Failure) -> None:
+        self._outcome = outcome
+        observers, self._observers = self._observers, []
+        for d in observers:
+            _settled(outcome).chainDeferred(d)
+
+    async def _start(self) -> RelayInfo:
+        config = self.config
+        dataDir = Path(config.data_dir).absolute()
+        dataDir.mkdir(mode=DATA_DIR_MODE, parents=True, exist_ok=True)
+        pki = ensure_relay_pki(dataDir, list(config.names))
+        creator = server_context_factory(pki.cert, pki.key)
+        pool = ThreadPool(minthreads=STORE_THREADS, maxthreads=STORE_THREADS, name="nfltr-store")
+        pool.start()
+        self._cleanups.append(pool.stop)
+        store = SQLiteStore(database_path(dataDir), self.reactor, pool)
+        self._cleanups.append(store.close)
+        revision = await store.revision()
+        relay = self.relay = Relay(store, self.reactor)
+        self._cleanups.append(lambda: relay.closeAll(STOP_DRAIN_TIMEOUT))
+        tlsPort = await serverFromString(self.reactor, config.tls).listen(
+            self._tlsFactory(relay, creator)
+        )
+        self._cleanups.append(tlsPort.stopListening)
+        adminPort = await serverFromString(self.reactor, config.admin).listen(admin_site())
+        self._cleanups.append(adminPort.stopListening)
+        poller = RevocationPoller(store, relay, self.reactor, config.revocation_poll, revision)
+        poller.start()
+        self._cleanups.append(poller.stop)
+        info = self._describe(pki, tlsPort, adminPort)
+        path = state_file_path(dataDir)
+        write_state_file(path, info)
+        self._cleanups.append(lambda: remove_state_file(path, info.pid))
+        self._announce(info)
+        return info
+
+    def _tlsFactory(self, relay: Relay, creator: Any) -> TLSMemoryBIOFactory:
+        links = LinkFactory(LISTENER, relay.handler, self.reactor)
+        links.noisy = False
+        factory = TLSMemoryBIOFactory(
+            creator, False, SniffingFactory(links, self.reactor), clock=self.reactor
+        )
+        factory.noisy = False
+        return factory
+
+    def _describe(self, pki: RelayPKI, tlsPort: Any, adminPort: Any) -> RelayInfo:
+        return RelayInfo(
+            tls=format_address(tlsPort.getHost()),
+            admin=format_address(adminPort.getHost()),
+            ca=str(pki.ca_cert),
+            fingerprint=pki.fingerprint,
+            pid=os.getpid(),
+            version=__version__,
+        )
+
+    def _announce(self, info: RelayInfo) -> None:
+        self.log.info(
+            "relay listening: links (TLS) on {tls}, admin on {admin}",
+            tls=info.tls, admin=info.admin,
+        )
+        self.log.info(
+            "relay certificate fingerprint {fingerprint}: agents and clients trust this relay "
+            "with --ca {ca} or --relay-pin {fingerprint}",
+            fingerprint=info.fingerprint, ca=info.ca,
+        )
+
+    def stopService(self) -> Deferred[None]:
+        """
+        Stop: cancel a start in progress, then undo what was done.
+        """
+        super().stopService()
+        if self._starting is not None:
+            self._starting.cancel()
+        return self._undo()
+
+    def _undo(self) -> Deferred[None]:
+        """
+        Run the cleanups, last first, one at a time; fires when none is left
+        (at most one run is in progress: a second call waits for it).
+        """
+        waiter: Deferred[None] = Deferred()
+        self._undoWaiters.append(waiter)
+        if self._undoing is None:
+            self._undoing = ensureDeferred(self._runCleanups())
+            self._undoing.addBoth(self._undone)
+        return waiter
+
+    async def _runCleanups(self) -> None:
+        while self._cleanups:
+            cleanup = self._cleanups.pop()
+            try:
+                await maybeDeferred(cleanup)
+            except Exception:  # noqa: BLE001 - one failed step must not skip the others
+                self.log.failure("error while stopping the relay")
+
+    def _undone(self, _: object) -> None:
+        self._undoing = None
+        waiters, self._undoWaiters = self._undoWaiters, []
+        for waiter in waiters:
+            waiter.callback(None)
+
+
+def _settled(outcome: RelayInfo | Failure) -> Deferred[RelayInfo]:
+    d: Deferred[RelayInfo] = Deferred()
+    if isinstance(outcome, Failure):
+        d.errback(outcome)
+    else:
+        d.callback(outcome)
+    return d

@@ -1,0 +1,90 @@
+# -*- test-case-name: tests.relay.test_service -*-
+"""
+C{relay.json}: what a running relay tells scripts and tests about itself.
+
+    {"tls": "HOST:PORT", "admin": "HOST:PORT", "ca": "/path/to/tls/ca.crt",
+     "fingerprint": "sha256:...", "pid": 1234, "version": "..."}
+
+The addresses are the ones actually bound (so port 0 becomes the port the
+system chose).  The file is replaced atomically: a reader sees no file, the
+old one, or the whole new one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+STATE_FILE_MODE = 0o644
+
+
+@dataclass(frozen=True)
+class RelayInfo:
+    """
+    The contents of C{relay.json}.
+    """
+
+    tls: str
+    admin: str
+    ca: str
+    fingerprint: str
+    pid: int
+    version: str
+
+    def to_json(self) -> dict[str, Any]:
+        """
+        The fields, as written.
+        """
+        return asdict(self)
+
+
+def format_address(address: Any) -> str:
+    """
+    C{HOST:PORT} for an IP address (C{[HOST]:PORT} for IPv6), else the
+    address's own text (a UNIX socket's path, say).
+    """
+    host, port = getattr(address, "host", None), getattr(address, "port", None)
+    if isinstance(host, str) and isinstance(port, int):
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    name = getattr(address, "name", None)
+    if isinstance(name, str | bytes):
+        return os.fsdecode(name)
+    return str(address)
+
+
+def write_state_file(path: Path, info: RelayInfo) -> None:
+    """
+    Replace C{path} with C{info} as JSON, atomically.
+    """
+    data = json.dumps(info.to_json(), indent=2, sort_keys=True).encode("utf-8") + b"\n"
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, STATE_FILE_MODE)
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+
+
+def remove_state_file(path: Path, pid: int) -> None:
+    """
+    Remove C{path} if it still describes the process C{pid} (another relay
+    may have started on the same data directory since).
+    """
+    try:
+        current = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if isinstance(current, dict) and current.get("pid") == pid:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()

@@ -1,0 +1,150 @@
+# -*- test-case-name: tests.relay.test_tap -*-
+"""
+C{twistd nfltr-relay}: the relay's options and service.
+
+L{Options} is shared with C{nfltr relay} (L{nfltr.cli_relay}), which runs
+the same service without twistd.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from twisted.application.service import MultiService
+from twisted.internet.endpoints import serverFromString
+from twisted.python import usage
+from twisted.python.failure import Failure
+
+from nfltr.relay.config import (
+    DEFAULT_ADMIN,
+    DEFAULT_REVOCATION_POLL,
+    DEFAULT_TLS,
+    RelayConfig,
+    default_data_dir,
+)
+from nfltr.relay.service import RelayService
+from nfltr.tls import PKIError
+from nfltr.tls._issue import subject_alt_names
+
+MAX_REVOCATION_POLL = 3600.0
+# Endpoint types that would add a TLS layer of their own under the relay's.
+_TLS_ENDPOINT_TYPES = ("ssl", "tls", "le", "lets")
+
+
+def _seconds(value: object, option: str) -> float:
+    try:
+        seconds = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        seconds = float("nan")
+    if not 0 < seconds <= MAX_REVOCATION_POLL:
+        raise usage.UsageError(
+            f"{option} {value}: give seconds, more than 0 and at most {MAX_REVOCATION_POLL:g}"
+        )
+    return seconds
+
+
+class Options(usage.Options):
+    """
+    The relay's options.  After parsing, C{self.config} is the
+    L{RelayConfig} to run.
+    """
+
+    longdesc = (
+        "Run an nfltr relay. On its first start it creates its data directory, a CA and "
+        "certificate, and an empty database of accounts and API keys (manage them with "
+        "`nfltr accounts` and `nfltr keys`). Listeners are Twisted endpoint strings."
+    )
+    optParameters = [
+        ["data-dir", "d", None,
+         "Where the relay keeps its certificates, database and relay.json "
+         "[default: $XDG_DATA_HOME/nfltr/relay or ~/.local/share/nfltr/relay]."],
+        ["tls", None, DEFAULT_TLS,
+         "Endpoint of the link listener; the relay adds TLS itself, so give a plain stream "
+         "endpoint (tcp:PORT[:interface=ADDR], unix:PATH, onion:...)."],
+        ["admin", None, DEFAULT_ADMIN, "Endpoint of the admin HTTP listener (/healthz)."],
+        ["revocation-poll", None, DEFAULT_REVOCATION_POLL,
+         "Seconds between checks for revoked API keys."],
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self["names"] = []
+        self.config: RelayConfig | None = None
+
+    def opt_name(self, name: str) -> None:
+        """
+        Another DNS name or IP address for the relay certificate (repeatable).
+        """
+        self["names"].append(name)
+
+    def postOptions(self) -> None:
+        """
+        Check the options and build C{self.config}.
+
+        @raise usage.UsageError: naming the bad option.
+        """
+        names = tuple(self["names"])
+        try:
+            subject_alt_names(names)
+        except PKIError as e:
+            raise usage.UsageError(f"--name: {e}") from None
+        tls = self["tls"]
+        if tls.split(":", 1)[0].strip().lower() in _TLS_ENDPOINT_TYPES:
+            raise usage.UsageError(
+                f"--tls {tls!r}: the relay adds TLS itself; give a plain endpoint such as tcp:8443"
+            )
+        check_endpoint(tls, "--tls")
+        poll = _seconds(self["revocation-poll"], "--revocation-poll")
+        admin = check_endpoint(self["admin"], "--admin")
+        dataDir = self["data-dir"]
+        path = Path(os.path.expanduser(dataDir)) if dataDir else default_data_dir()
+        self.config = RelayConfig(
+            data_dir=path.absolute(), tls=tls, admin=admin, names=names,
+            revocation_poll=poll,
+        )
+
+
+def check_endpoint(spec: str, option: str) -> str:
+    """
+    Check that C{spec} is a server endpoint string Twisted can build, without
+    listening (building an endpoint does not use the reactor).
+
+    @raise usage.UsageError: naming C{option}.
+    """
+    if not spec or not spec.strip():
+        raise usage.UsageError(f"{option}: an endpoint string is required, e.g. tcp:8443")
+    try:
+        serverFromString(None, spec)
+    except (ValueError, TypeError, KeyError, IndexError, OSError) as e:
+        raise usage.UsageError(f"{option} {spec!r}: not a usable endpoint: {e}") from None
+    return spec
+
+
+def buildService(config: RelayConfig, reactor: Any) -> MultiService:
+    """
+    The relay's service tree for C{config}, on C{reactor}.
+    """
+    top = MultiService()
+    RelayService(config, reactor).setServiceParent(top)
+    return top
+
+
+def makeService(options: Options) -> MultiService:
+    """
+    The service twistd runs.  If the relay cannot start (a port in use, an
+    unreadable key), the reason is logged and the reactor stopped.
+    """
+    from twisted.internet import reactor
+
+    assert options.config is not None
+    top = buildService(options.config, reactor)
+    relay = top.getServiceNamed(RelayService.name)
+    assert isinstance(relay, RelayService)
+
+    def stop(_: Failure) -> None:
+        reactor.callWhenRunning(reactor.stop)
+
+    relay.whenReady().addErrback(stop)
+    return top

@@ -1,0 +1,251 @@
+"""
+Helpers for the relay's tests: an in-memory key store, and a relay whose
+links are joined to real dialer L{LinkProtocol}s by L{twisted.test.iosim} on
+one L{Clock}.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, replace
+from typing import Any
+
+from twisted.internet.defer import Deferred, fail, succeed
+from twisted.internet.task import Clock
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from twisted.test.iosim import FakeTransport, IOPump, connect
+
+from nfltr.link import DIALER, LISTENER, PREAMBLE, FrameType
+from nfltr.link.twisted import LinkProtocol
+from nfltr.messages import TcpShare, agent_hello, client_hello
+from nfltr.relay.handler import Relay, RelayLinkHandler
+from nfltr.store import KeyInfo
+from tests.link.twisted_helpers import RecordingHandler
+
+_HEADER = struct.Struct("!BBII")
+
+
+def key_text(keyid: str) -> str:
+    """
+    A well-formed API key with the given 12-hex-digit id.
+    """
+    return f"nfltr_{keyid}_" + "A" * 43
+
+
+class FakeStore:
+    """
+    Keys in memory, behind the store's Deferred API.
+
+    @ivar hold: C{verify_key} returns unfired Deferreds, kept in C{held}.
+    @ivar error: C{verify_key} fails with it.
+    """
+
+    def __init__(self) -> None:
+        self.keys: dict[str, KeyInfo] = {}
+        self.hold = False
+        self.held: list[tuple[str, Deferred[KeyInfo | None]]] = []
+        self.error: Exception | None = None
+        self.rev = 0
+        self.revocations: list[tuple[int, str]] = []
+        self.revisionCalls = 0
+        self.pendingRevision: Deferred[int] | None = None
+        self.revisionError: Exception | None = None
+
+    def addKey(self, keyid: str, account: str) -> str:
+        """
+        Store a key; return its text.
+        """
+        self.keys[key_text(keyid)] = KeyInfo(keyid, account, None, 0.0)
+        return key_text(keyid)
+
+    def revoke(self, keyid: str) -> None:
+        """
+        Revoke a key as another process would.
+        """
+        for text, info in self.keys.items():
+            if info.keyid == keyid:
+                self.keys[text] = replace(info, revoked_at=1.0)
+        self.rev += 1
+        self.revocations.append((self.rev, keyid))
+
+    def verify_key(self, plaintext: str) -> Deferred[KeyInfo | None]:
+        if self.hold:
+            d: Deferred[KeyInfo | None] = Deferred()
+            self.held.append((plaintext, d))
+            return d
+        if self.error is not None:
+            return fail(self.error)
+        return succeed(self.keys.get(plaintext))
+
+    def release(self) -> None:
+        """
+        Fire the held verifications.
+        """
+        held, self.held = self.held, []
+        for plaintext, d in held:
+            d.callback(self.keys.get(plaintext))
+
+    def revision(self) -> Deferred[int]:
+        self.revisionCalls += 1
+        if self.revisionError is not None:
+            return fail(self.revisionError)
+        if self.pendingRevision is not None:
+            return self.pendingRevision
+        return succeed(self.rev)
+
+    def revoked_since(self, revision: int) -> Deferred[list[str]]:
+        return succeed([k for rev, k in self.revocations if rev > revision])
+
+
+class RecordingTransport(FakeTransport):
+    """
+    An iosim transport that also keeps every byte written through it.
+    """
+
+    def __init__(self, protocol: Any, isServer: bool) -> None:
+        super().__init__(protocol, isServer)
+        self.written = bytearray()
+
+    def write(self, data: bytes) -> None:
+        if not self.disconnecting:
+            self.written += data
+        super().write(data)
+
+
+def raw_frames(stream: bytes) -> list[bytes]:
+    """
+    Split what a listener wrote (its preamble, then frames; or frames from
+    a frame boundary on) into the raw bytes of each frame.
+    """
+    frames, offset = [], len(PREAMBLE) if stream.startswith(PREAMBLE) else 0
+    while offset < len(stream):
+        _, _, _, length = _HEADER.unpack_from(stream, offset)
+        end = offset + _HEADER.size + length
+        frames.append(bytes(stream[offset:end]))
+        offset = end
+    return frames
+
+
+def frames_of_type(stream: bytes, ftype: FrameType) -> list[bytes]:
+    """
+    The raw frames of one type in what a listener wrote.
+    """
+    return [f for f in raw_frames(stream) if f[0] == ftype]
+
+
+@dataclass
+class Dialer:
+    """
+    One dialer connected to the relay.
+
+    @ivar link: the dialer's link.
+    @ivar handler: records what the dialer received.
+    @ivar relayLink: the relay's side of the link.
+    @ivar relayIO: the relay side's transport, with everything it wrote.
+    """
+
+    link: LinkProtocol
+    handler: RecordingHandler
+    relayLink: LinkProtocol
+    relayIO: RecordingTransport
+    dialerIO: FakeTransport
+
+    @property
+    def controls(self) -> list[dict[str, Any]]:
+        return self.handler.controls
+
+    @property
+    def closed(self) -> bool:
+        return bool(self.handler.lost)
+
+    def cut(self, reason: Exception) -> None:
+        """
+        Drop the connection under both ends without a goodbye.
+        """
+        for io in (self.dialerIO, self.relayIO):
+            io.disconnectReason = reason
+            io.disconnecting = io.disconnected = True
+        self.link.connectionLost(Failure(reason))
+        self.relayLink.connectionLost(Failure(reason))
+
+    @property
+    def relayHandler(self) -> RelayLinkHandler:
+        handler = self.relayLink.handler
+        assert isinstance(handler, RelayLinkHandler)
+        return handler
+
+
+class RelayHarness:
+    """
+    A L{Relay} with a L{FakeStore}; L{dial} connects real dialers to it.
+    """
+
+    def __init__(self, store: FakeStore | None = None) -> None:
+        self.clock = Clock()
+        self.store = store or FakeStore()
+        self.relay = Relay(self.store, self.clock)
+        self.pumps: list[IOPump] = []
+        self.logged: list[dict[str, Any]] = []
+        self.logger = Logger(observer=self.logged.append)
+        self.relay.log = self.logger
+
+    def dial(self, app: dict[str, Any], handler: RecordingHandler | None = None) -> Dialer:
+        """
+        Connect a dialer with hello C{app} and pump until quiet.
+        """
+        handler = handler or RecordingHandler()
+        dialer = LinkProtocol(DIALER, handler, self.clock, None, app)
+        relayHandler = self.relay.handler()
+        relayHandler.log = self.logger
+        listener = LinkProtocol(LISTENER, relayHandler, self.clock)
+        dialerIO = FakeTransport(dialer, isServer=False)
+        listenerIO = RecordingTransport(listener, isServer=True)
+        self.pumps.append(
+            connect(listener, listenerIO, dialer, dialerIO, greet=False, clock=self.clock)
+        )
+        self.run()
+        return Dialer(dialer, handler, listener, listenerIO, dialerIO)
+
+    def agent(
+        self, key: str, name: str = "web", ports: tuple[int, ...] = (3000,),
+        handler: RecordingHandler | None = None,
+    ) -> Dialer:
+        """
+        Connect an agent.
+        """
+        return self.dial(agent_hello(key, name, [TcpShare(p) for p in ports]), handler)
+
+    def client(self, key: str, handler: RecordingHandler | None = None) -> Dialer:
+        """
+        Connect a client.
+        """
+        return self.dial(client_hello(key), handler)
+
+    def run(self, rounds: int = 100_000) -> None:
+        """
+        Pump every connection until nothing moves.
+        """
+        for _ in range(rounds):
+            moved = [pump.pump() for pump in self.pumps]
+            if not any(moved):
+                return
+        raise AssertionError("the links never went quiet")
+
+    def messages(self) -> list[str]:
+        """
+        The text of every event the relay's handlers logged.
+        """
+        from twisted.logger import formatEvent
+
+        return [formatEvent(e) for e in self.logged]
+
+
+def lost_reason(failure: Failure | None) -> tuple[int, str] | None:
+    """
+    The code and reason of a session reset, from a protocol's
+    C{connectionLost} failure.
+    """
+    if failure is None or not hasattr(failure.value, "code"):
+        return None
+    return failure.value.code, failure.value.reason

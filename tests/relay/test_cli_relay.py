@@ -1,0 +1,181 @@
+"""
+Tests for L{nfltr.cli_relay}, the C{nfltr relay} command: option handling in
+this process, and a real relay process started and stopped by a signal.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from twisted.internet import reactor
+from twisted.internet.defer import Deferred
+from twisted.internet.endpoints import TCP4ServerEndpoint
+from twisted.internet.error import ProcessDone, ProcessTerminated
+from twisted.internet.protocol import Factory, ProcessProtocol
+from twisted.logger import LogLevel
+from twisted.python.failure import Failure
+from twisted.trial.unittest import SynchronousTestCase, TestCase
+
+from nfltr.cli import main
+from nfltr.cli_relay import commandOptions
+
+REPO = Path(__file__).resolve().parent.parent.parent
+LOOPBACK = "tcp:0:interface=127.0.0.1"
+
+
+class CommandLineTests(SynchronousTestCase):
+    """
+    C{nfltr relay} hands its arguments to the relay's options.
+    """
+
+    def setUp(self) -> None:
+        self.stdout, self.stderr = io.StringIO(), io.StringIO()
+        self.patch(sys, "stdout", self.stdout)
+        self.patch(sys, "stderr", self.stderr)
+
+    def test_help(self) -> None:
+        """
+        C{--help} prints the relay's options, C{--log-level} included, and
+        exits 0.
+        """
+        self.assertEqual(main(["relay", "--help"]), 0)
+        out = self.stdout.getvalue()
+        self.assertTrue(out.startswith("Usage: nfltr relay [options]"), out)
+        for option in ("--data-dir", "--tls", "--admin", "--name", "--revocation-poll",
+                       "--log-level"):
+            self.assertIn(option, out)
+
+    def test_badOption(self) -> None:
+        """
+        An unknown option exits 2 with one error line and a hint, no traceback.
+        """
+        self.assertEqual(main(["relay", "--bogus"]), 2)
+        self.assertEqual(
+            self.stderr.getvalue(),
+            "nfltr relay: error: option --bogus not recognized\nTry 'nfltr relay --help'.\n",
+        )
+
+    def test_badValue(self) -> None:
+        """
+        A bad value reported by the relay's options exits 2, naming the option.
+        """
+        self.assertEqual(main(["relay", "--tls", "ssl:443"]), 2)
+        self.assertIn("nfltr relay: error: --tls 'ssl:443'", self.stderr.getvalue())
+        self.assertEqual(main(["relay", "--log-level", "loud"]), 2)
+        self.assertIn("--log-level loud", self.stderr.getvalue())
+
+    def test_logLevel(self) -> None:
+        """
+        C{--log-level} becomes a L{LogLevel}; the default is info.
+        """
+        options = commandOptions()
+        options.parseOptions(["--log-level", "DEBUG", "--data-dir", "/d"])
+        self.assertIs(options["log-level"], LogLevel.debug)
+        options = commandOptions()
+        options.parseOptions(["--data-dir", "/d"])
+        self.assertIs(options["log-level"], LogLevel.info)
+        self.assertEqual(options.config.data_dir, Path("/d"))
+
+
+class RelayProcess(ProcessProtocol):
+    """
+    Collects a relay process's standard error; C{listening} fires when it
+    logs that it listens, C{ended} with the exit code.
+    """
+
+    def __init__(self) -> None:
+        self.stderr = b""
+        self.listening: Deferred[None] = Deferred()
+        self.ended: Deferred[int | None] = Deferred()
+
+    def errReceived(self, data: bytes) -> None:
+        self.stderr += data
+        if b"relay listening" in self.stderr and not self.listening.called:
+            self.listening.callback(None)
+
+    def processEnded(self, reason: Failure) -> None:
+        if not self.listening.called:
+            self.listening.errback(reason)
+        code = reason.value.exitCode if reason.check(ProcessDone, ProcessTerminated) else None
+        self.ended.callback(code)
+
+
+class ProcessTests(TestCase):
+    """
+    C{nfltr relay} as its own process.
+    """
+
+    timeout = 60
+
+    def spawn(self, *argv: str) -> RelayProcess:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+        process = RelayProcess()
+        transport = reactor.spawnProcess(
+            process, sys.executable, [sys.executable, "-m", "nfltr", "relay", *argv], env=env
+        )
+
+        def kill() -> Deferred[Any] | None:
+            if process.ended.called:
+                return None
+            transport.signalProcess("KILL")
+            return process.ended
+
+        self.addCleanup(kill)
+        return process
+
+    def test_runAndStopOnSignal(self) -> None:
+        """
+        The relay logs where it listens and how to trust it, writes
+        C{relay.json} with its pid, and on SIGTERM exits 0 and removes the
+        file; nothing it logs is a traceback.
+        """
+        dataDir = Path(self.mktemp()).absolute()
+        process = self.spawn("--data-dir", str(dataDir), "--tls", LOOPBACK, "--admin", LOOPBACK)
+        state = dataDir / "relay.json"
+
+        def listening(_: None) -> Deferred[int | None]:
+            info = json.loads(state.read_text())
+            self.assertEqual(info["pid"], process.transport.pid)
+            process.transport.signalProcess("TERM")
+            return process.ended
+
+        def ended(code: int | None) -> None:
+            self.assertEqual(code, 0)
+            self.assertFalse(state.exists())
+            err = process.stderr.decode()
+            self.assertIn("--relay-pin sha256:", err)
+            self.assertIn(f"--ca {dataDir / 'tls' / 'ca.crt'}", err)
+            self.assertNotIn("Traceback", err)
+
+        return process.listening.addCallback(listening).addCallback(ended)
+
+    def test_startFailure(self) -> None:
+        """
+        A relay that cannot bind its admin port exits 1 after one log line
+        saying why, without a traceback.
+        """
+        dataDir = Path(self.mktemp()).absolute()
+        d = TCP4ServerEndpoint(reactor, 0, interface="127.0.0.1").listen(Factory())
+
+        def spawn(busy: Any) -> Deferred[int | None]:
+            self.addCleanup(busy.stopListening)
+            admin = f"tcp:{busy.getHost().port}:interface=127.0.0.1"
+            process = self.spawn("--data-dir", str(dataDir), "--tls", LOOPBACK, "--admin", admin)
+            process.listening.addErrback(lambda _: None)
+
+            def ended(code: int | None) -> None:
+                self.assertEqual(code, 1)
+                err = process.stderr.decode()
+                self.assertIn("the relay could not start: Couldn't listen on 127.0.0.1:", err)
+                self.assertNotIn("Traceback", err)
+                self.assertFalse((dataDir / "relay.json").exists())
+
+            return process.ended.addCallback(ended)
+
+        return d.addCallback(spawn)

@@ -1,0 +1,319 @@
+"""
+Tests for L{nfltr.relay.service} and L{nfltr.relay.state}: a real relay on
+loopback port 0, with the real reactor, the real SQLite store and real TLS.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import stat
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+from cryptography import x509
+from twisted.internet import reactor
+from twisted.internet.defer import Deferred, ensureDeferred
+from twisted.internet.endpoints import (
+    TCP4ClientEndpoint,
+    TCP4ServerEndpoint,
+    connectProtocol,
+    wrapClientTLS,
+)
+from twisted.internet.error import CannotListenError, ConnectionRefusedError
+from twisted.internet.protocol import Factory, Protocol
+from twisted.logger import Logger, LogLevel
+from twisted.python.failure import Failure
+from twisted.trial.unittest import SynchronousTestCase, TestCase
+
+from nfltr.link import DIALER
+from nfltr.link.twisted import LinkHandler, LinkProtocol
+from nfltr.messages import (
+    NOT_FOUND_CODE,
+    NOT_FOUND_REASON,
+    TcpShare,
+    agent_hello,
+    client_hello,
+    client_target,
+)
+from nfltr.relay._sniff import NOT_A_LINK_RESPONSE
+from nfltr.relay.config import RelayConfig
+from nfltr.relay.service import RelayService
+from nfltr.relay.state import RelayInfo, format_address
+from nfltr.store import SQLiteStoreCore
+from nfltr.tls import client_creator, spki_fingerprint
+
+LOOPBACK = "tcp:0:interface=127.0.0.1"
+
+
+def asyncTest(
+    f: Callable[..., Coroutine[Any, Any, None]],
+) -> Callable[..., Deferred[None]]:
+    @functools.wraps(f)
+    def run(self: TestCase) -> Deferred[None]:
+        return ensureDeferred(f(self))
+
+    return run
+
+
+class DialerHandler(LinkHandler):
+    """
+    A dialer's handler: records control messages, echoes every session.
+    """
+
+    def __init__(self) -> None:
+        self.controls: list[dict[str, Any]] = []
+        self.firstControl: Deferred[dict[str, Any]] = Deferred()
+        self.lost: Deferred[None] = Deferred()
+        self.refusal: Deferred[dict[str, Any]] = Deferred()
+
+    def controlReceived(self, link: LinkProtocol, message: dict[str, Any]) -> None:
+        self.controls.append(message)
+        if not self.firstControl.called:
+            self.firstControl.callback(message)
+        if message["type"] == "refused" and not self.refusal.called:
+            self.refusal.callback(message)
+
+    def sessionRequested(self, session: Any) -> None:
+        session.accept(Echo())
+
+    def linkLost(self, link: LinkProtocol, reason: Failure) -> None:
+        self.lost.callback(None)
+
+
+class Echo(Protocol):
+    def dataReceived(self, data: bytes) -> None:
+        self.transport.write(data)
+
+
+class Collector(Protocol):
+    """
+    Sends C{payload}, then collects until C{expect} bytes arrived or the
+    connection ends.
+    """
+
+    def __init__(self, payload: bytes, expect: int) -> None:
+        self.payload = payload
+        self.expect = expect
+        self.received = b""
+        self.lost: Failure | None = None
+        self.done: Deferred[bytes] = Deferred()
+
+    def connectionMade(self) -> None:
+        if self.payload:
+            self.transport.write(self.payload)
+
+    def dataReceived(self, data: bytes) -> None:
+        self.received += data
+        if len(self.received) >= self.expect and not self.done.called:
+            self.done.callback(self.received)
+            self.transport.loseConnection()
+
+    def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
+        self.lost = reason
+        if not self.done.called:
+            self.done.callback(self.received)
+
+
+class RelayServiceTests(TestCase):
+    """
+    A relay started on loopback port 0.
+    """
+
+    timeout = 30
+
+    def setUp(self) -> None:
+        self.dataDir = Path(self.mktemp()).absolute() / "relay"
+        self.links: list[tuple[LinkProtocol, DialerHandler]] = []
+
+    async def startRelay(self, revocationPoll: float = 2.0) -> RelayInfo:
+        config = RelayConfig(
+            self.dataDir, tls=LOOPBACK, admin=LOOPBACK, revocation_poll=revocationPoll
+        )
+        self.service = RelayService(config, reactor)
+        self.service.startService()
+        self.addCleanup(self.stopAll)
+        return await self.service.whenReady()
+
+    async def stopAll(self) -> None:
+        for link, handler in self.links:
+            if link.transport is not None:
+                link.transport.loseConnection()
+            await handler.lost
+        if self.service.running:
+            await self.service.stopService()
+
+    async def dial(self, info: RelayInfo, app: dict[str, Any]) -> DialerHandler:
+        host, port = info.tls.rsplit(":", 1)
+        endpoint = wrapClientTLS(
+            client_creator(host, ca_path=info.ca), TCP4ClientEndpoint(reactor, host, int(port))
+        )
+        handler = DialerHandler()
+        link = LinkProtocol(DIALER, handler, reactor, None, app)
+        await connectProtocol(endpoint, link)
+        self.links.append((link, handler))
+        await handler.firstControl
+        return handler
+
+    async def talk(self, address: str, request: bytes, tls: str | None = None) -> bytes:
+        host, port = address.rsplit(":", 1)
+        endpoint: Any = TCP4ClientEndpoint(reactor, host, int(port))
+        if tls is not None:
+            endpoint = wrapClientTLS(client_creator(host, ca_path=tls), endpoint)
+        collector = Collector(request, 1 << 20)
+        await connectProtocol(endpoint, collector)
+        return await collector.done
+
+    @asyncTest
+    async def test_relayJson(self) -> None:
+        """
+        Once listening, C{relay.json} in a 0700 data directory names the
+        bound TLS and admin addresses (real ports, not 0), the CA file, the
+        relay certificate's fingerprint, this process and the version; the
+        admin address answers C{/healthz}.  After a stop the file is gone and
+        the ports are closed.
+        """
+        info = await self.startRelay()
+        written = json.loads((self.dataDir / "relay.json").read_text())
+        self.assertEqual(written, info.to_json())
+        self.assertEqual(
+            set(written), {"tls", "admin", "ca", "fingerprint", "pid", "version"}
+        )
+        for address in (info.tls, info.admin):
+            host, port = address.rsplit(":", 1)
+            self.assertEqual(host, "127.0.0.1")
+            self.assertNotEqual(int(port), 0)
+        self.assertEqual(info.ca, str(self.dataDir / "tls" / "ca.crt"))
+        cert = x509.load_pem_x509_certificate((self.dataDir / "tls" / "relay.crt").read_bytes())
+        self.assertEqual(info.fingerprint, spki_fingerprint(cert))
+        self.assertEqual(info.pid, os.getpid())
+        self.assertEqual(stat.S_IMODE(self.dataDir.stat().st_mode), 0o700)
+        response = await self.talk(info.admin, b"GET /healthz HTTP/1.0\r\n\r\n")
+        self.assertTrue(response.startswith(b"HTTP/1.0 200 OK"), response)
+        self.assertTrue(response.endswith(b"ok\n"))
+        await self.service.stopService()
+        self.assertFalse((self.dataDir / "relay.json").exists())
+        with self.assertRaises(ConnectionRefusedError):
+            await self.talk(info.tls, b"")
+
+    @asyncTest
+    async def test_httpOnLinkPort(self) -> None:
+        """
+        An HTTP request over TLS to the link port gets the 400 response that
+        says what the port speaks.
+        """
+        info = await self.startRelay()
+        response = await self.talk(info.tls, b"GET / HTTP/1.1\r\nHost: r\r\n\r\n", tls=info.ca)
+        self.assertEqual(response, NOT_A_LINK_RESPONSE)
+
+    @asyncTest
+    async def test_tunnelOverTLS(self) -> None:
+        """
+        With keys from the real SQLite store: an agent and a client of one
+        account are welcomed over TLS, and the client's bytes come back
+        through the relay from the agent's echo; a key of another account is
+        refused the session.
+        """
+        core = SQLiteStoreCore(self.dataDir / "nfltr.sqlite3")
+        core.create_account("acme")
+        core.create_account("bravo")
+        _, agentKey = core.create_key("acme")
+        _, clientKey = core.create_key("acme")
+        _, otherKey = core.create_key("bravo")
+        core.close()
+        info = await self.startRelay()
+        agent = await self.dial(info, agent_hello(agentKey, "web", [TcpShare(3000)]))
+        self.assertEqual(agent.controls, [{"type": "welcome", "account": "acme", "name": "web"}])
+        client = await self.dial(info, client_hello(clientKey))
+        self.assertEqual(client.controls, [{"type": "welcome", "account": "acme", "name": None}])
+        link = self.links[-1][0]
+        collector = Collector(b"hello through the relay", 23)
+        link.openSession(client_target("web", 3000), collector)
+        self.assertEqual(await collector.done, b"hello through the relay")
+        await self.dial(info, client_hello(otherKey))
+        other = Collector(b"x", 1)
+        self.links[-1][0].openSession(client_target("web", 3000), other)
+        self.assertEqual(await other.done, b"")
+        self.assertEqual(
+            (other.lost.value.code, other.lost.value.reason), (NOT_FOUND_CODE, NOT_FOUND_REASON)
+        )
+
+    @asyncTest
+    async def test_revocationFromAnotherProcess(self) -> None:
+        """
+        A key revoked through another connection to the database (as
+        C{nfltr keys revoke} does) disconnects its agent with the C{revoked}
+        message at the next poll.
+        """
+        core = SQLiteStoreCore(self.dataDir / "nfltr.sqlite3")
+        core.create_account("acme")
+        key, agentKey = core.create_key("acme")
+        info = await self.startRelay(revocationPoll=0.05)
+        agent = await self.dial(info, agent_hello(agentKey, "web", [TcpShare(3000)]))
+        core.revoke_key(key.keyid)
+        core.close()
+        message = await agent.refusal
+        self.assertEqual(
+            message,
+            {"type": "refused", "reason": "revoked", "message": f"API key {key.keyid} was revoked"},
+        )
+        await agent.lost
+
+    @asyncTest
+    async def test_startFailure(self) -> None:
+        """
+        When a listener cannot be bound, L{RelayService.whenReady} fails with
+        the reason, which is logged in one line; nothing stays listening and
+        no C{relay.json} is written.
+        """
+        logged: list[dict[str, Any]] = []
+        self.patch(RelayService, "log", Logger(observer=logged.append))
+        busy = await TCP4ServerEndpoint(reactor, 0, interface="127.0.0.1").listen(Factory())
+        self.addCleanup(busy.stopListening)
+        config = RelayConfig(
+            self.dataDir, tls=LOOPBACK, admin=f"tcp:{busy.getHost().port}:interface=127.0.0.1"
+        )
+        service = RelayService(config, reactor)
+        service.startService()
+        with self.assertRaises(CannotListenError):
+            await service.whenReady()
+        with self.assertRaises(CannotListenError):
+            await service.whenReady()
+        await service.stopService()
+        self.assertFalse((self.dataDir / "relay.json").exists())
+        [event] = [e for e in logged if "error" in e]
+        self.assertEqual(event["log_format"], "the relay could not start: {error}")
+        self.assertIs(event["log_level"], LogLevel.error)
+        self.assertNotIn("log_failure", event)
+
+
+class FormatAddressTests(SynchronousTestCase):
+    """
+    L{format_address} spells bound addresses for C{relay.json}.
+    """
+
+    def test_ipv4(self) -> None:
+        """
+        IPv4 addresses read C{HOST:PORT}.
+        """
+        from twisted.internet.address import IPv4Address
+
+        self.assertEqual(format_address(IPv4Address("TCP", "127.0.0.1", 8443)), "127.0.0.1:8443")
+
+    def test_ipv6(self) -> None:
+        """
+        IPv6 addresses read C{[HOST]:PORT}.
+        """
+        from twisted.internet.address import IPv6Address
+
+        self.assertEqual(format_address(IPv6Address("TCP", "::1", 8443)), "[::1]:8443")
+
+    def test_unix(self) -> None:
+        """
+        A UNIX socket's address is its path.
+        """
+        from twisted.internet.address import UNIXAddress
+
+        self.assertEqual(format_address(UNIXAddress(b"/run/relay.sock")), "/run/relay.sock")

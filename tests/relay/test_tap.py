@@ -1,0 +1,147 @@
+"""
+Tests for L{nfltr.relay_tap} (options and service tree) and
+L{nfltr.relay.config}.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from twisted.application.service import MultiService
+from twisted.python import usage
+from twisted.trial.unittest import SynchronousTestCase
+
+from nfltr.relay.config import database_path, default_data_dir, state_file_path
+from nfltr.relay.service import RelayService
+from nfltr.relay_tap import Options, buildService
+
+
+def parse(*argv: str) -> Options:
+    options = Options()
+    options.parseOptions(list(argv))
+    return options
+
+
+class DefaultDataDirTests(SynchronousTestCase):
+    """
+    L{default_data_dir} follows the XDG base directory rules.
+    """
+
+    def test_xdg(self) -> None:
+        """
+        An absolute C{XDG_DATA_HOME} is used.
+        """
+        self.assertEqual(
+            default_data_dir({"XDG_DATA_HOME": "/data", "HOME": "/home/u"}),
+            Path("/data/nfltr/relay"),
+        )
+
+    def test_home(self) -> None:
+        """
+        Without C{XDG_DATA_HOME}, or with a relative one, it is under
+        C{~/.local/share}.
+        """
+        for env in ({"HOME": "/home/u"}, {"HOME": "/home/u", "XDG_DATA_HOME": "rel"}):
+            self.assertEqual(default_data_dir(env), Path("/home/u/.local/share/nfltr/relay"))
+
+    def test_files(self) -> None:
+        """
+        The database and the state file live in the data directory.
+        """
+        self.assertEqual(database_path("/d"), Path("/d/nfltr.sqlite3"))
+        self.assertEqual(state_file_path("/d"), Path("/d/relay.json"))
+
+
+class OptionsTests(SynchronousTestCase):
+    """
+    L{Options} validates in C{postOptions} and builds a L{RelayConfig}.
+    """
+
+    def test_defaults(self) -> None:
+        """
+        With no options: the XDG data directory, C{tcp:8443}, admin on
+        loopback port 9090, no extra names, a 2 s revocation poll.
+        """
+        self.patch(os, "environ", {"XDG_DATA_HOME": "/xdg", "HOME": "/h"})
+        config = parse().config
+        self.assertEqual(config.data_dir, Path("/xdg/nfltr/relay"))
+        self.assertEqual(config.tls, "tcp:8443")
+        self.assertEqual(config.admin, "tcp:9090:interface=127.0.0.1")
+        self.assertEqual(config.names, ())
+        self.assertEqual(config.revocation_poll, 2.0)
+
+    def test_everything(self) -> None:
+        """
+        Every option reaches the configuration; C{--name} repeats; a relative
+        data directory is made absolute and C{~} expanded.
+        """
+        config = parse(
+            "--data-dir", "rel/dir", "--tls", "tcp:0:interface=127.0.0.1",
+            "--admin", "unix:/tmp/admin.sock", "--name", "relay.example.com",
+            "--name", "192.0.2.7", "--revocation-poll", "0.5",
+        ).config
+        self.assertEqual(config.data_dir, Path(os.getcwd()) / "rel" / "dir")
+        self.assertEqual(config.tls, "tcp:0:interface=127.0.0.1")
+        self.assertEqual(config.admin, "unix:/tmp/admin.sock")
+        self.assertEqual(config.names, ("relay.example.com", "192.0.2.7"))
+        self.assertEqual(config.revocation_poll, 0.5)
+        home = parse("-d", "~/r").config.data_dir
+        self.assertEqual(home, Path(os.path.expanduser("~/r")))
+
+    def assertUsageError(self, argv: list[str], *fragments: str) -> None:
+        e = self.assertRaises(usage.UsageError, parse, *argv)
+        for fragment in fragments:
+            self.assertIn(fragment, str(e))
+
+    def test_tlsEndpointWithTLS(self) -> None:
+        """
+        C{--tls} refuses endpoint types that would add TLS under the relay's own.
+        """
+        for spec in ("ssl:8443", "tls:host:443", "SSL:1"):
+            self.assertUsageError(["--tls", spec], "--tls", "adds TLS itself")
+
+    def test_badEndpoints(self) -> None:
+        """
+        Endpoint strings Twisted cannot build are refused, naming the option.
+        """
+        self.assertUsageError(["--tls", "tcp:http"], "--tls 'tcp:http'", "not a usable endpoint")
+        self.assertUsageError(["--admin", "nosuch:1"], "--admin 'nosuch:1'")
+        self.assertUsageError(["--admin", "tcp:1:bogus=2"], "--admin")
+        self.assertUsageError(["--tls", " "], "--tls", "required")
+
+    def test_badName(self) -> None:
+        """
+        A C{--name} that is neither a DNS name nor an IP address is refused.
+        """
+        self.assertUsageError(["--name", "not a name"], "--name", "'not a name'")
+
+    def test_badPoll(self) -> None:
+        """
+        C{--revocation-poll} must be a number in (0, 3600].
+        """
+        for value in ("0", "-1", "x", "3601", "nan"):
+            self.assertUsageError(["--revocation-poll", value], "--revocation-poll")
+
+
+class MakeServiceTests(SynchronousTestCase):
+    """
+    L{buildService} makes the service tree without starting anything.
+    """
+
+    def test_tree(self) -> None:
+        """
+        The tree is a L{MultiService} holding one L{RelayService} named
+        C{relay}, with the parsed configuration and the given reactor, not
+        running.
+        """
+        options = parse("--data-dir", "/nowhere")
+        reactor = object()
+        top = buildService(options.config, reactor)
+        self.assertIsInstance(top, MultiService)
+        relay = top.getServiceNamed("relay")
+        self.assertIsInstance(relay, RelayService)
+        self.assertIs(relay.config, options.config)
+        self.assertIs(relay.reactor, reactor)
+        self.assertFalse(relay.running)
+        self.assertFalse(Path("/nowhere").exists())
