@@ -27,6 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "nfltr.cli_relay",
     "nfltr.cli_keys",
     "nfltr.cli_agent",
+    "nfltr.cli_demo",
 )
 
 

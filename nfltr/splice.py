@@ -111,10 +111,42 @@ class SpliceEnd(Protocol):
             self.transport.abortConnection()
 
 
+@implementer(interfaces.IPushProducer)
+class _PauseOnly:
+    """
+    The producer one end registers on its transport for the other end's
+    transport: pause and resume pass through.  C{stopProducing} does not: a
+    transport calls it just before its protocol's C{connectionLost}, and
+    L{SpliceEnd.connectionLost} then ends the other side the way this side
+    ended; passing it on would abort the other side first, with no reason
+    (a link session would send C{CANCEL} instead of the reset's code).
+    """
+
+    def __init__(self, transport: interfaces.IPushProducer) -> None:
+        self.transport = transport
+
+    def pauseProducing(self) -> None:
+        """
+        Pause the other side.
+        """
+        self.transport.pauseProducing()
+
+    def resumeProducing(self) -> None:
+        """
+        Resume the other side.
+        """
+        self.transport.resumeProducing()
+
+    def stopProducing(self) -> None:
+        """
+        Nothing: see the class.
+        """
+
+
 def _join(a: SpliceEnd, b: SpliceEnd) -> None:
     a.joined = b.joined = True
-    a.transport.registerProducer(b.transport, True)
-    b.transport.registerProducer(a.transport, True)
+    a.transport.registerProducer(_PauseOnly(b.transport), True)
+    b.transport.registerProducer(_PauseOnly(a.transport), True)
     a.transport.resumeProducing()
     b.transport.resumeProducing()
 

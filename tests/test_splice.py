@@ -44,7 +44,8 @@ class SpliceTests(SynchronousTestCase):
     def test_firstEndWaitsPaused(self) -> None:
         """
         An end connected before the other is paused; connecting the other
-        resumes both and registers each transport as the other's producer.
+        resumes both and registers on each transport a streaming producer
+        that pauses and resumes the other transport.
         """
         a, b = splice()
         ta, tb = HalfClosingTransport(), HalfClosingTransport()
@@ -52,9 +53,27 @@ class SpliceTests(SynchronousTestCase):
         self.assertEqual(ta.producerState, "paused")
         b.makeConnection(tb)
         self.assertEqual(ta.producerState, "producing")
-        self.assertIs(ta.producer, tb)
-        self.assertIs(tb.producer, ta)
         self.assertTrue(ta.streaming and tb.streaming)
+        ta.producer.pauseProducing()
+        self.assertEqual((ta.producerState, tb.producerState), ("producing", "paused"))
+        tb.producer.pauseProducing()
+        self.assertEqual(ta.producerState, "paused")
+        ta.producer.resumeProducing()
+        tb.producer.resumeProducing()
+        self.assertEqual((ta.producerState, tb.producerState), ("producing", "producing"))
+
+    def test_stopProducingLeavesOtherSide(self) -> None:
+        """
+        A transport ending calls its producer's C{stopProducing} before its
+        protocol's C{connectionLost}: that must not touch the other side,
+        which C{connectionLost} then ends the way this side ended (between
+        two link sessions, a reset's code could not be passed on otherwise).
+        """
+        _a, _b, ta, tb = self.connected()
+        ta.producer.stopProducing()
+        self.assertFalse(tb.aborted)
+        self.assertFalse(tb.disconnecting)
+        self.assertEqual(tb.producerState, "producing")
 
     def test_bytesBothWays(self) -> None:
         """

@@ -1,0 +1,30 @@
+# -*- test-case-name: tests.agent -*-
+"""
+The agent: dials the relay, declares its shares, and serves the sessions the
+relay opens from local services (C{nfltr tcp PORT}).  The dialler and the
+relay settings serve C{nfltr tcp-connect} too.
+"""
+
+from ._dialler import NON_HEALING, WELCOME_TIMEOUT, DiallerObserver, RelayDialler
+from ._local import ServiceConnector, TcpEnd, splice_local
+from ._names import agent_name, default_state_dir, random_name
+from ._options import AgentOptions, agent_options
+from ._quiet import Quiet
+from ._service import AgentService, AgentSessions, AgentSetup, prepare_agent
+from ._settings import (
+    DEFAULT_RELAY,
+    KEY_ENV,
+    ConfigError,
+    RelaySettings,
+    parse_address,
+    parse_bool,
+    relay_settings,
+)
+
+__all__ = [
+    "DEFAULT_RELAY", "KEY_ENV", "NON_HEALING", "WELCOME_TIMEOUT",
+    "AgentOptions", "AgentService", "AgentSessions", "AgentSetup", "ConfigError",
+    "DiallerObserver", "Quiet", "RelayDialler", "RelaySettings", "ServiceConnector",
+    "TcpEnd", "agent_name", "agent_options", "default_state_dir", "parse_address",
+    "parse_bool", "prepare_agent", "random_name", "relay_settings", "splice_local",
+]

@@ -1,0 +1,314 @@
+# -*- test-case-name: tests.agent.test_dialler -*-
+"""
+L{RelayDialler}: keep one link to the relay, for an agent or a client.
+
+It connects, says hello (the application's part of the link hello carries
+the API key), and waits for the relay's verdict: C{welcome}, or C{refused}
+with a typed reason.  After a lost link or a failed attempt it tries again on
+the one reconnect schedule (L{nfltr.backoff}).  It stops for good, once,
+with one line for the user, when retrying cannot help: a refusal whose
+reason is in L{NON_HEALING}, or a relay certificate that does not match
+C{--ca} or C{--relay-pin}.
+
+What happens is reported to a L{DiallerObserver}.  Logging: one line when
+the link comes up; during an outage, one warning for each new cause of
+failure (the same cause again is logged at debug level only).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet import defer, error, interfaces
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from nfltr.backoff import ReconnectSchedule
+from nfltr.link import DIALER, LinkConfig, RefusalReason
+from nfltr.link.twisted import LinkFactory, LinkHandler, LinkProtocol, LinkSession
+from nfltr.messages import NOT_FOUND_CODE, NOT_FOUND_REASON, WELCOME, refusal_text
+from nfltr.tls import VerificationFailed
+
+# Refusals that retrying cannot cure: the dialler stops.
+NON_HEALING = frozenset({
+    RefusalReason.UNAUTHORIZED, RefusalReason.REVOKED, RefusalReason.CONFLICT,
+    RefusalReason.INVALID, RefusalReason.VERSION,
+})
+# Seconds the relay has, after the link hello, to welcome or refuse us.
+WELCOME_TIMEOUT = 30.0
+# Seconds a stopping dialler waits for a clean TLS close before aborting.
+STOP_TIMEOUT = 2.0
+
+
+class DiallerObserver:
+    """
+    What a dialler's user hears; the defaults do nothing and refuse the
+    relay's sessions.
+    """
+
+    def relayUp(self, link: LinkProtocol, welcome: dict[str, Any]) -> None:
+        """
+        The relay welcomed a new link.
+        """
+
+    def relayDown(self) -> None:
+        """
+        The welcomed link is gone; the dialler is reconnecting (unless it
+        was stopped).
+        """
+
+    def relayFatal(self, message: str) -> None:
+        """
+        The dialler stopped for good; C{message} is one line for the user.
+        """
+
+    def sessionRequested(self, session: LinkSession) -> None:
+        """
+        The relay opened a session on the welcomed link.
+        """
+        session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
+
+
+class _Attempt(LinkHandler):
+    """
+    The link handler of one connection attempt.
+
+    @ivar link: the link, once connected.
+    @ivar refusal: why the relay turned this link away (a refusal, no
+        answer), for the log.
+    """
+
+    def __init__(self, dialler: RelayDialler) -> None:
+        self.dialler = dialler
+        self.link: LinkProtocol | None = None
+        self.refusal: str | None = None
+        self.welcomeTimer: Any = None
+
+    def sessionRequested(self, session: LinkSession) -> None:
+        if self.dialler.link is session.link:
+            self.dialler.observer.sessionRequested(session)
+        else:
+            session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
+
+    def controlReceived(self, link: LinkProtocol, message: dict[str, Any]) -> None:
+        kind = message.get("type")
+        if kind == WELCOME:
+            self.dialler._welcomed(self, link, message)
+        elif kind == "refused":
+            self.dialler._refused(self, link, message)
+        else:
+            self.dialler.log.debug("ignoring a {kind!r} message from the relay", kind=kind)
+
+    def linkLost(self, link: LinkProtocol, reason: Failure) -> None:
+        self.dialler._lost(self, link, reason)
+
+    def cancelTimer(self) -> None:
+        if self.welcomeTimer is not None and self.welcomeTimer.active():
+            self.welcomeTimer.cancel()
+        self.welcomeTimer = None
+
+
+class RelayDialler:
+    """
+    Keeps one welcomed link to the relay.
+
+    @ivar link: the welcomed link, or L{None}.
+    @ivar welcome: the relay's last C{welcome} message.
+    @ivar fatal: the message the dialler stopped with, if it did.
+    """
+
+    log = Logger()
+
+    def __init__(
+        self, endpoint: interfaces.IStreamClientEndpoint, clock: interfaces.IReactorTime,
+        appHello: dict[str, Any], observer: DiallerObserver, where: str,
+        config: LinkConfig | None = None, schedule: ReconnectSchedule | None = None,
+    ) -> None:
+        """
+        @param endpoint: connects to the relay (TLS included).
+        @param appHello: the application's part of our hello (holds the key:
+            never logged).
+        @param where: the relay's address, for messages.
+        """
+        self.endpoint = endpoint
+        self.clock = clock
+        self.observer = observer
+        self.where = where
+        self.schedule = schedule or ReconnectSchedule()
+        self.link: LinkProtocol | None = None
+        self.welcome: dict[str, Any] | None = None
+        self.fatal: str | None = None
+        self._running = False
+        self._current: _Attempt | None = None
+        self._connecting: defer.Deferred[Any] | None = None
+        self._retryCall: Any = None
+        self._lastCause: str | None = None
+        self._stopWaiters: list[defer.Deferred[None]] = []
+        self._factory_args = (config or LinkConfig(), appHello)
+
+    # -- life cycle -----------------------------------------------------------
+
+    def start(self) -> None:
+        """
+        Connect now, and again whenever the link is lost.
+        """
+        if self._running or self.fatal is not None:
+            return
+        self._running = True
+        self._attempt()
+
+    def stop(self) -> defer.Deferred[None]:
+        """
+        Stop reconnecting and close the link; fires once it is closed.
+        """
+        self._running = False
+        self._cancelRetry()
+        if self._connecting is not None:
+            self._connecting.cancel()
+        attempt = self._current
+        if attempt is None or attempt.link is None:
+            return defer.succeed(None)
+        d: defer.Deferred[None] = defer.Deferred()
+        self._stopWaiters.append(d)
+        transport = attempt.link.transport
+        transport.loseConnection()
+        abort = self.clock.callLater(STOP_TIMEOUT, transport.abortConnection)
+        d.addBoth(_cancelling(abort))
+        return d
+
+    def _attempt(self) -> None:
+        self._retryCall = None
+        attempt = _Attempt(self)
+        self._current = attempt
+        config, appHello = self._factory_args
+        factory = LinkFactory(DIALER, lambda: attempt, self.clock, config, appHello)
+        factory.noisy = False  # no "Starting factory" line per attempt
+        d = self._connecting = defer.maybeDeferred(self.endpoint.connect, factory)
+        d.addCallbacks(
+            self._connected, self._connectFailed, callbackArgs=(attempt,), errbackArgs=(attempt,)
+        )
+
+    def _connected(self, link: LinkProtocol, attempt: _Attempt) -> None:
+        self._connecting = None
+        attempt.link = link
+        if (
+            attempt is self._current and self._running and self.link is not link
+            and attempt.refusal is None
+        ):
+            attempt.welcomeTimer = self.clock.callLater(
+                WELCOME_TIMEOUT, self._noWelcome, attempt
+            )
+
+    def _connectFailed(self, failure: Failure, attempt: _Attempt) -> None:
+        self._connecting = None
+        if attempt is not self._current:
+            return
+        self._current = None
+        if not self._running or failure.check(defer.CancelledError):
+            return
+        self._retry(f"cannot reach the relay at {self.where}: {_why(failure)}", wasUp=False)
+
+    def _noWelcome(self, attempt: _Attempt) -> None:
+        attempt.welcomeTimer = None
+        attempt.refusal = (
+            f"the relay at {self.where} did not answer our hello within {WELCOME_TIMEOUT:g}s"
+        )
+        if attempt.link is not None:
+            attempt.link.transport.abortConnection()
+
+    # -- the relay's verdict --------------------------------------------------
+
+    def _welcomed(self, attempt: _Attempt, link: LinkProtocol, message: dict[str, Any]) -> None:
+        if attempt is not self._current or self.link is not None:
+            return
+        attempt.cancelTimer()
+        self.link, self.welcome = link, message
+        self.schedule.connected(self.clock.seconds())
+        self.log.info(
+            "{again}connected to the relay at {where} (account {account})",
+            again="re" if self._lastCause is not None else "", where=self.where,
+            account=message.get("account"),
+        )
+        self._lastCause = None
+        self.observer.relayUp(link, message)
+
+    def _refused(self, attempt: _Attempt, link: LinkProtocol, message: dict[str, Any]) -> None:
+        if attempt is not self._current:
+            return
+        attempt.cancelTimer()
+        reason, text = refusal_text(message)
+        attempt.refusal = f"the relay at {self.where} refused the link: {text}"
+        if reason in NON_HEALING:
+            self._stopFor(f"relay refused: {text}")
+        link.transport.loseConnection()
+
+    def _lost(self, attempt: _Attempt, link: LinkProtocol, reason: Failure) -> None:
+        attempt.cancelTimer()
+        if attempt is not self._current:
+            return
+        self._current = None
+        wasUp = self.link is link
+        if wasUp:
+            self.link = None
+            self.observer.relayDown()
+        if not self._running:
+            waiters, self._stopWaiters = self._stopWaiters, []
+            for d in waiters:
+                d.callback(None)
+            return
+        if reason.check(VerificationFailed):
+            self._stopFor(str(reason.value))
+            return
+        if attempt.refusal is not None:
+            cause = attempt.refusal
+        else:
+            why = _why(Failure(link.failure) if link.failure else reason)
+            verb = "lost the link to" if wasUp else "cannot connect to"
+            cause = f"{verb} the relay at {self.where}: {why}"
+        self._retry(cause, wasUp)
+
+    # -- retrying and stopping ----------------------------------------------
+
+    def _retry(self, cause: str, wasUp: bool) -> None:
+        delay = self.schedule.next_delay(self.clock.seconds())
+        if cause != self._lastCause or wasUp:
+            self.log.warn("{cause}; retrying", cause=cause)
+        else:
+            self.log.debug("{cause}; retrying in {delay:.2f}s", cause=cause, delay=delay)
+        self._lastCause = cause
+        self._retryCall = self.clock.callLater(delay, self._attempt)
+
+    def _cancelRetry(self) -> None:
+        if self._retryCall is not None and self._retryCall.active():
+            self._retryCall.cancel()
+        self._retryCall = None
+
+    def _stopFor(self, message: str) -> None:
+        if self.fatal is not None:
+            return
+        self.fatal = message
+        self._running = False
+        self._cancelRetry()
+        self.observer.relayFatal(message)
+
+
+def _why(failure: Failure) -> str:
+    """
+    A failure as a short phrase.
+    """
+    if failure.check(error.ConnectionRefusedError):
+        return "connection refused"
+    if failure.check(error.TimeoutError):
+        return "timed out"
+    if failure.check(error.DNSLookupError):
+        return f"cannot resolve the name ({failure.getErrorMessage()})"
+    return failure.getErrorMessage() or getattr(failure.type, "__name__", "error")
+
+
+def _cancelling(call: Any) -> Any:
+    def cancel(result: Any) -> Any:
+        if call.active():
+            call.cancel()
+        return result
+
+    return cancel

@@ -1,0 +1,69 @@
+# -*- test-case-name: tests.agent.test_settings -*-
+"""
+The options of C{nfltr tcp PORT...} and C{twistd nfltr-agent tcp PORT...}
+(declared for the command line in L{nfltr.cli_agent}), checked in one
+place.  Checking reads nothing but the relay's CA file;
+L{nfltr.agent.prepare_agent} then creates the state (name, key).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from nfltr.messages import MAX_SHARES, MessageError, check_name, check_port
+
+from ._names import default_state_dir
+from ._settings import ConfigError, RelaySettings, parse_bool, relay_settings
+
+
+@dataclass(frozen=True)
+class AgentOptions:
+    """
+    A checked agent command line.
+    """
+
+    ports: tuple[int, ...]
+    name: str | None
+    e2ee: bool
+    state_dir: Path
+    relay: RelaySettings
+
+
+def agent_options(
+    ports: Sequence[str | int], values: Mapping[str, str | None],
+    environ: Mapping[str, str] = os.environ,
+) -> AgentOptions:
+    """
+    Check an agent's ports and options (keyed by option name: C{name},
+    C{e2ee}, C{state-dir} and the relay's; a missing or L{None} value takes
+    its default).
+
+    @raise ConfigError: what is wrong, for the user.
+    """
+    if not ports:
+        raise ConfigError("give the port of the local service to share")
+    if len(ports) > MAX_SHARES:
+        raise ConfigError(f"at most {MAX_SHARES} ports")
+    checked = []
+    try:
+        for port in ports:
+            text = str(port)
+            checked.append(check_port(int(text) if text.isdigit() else text))
+        name = values.get("name")
+        if name is not None:
+            check_name(name)
+    except MessageError as e:
+        raise ConfigError(str(e)) from None
+    if len(set(checked)) != len(checked):
+        raise ConfigError("a port is given twice")
+    state = values.get("state-dir")
+    return AgentOptions(
+        ports=tuple(checked),
+        name=name,
+        e2ee=parse_bool(values.get("e2ee") or "true", "--e2ee"),
+        state_dir=Path(state).absolute() if state else default_state_dir(environ),
+        relay=relay_settings(values, environ),
+    )

@@ -1,0 +1,224 @@
+# -*- test-case-name: tests.agent.test_service -*-
+"""
+The agent: one link to the relay (L{RelayDialler}), and for each session the
+relay opens on it, a connection to the local service, spliced to the
+session with backpressure both ways.
+
+End to end by default: each session carries TLS that the agent ends itself
+(L{nfltr.e2ee}) with the key and self-signed certificate kept in its state
+directory; clients pin that key's fingerprint.  With C{--e2ee false} a
+session carries the service's bytes as they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import Any
+
+from twisted.application.service import Service
+from twisted.internet import defer, error
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from nfltr.e2ee import E2EETLSFactory
+from nfltr.link import ErrorCode, LinkConfig
+from nfltr.link.twisted import LinkSession
+from nfltr.messages import (
+    NOT_FOUND_CODE,
+    NOT_FOUND_REASON,
+    MessageError,
+    TcpShare,
+    agent_hello,
+    parse_agent_target,
+)
+from nfltr.tls import PKIError, ServerTLS, ensure_self_signed, server_context_factory
+
+from ._dialler import DiallerObserver, RelayDialler
+from ._local import ServiceConnector, splice_local
+from ._names import agent_name
+from ._options import AgentOptions
+from ._quiet import Quiet
+from ._settings import KEY_ENV, ConfigError
+
+_log = Logger()
+
+
+class AgentSessions:
+    """
+    Serves the sessions the relay opens: target C{tcp:PORT} for a shared
+    port becomes a connection to the service on that port; any other
+    target is refused as not found.
+    """
+
+    log = Logger()
+
+    def __init__(
+        self, clock: Any, ports: Collection[int], connector: Any, tls: E2EETLSFactory | None
+    ) -> None:
+        """
+        @param connector: has C{connect(port, protocol)} returning a
+            cancellable Deferred (L{ServiceConnector}).
+        @param tls: ends each session's TLS, or L{None} for plain sessions.
+        """
+        self.ports = frozenset(ports)
+        self.connector = connector
+        self.tls = tls
+        self.quiet = Quiet(clock)
+
+    def sessionRequested(self, session: LinkSession) -> None:
+        """
+        Accept C{session} and connect to its service, or refuse it.
+        """
+        try:
+            port: int | None = parse_agent_target(session.target)
+        except MessageError:
+            port = None
+        if port not in self.ports:
+            self.log.debug("refused a session for {target!r}", target=session.target)
+            session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
+            return
+        assert port is not None
+        local, remote = splice_local()
+        session.accept(self.tls.wrap(remote) if self.tls is not None else remote)
+        d = self.connector.connect(port, local)
+        # The session ended before the service answered: give up on it.
+        remote.onLost = lambda reason: d.cancel()
+        d.addErrback(self._serviceFailed, session, port)
+
+    def _serviceFailed(self, failure: Failure, session: LinkSession, port: int) -> None:
+        if failure.check(defer.CancelledError):
+            return
+        if failure.check(error.ConnectionRefusedError):
+            why = f"service on port {port} refused the connection"
+        elif failure.check(error.TimeoutError):
+            why = f"service on port {port} did not answer"
+        else:
+            why = f"cannot connect to the service on port {port}: {failure.getErrorMessage()}"
+        session.abortWith(ErrorCode.CONNECT_FAILED, why)
+        text = self.quiet.admit(why)
+        if text is not None:
+            self.log.warn("{text}", text=text)
+
+
+@dataclass(frozen=True)
+class AgentSetup:
+    """
+    An agent's checked options and its state: its name and, end to end,
+    its TLS identity.
+    """
+
+    options: AgentOptions
+    name: str
+    fingerprint: str | None
+    server_tls: ServerTLS | None
+
+
+def prepare_agent(options: AgentOptions) -> AgentSetup:
+    """
+    Read or create the agent's name and end-to-end key in its state
+    directory.
+
+    @raise ConfigError: the state directory cannot be used.
+    """
+    state = options.state_dir
+    try:
+        name = agent_name(state, options.name)
+        if not options.e2ee:
+            return AgentSetup(options, name, None, None)
+        identity = ensure_self_signed(state, name)
+        tls = server_context_factory(identity.cert, identity.key)
+    except (MessageError, PKIError) as e:
+        raise ConfigError(str(e)) from None
+    except OSError as e:
+        raise ConfigError(f"cannot use the state directory {state}: {e.strerror or e}") from None
+    return AgentSetup(options, name, identity.fingerprint, tls)
+
+
+class AgentService(Service, DiallerObserver):
+    """
+    Runs an agent: announces how to connect, keeps the link to the relay,
+    serves its sessions.  Stopping closes the link.
+    """
+
+    def __init__(
+        self, reactor: Any, setup: AgentSetup, announce: Callable[[str], None] | None = None,
+        onFatal: Callable[[str], None] | None = None, endpoint: Any = None,
+        connector: Any = None,
+    ) -> None:
+        """
+        @param announce: shows a line to the user (default: log it).
+        @param onFatal: told the one line the agent stopped with.
+        @param endpoint: connects to the relay (default: from the options).
+        @param connector: connects to local services (default:
+            L{ServiceConnector}).
+        """
+        options = setup.options
+        self.setup = setup
+        self.announce = announce or (lambda line: _log.info("{line}", line=line))
+        self.onFatal = onFatal or (lambda message: None)
+        tls = None
+        if setup.server_tls is not None:
+            tls = E2EETLSFactory(setup.server_tls, False, reactor)
+        self.sessions = AgentSessions(
+            reactor, options.ports, connector or ServiceConnector(reactor), tls
+        )
+        relay = options.relay
+        shares = [TcpShare(port, options.e2ee) for port in options.ports]
+        hello = agent_hello(relay.key, setup.name, shares)
+        self.dialler = RelayDialler(
+            endpoint or relay.endpoint(reactor), reactor, hello, self, relay.address,
+            LinkConfig(keepalive=relay.keepalive),
+        )
+
+    def connectLines(self) -> list[str]:
+        """
+        What to tell the user at start: the fingerprint, and the command
+        that connects to each shared port.
+        """
+        setup, options = self.setup, self.setup.options
+        relay = options.relay
+        common = f"--relay {relay.address} {relay.trust_arguments()}"
+        if setup.fingerprint is not None:
+            lines = [f"agent {setup.name}: end-to-end key fingerprint {setup.fingerprint}"]
+            mode = f"--pin {setup.fingerprint}"
+        else:
+            lines = [
+                f"agent {setup.name}: sessions are not end-to-end encrypted (--e2ee false); "
+                "the relay can read them"
+            ]
+            mode = "--e2ee false"
+        for port in options.ports:
+            lines.append(
+                f"connect to port {port} ({KEY_ENV} set to a key of this account): "
+                f"nfltr tcp-connect {setup.name} {port} --listen 127.0.0.1:{port} {mode} {common}"
+            )
+        return lines
+
+    def startService(self) -> None:
+        """
+        Announce, then dial the relay.
+        """
+        super().startService()
+        for line in self.connectLines():
+            self.announce(line)
+        self.dialler.start()
+
+    def stopService(self) -> defer.Deferred[None]:
+        """
+        Close the link to the relay.
+        """
+        super().stopService()
+        return self.dialler.stop()
+
+    def sessionRequested(self, session: LinkSession) -> None:
+        """
+        A session from the relay: serve it.
+        """
+        self.sessions.sessionRequested(session)
+
+    def relayFatal(self, message: str) -> None:
+        """
+        The relay turned us away for good.
+        """
+        self.onFatal(message)

@@ -1,0 +1,161 @@
+# -*- test-case-name: tests.agent.test_settings -*-
+"""
+How an agent or a client reaches the relay: the relay options
+(C{--relay}, C{--ca}, C{--relay-pin}, C{--key}, C{--keepalive}, declared for
+the command line in L{nfltr.cli_agent}), their validation and defaults, and
+the endpoint they make.
+
+The API key comes from C{--key} or the C{NFLTR_KEY} environment variable. It
+is never logged: L{RelaySettings} leaves it out of its C{repr}.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from twisted.internet.endpoints import HostnameEndpoint, wrapClientTLS
+from twisted.internet.interfaces import IStreamClientEndpoint
+
+from nfltr.link import Keepalive, parse_keepalive
+from nfltr.tls import (
+    ClientTLS,
+    InvalidFingerprint,
+    PKIError,
+    TLSConfigError,
+    client_creator,
+    parse_fingerprint,
+)
+
+DEFAULT_RELAY = "localhost:8443"
+DEFAULT_KEEPALIVE = "default"
+KEY_ENV = "NFLTR_KEY"
+# Seconds to wait for the relay's TCP connection (all its addresses together).
+CONNECT_TIMEOUT = 10.0
+_MAX_PORT = 65535
+
+
+class ConfigError(ValueError):
+    """
+    A setting is missing or wrong; the message says what to do about it.
+    """
+
+
+def parse_address(text: str, what: str, *, default_host: str | None = None,
+                  allow_zero: bool = False) -> tuple[str, int]:
+    """
+    Read C{HOST:PORT} (C{[v6]:PORT} for an IPv6 address), or C{PORT} alone
+    when there is a C{default_host}.
+
+    @param what: the option, for messages.
+    @raise ConfigError: not an address.
+    """
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host, port = "", text
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not host:
+        if default_host is None:
+            raise ConfigError(f"{what} {text!r}: expected HOST:PORT")
+        host = default_host
+    low = 0 if allow_zero else 1
+    if not port.isdigit() or not low <= int(port) <= _MAX_PORT:
+        raise ConfigError(f"{what} {text!r}: the port must be a number in {low}..{_MAX_PORT}")
+    return host, int(port)
+
+
+@dataclass(frozen=True)
+class RelaySettings:
+    """
+    Where the relay is, how to trust it, and the key to show it.
+
+    @ivar creator: the TLS client connection creator, made (and the CA file
+        read) once.
+    """
+
+    host: str
+    port: int
+    ca: str | None
+    pin: str | None
+    keepalive: Keepalive
+    key: str = field(repr=False)
+    creator: ClientTLS = field(repr=False, compare=False)
+
+    @property
+    def address(self) -> str:
+        """
+        C{HOST:PORT}, as given to C{--relay}.
+        """
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+    def trust_arguments(self) -> str:
+        """
+        The options that make another process trust this relay the same
+        way: C{--ca FILE} or C{--relay-pin FP}.
+        """
+        if self.ca is not None:
+            return f"--ca {self.ca}"
+        return f"--relay-pin {self.pin}"
+
+    def endpoint(self, reactor: Any) -> IStreamClientEndpoint:
+        """
+        A TLS client endpoint to the relay.
+        """
+        tcp = HostnameEndpoint(reactor, self.host, self.port, timeout=CONNECT_TIMEOUT)
+        return wrapClientTLS(self.creator, tcp)
+
+
+def relay_settings(
+    values: Mapping[str, str | None], environ: Mapping[str, str] = os.environ
+) -> RelaySettings:
+    """
+    Check the relay options (keyed by option name: C{relay}, C{ca},
+    C{relay-pin}, C{key}, C{keepalive}; a missing or L{None} value takes its
+    default) and read the CA file.
+
+    @raise ConfigError: with a message that says what to give.
+    """
+    host, port = parse_address(values.get("relay") or DEFAULT_RELAY, "--relay")
+    key = values.get("key") or environ.get(KEY_ENV, "")
+    if not key:
+        raise ConfigError(
+            f"an API key is required: set {KEY_ENV} (or give --key); create one on the relay "
+            "with 'nfltr keys create --account NAME'"
+        )
+    ca, pin = values.get("ca"), values.get("relay-pin")
+    if ca is None and pin is None:
+        raise ConfigError(
+            "say how to trust the relay: --ca FILE (its CA certificate) or --relay-pin FP "
+            "(its certificate's fingerprint); the relay prints its fingerprint at start and "
+            "writes both to DATA_DIR/relay.json"
+        )
+    if ca is not None and pin is not None:
+        raise ConfigError("give --ca or --relay-pin, not both")
+    try:
+        keepalive = parse_keepalive(values.get("keepalive") or DEFAULT_KEEPALIVE)
+        pin = None if pin is None else parse_fingerprint(pin)
+        ca = None if ca is None else os.path.abspath(ca)
+        creator = client_creator(host, ca_path=ca, pin=pin, role="relay")
+    except (ValueError, InvalidFingerprint, PKIError, TLSConfigError) as e:
+        raise ConfigError(str(e)) from None
+    return RelaySettings(host, port, ca, pin, keepalive, key, creator)
+
+
+def parse_bool(text: str | bool, what: str) -> bool:
+    """
+    Read C{true}/C{false} (also C{yes}/C{no}, C{on}/C{off}, C{1}/C{0}).
+
+    @raise ConfigError: anything else.
+    """
+    if isinstance(text, bool):
+        return text
+    value = text.strip().lower()
+    if value in ("true", "yes", "on", "1"):
+        return True
+    if value in ("false", "no", "off", "0"):
+        return False
+    raise ConfigError(f"{what} {text!r}: expected true or false")

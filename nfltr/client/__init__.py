@@ -1,0 +1,13 @@
+# -*- test-case-name: tests.client -*-
+"""
+The client, C{nfltr tcp-connect AGENT PORT}: local connections become
+sessions, through the relay, to an agent's service.
+"""
+
+from ._connector import MAX_PENDING, PENDING_TIMEOUT, TcpConnector, explain
+from ._options import DEFAULT_LISTEN, ConnectOptions, connect_options
+
+__all__ = [
+    "DEFAULT_LISTEN", "MAX_PENDING", "PENDING_TIMEOUT", "ConnectOptions",
+    "TcpConnector", "connect_options", "explain",
+]

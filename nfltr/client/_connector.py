@@ -1,0 +1,277 @@
+# -*- test-case-name: tests.client.test_connector -*-
+"""
+C{nfltr tcp-connect}: a local listener whose connections become sessions,
+through the relay, to an agent's service.
+
+One link to the relay (L{RelayDialler}) carries every accepted connection as
+a session with target C{tcp:AGENT:PORT}.  The listener opens only once the
+relay welcomed us, and prints C{listening on HOST:PORT} with the port it
+got.  End to end by default: each session carries TLS to the agent, pinned
+to the agent's key, whose ClientHello travels in the session's OPEN.
+
+A connection accepted while the link is down (reconnecting) waits, paused,
+up to L{PENDING_TIMEOUT} seconds for it (at most L{MAX_PENDING} of them),
+then is closed.  A session that fails is one line in the log (a burst of
+the same failure is one line), and its local connection is closed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from twisted.application.service import Service
+from twisted.internet import defer, error
+from twisted.internet.endpoints import TCP4ServerEndpoint, TCP6ServerEndpoint
+from twisted.internet.protocol import Factory
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from nfltr.agent import DiallerObserver, Quiet, RelayDialler, TcpEnd, splice_local
+from nfltr.e2ee import E2EETLSFactory
+from nfltr.link import ErrorCode, LinkConfig
+from nfltr.link.twisted import LinkProtocol, SessionResetError
+from nfltr.messages import NOT_FOUND_CODE, client_hello, client_target
+from nfltr.splice import SpliceEnd
+from nfltr.tls import VerificationFailed
+
+from ._options import ConnectOptions
+
+# Seconds an accepted connection waits for a link to the relay.
+PENDING_TIMEOUT = 10.0
+# Accepted connections that may wait at once; more are closed at once.
+MAX_PENDING = 256
+
+_log = Logger()
+
+
+def explain(reason: Failure, where: str) -> str | None:
+    """
+    One line for the user about a session to C{where} (C{AGENT:PORT}) that
+    ended with C{reason}, or L{None} when there is nothing to tell (a clean
+    close, the local side going away, the link's loss, which the dialler
+    reports).
+    """
+    if reason.check(VerificationFailed):
+        return f"{where}: {reason.value}"
+    reset = reason.value
+    if isinstance(reset, SessionResetError):
+        code, why = reset.code, reset.reason
+        if code == NOT_FOUND_CODE:
+            return f"{where}: no such agent or port (or not yours)"
+        if code == ErrorCode.CONNECT_FAILED:
+            return f"{where}: the agent's service refused the connection"
+        if code != ErrorCode.CANCEL:
+            return f"{where}: the session was reset ({why})"
+    return None
+
+
+class _LocalFactory(Factory):
+    """
+    Turns each accepted local connection over to the connector.
+    """
+
+    noisy = False
+
+    def __init__(self, connector: TcpConnector) -> None:
+        self.connector = connector
+
+    def logPrefix(self) -> str:
+        """
+        How the listening port names itself in the log.
+        """
+        return f"tcp-connect {self.connector.where}"
+
+    def buildProtocol(self, addr: Any) -> TcpEnd:
+        """
+        A splice end for the new connection.
+        """
+        return self.connector._accepted()
+
+
+class TcpConnector(Service, DiallerObserver):
+    """
+    Runs C{tcp-connect}.
+
+    @ivar link: the welcomed link to the relay, or L{None}.
+    @ivar port: the listening port, once listening.
+    @ivar localFactory: builds the protocol of each accepted connection.
+    """
+
+    log = Logger()
+
+    def __init__(
+        self, reactor: Any, options: ConnectOptions,
+        announce: Callable[[str], None] | None = None,
+        onFatal: Callable[[str], None] | None = None,
+        endpoint: Any = None, listen: Callable[[Factory], Any] | None = None,
+    ) -> None:
+        """
+        @param announce: shows a line to the user (default: log it).
+        @param onFatal: told the one line the connector stopped with.
+        @param endpoint: connects to the relay (default: from the options).
+        @param listen: starts listening with a factory (default: on the
+            C{--listen} address).
+        """
+        self.reactor = reactor
+        self.options = options
+        self.announce = announce or (lambda line: _log.info("{line}", line=line))
+        self.onFatal = onFatal or (lambda message: None)
+        self.target = client_target(options.agent, options.port)
+        self.where = f"{options.agent}:{options.port}"
+        self.tls = None
+        if options.agent_tls is not None:
+            self.tls = E2EETLSFactory(options.agent_tls, True, reactor)
+        self.link: LinkProtocol | None = None
+        self.port: Any = None
+        self.localFactory = _LocalFactory(self)
+        self.quiet = Quiet(reactor)
+        self._listen = listen or self._listenOnAddress
+        self._listening: defer.Deferred[Any] | None = None
+        self._waiting: dict[TcpEnd, tuple[SpliceEnd, Any]] = {}
+        relay = options.relay
+        self.dialler = RelayDialler(
+            endpoint or relay.endpoint(reactor), reactor, client_hello(relay.key), self,
+            relay.address, LinkConfig(keepalive=relay.keepalive),
+        )
+
+    # -- service --------------------------------------------------------------
+
+    def startService(self) -> None:
+        """
+        Dial the relay; listening starts once it welcomed us.
+        """
+        super().startService()
+        self.dialler.start()
+
+    def stopService(self) -> defer.Deferred[Any]:
+        """
+        Stop listening, close waiting connections and the link.
+        """
+        super().stopService()
+        self._closeWaiting()
+        stops = [self.dialler.stop()]
+        if self._listening is not None:
+            self._listening.cancel()
+        if self.port is not None:
+            stops.append(defer.maybeDeferred(self.port.stopListening))
+            self.port = None
+        return defer.gatherResults(stops)
+
+    def _listenOnAddress(self, factory: Factory) -> Any:
+        options = self.options
+        if ":" in options.listen_host:
+            endpoint: Any = TCP6ServerEndpoint(
+                self.reactor, options.listen_port, interface=options.listen_host
+            )
+        else:
+            endpoint = TCP4ServerEndpoint(
+                self.reactor, options.listen_port, interface=options.listen_host
+            )
+        return endpoint.listen(factory)
+
+    def _listened(self, port: Any) -> None:
+        self._listening = None
+        if not self.running:
+            port.stopListening()
+            return
+        self.port = port
+        host = self.options.listen_host
+        shown = f"[{host}]" if ":" in host else host
+        self.announce(f"listening on {shown}:{port.getHost().port}")
+
+    def _listenFailed(self, failure: Failure) -> None:
+        self._listening = None
+        if failure.check(defer.CancelledError):
+            return
+        self._stop(f"cannot listen on {self.options.listen_address}: {failure.getErrorMessage()}")
+
+    def _stop(self, message: str) -> None:
+        self.onFatal(message)
+        self._closeWaiting()
+        self.dialler.stop()
+
+    # -- the relay --------------------------------------------------------------
+
+    def relayUp(self, link: LinkProtocol, welcome: dict[str, Any]) -> None:
+        """
+        Listen, the first time; start the connections that waited.
+        """
+        self.link = link
+        if self.port is None and self._listening is None and self.running:
+            self._listening = defer.maybeDeferred(self._listen, self.localFactory)
+            self._listening.addCallbacks(self._listened, self._listenFailed)
+        for local, (remote, timer) in list(self._waiting.items()):
+            if not self._open(local, remote):
+                break
+            del self._waiting[local]
+            timer.cancel()
+
+    def relayDown(self) -> None:
+        """
+        Sessions end with the link; new connections wait for the next one.
+        """
+        self.link = None
+
+    def relayFatal(self, message: str) -> None:
+        """
+        The relay turned us away for good.
+        """
+        self.onFatal(message)
+        self._closeWaiting()
+
+    # -- local connections --------------------------------------------------
+
+    def _accepted(self) -> TcpEnd:
+        local, remote = splice_local()
+        local.onLost = lambda reason: self._forget(local)
+        if not self._open(local, remote):
+            self._wait(local, remote)
+        return local
+
+    def _open(self, local: TcpEnd, remote: SpliceEnd) -> bool:
+        link = self.link
+        if link is None or not link.canOpen():
+            return False
+        remote.onLost = self._sessionEnded
+        link.openSession(self.target, self.tls.wrap(remote) if self.tls is not None else remote)
+        return True
+
+    def _wait(self, local: TcpEnd, remote: SpliceEnd) -> None:
+        if len(self._waiting) >= MAX_PENDING or not self.running:
+            remote.closed = True  # the local connection is aborted once made
+            self._say(f"{MAX_PENDING} local connections already wait for the relay: closed one")
+            return
+        timer = self.reactor.callLater(PENDING_TIMEOUT, self._expire, local)
+        self._waiting[local] = (remote, timer)
+
+    def _expire(self, local: TcpEnd) -> None:
+        self._waiting.pop(local, None)
+        self._say(f"no link to the relay after {PENDING_TIMEOUT:g}s: closed a local connection")
+        local.abort()
+
+    def _forget(self, local: TcpEnd) -> None:
+        entry = self._waiting.pop(local, None)
+        if entry is not None and entry[1].active():
+            entry[1].cancel()
+
+    def _closeWaiting(self) -> None:
+        waiting, self._waiting = self._waiting, {}
+        for local, (_, timer) in waiting.items():
+            if timer.active():
+                timer.cancel()
+            local.abort()
+
+    def _sessionEnded(self, reason: Failure) -> None:
+        message = explain(reason, self.where)
+        if message is not None:
+            self._say(message)
+        if not reason.check(error.ConnectionDone):
+            self.log.debug(
+                "{where}: session ended: {why}", where=self.where, why=reason.getErrorMessage()
+            )
+
+    def _say(self, message: str) -> None:
+        text = self.quiet.admit(message)
+        if text is not None:
+            self.log.warn("{text}", text=text)

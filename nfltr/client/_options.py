@@ -1,0 +1,79 @@
+# -*- test-case-name: tests.client.test_options -*-
+"""
+The options of C{nfltr tcp-connect AGENT PORT} (and C{twistd nfltr-agent
+tcp-connect}; declared for the command line in L{nfltr.cli_agent}), checked
+in one place.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from nfltr.agent import ConfigError, RelaySettings, parse_address, parse_bool, relay_settings
+from nfltr.messages import MessageError, check_name, check_port
+from nfltr.tls import ClientTLS, InvalidFingerprint, client_creator
+
+DEFAULT_LISTEN = "127.0.0.1:0"
+
+@dataclass(frozen=True)
+class ConnectOptions:
+    """
+    A checked C{tcp-connect} command line.
+
+    @ivar agent_tls: the TLS client creator pinned to the agent's key, or
+        L{None} without end-to-end TLS.
+    """
+
+    agent: str
+    port: int
+    listen_host: str
+    listen_port: int
+    relay: RelaySettings
+    agent_tls: ClientTLS | None = field(repr=False, compare=False)
+
+    @property
+    def listen_address(self) -> str:
+        """
+        The listening address as a user writes it, with the port asked for.
+        """
+        host = f"[{self.listen_host}]" if ":" in self.listen_host else self.listen_host
+        return f"{host}:{self.listen_port}"
+
+
+def connect_options(
+    agent: str, port: str | int, values: Mapping[str, str | None],
+    environ: Mapping[str, str] = os.environ,
+) -> ConnectOptions:
+    """
+    Check a C{tcp-connect} command line (options keyed by name: C{listen},
+    C{pin}, C{e2ee} and the relay's; a missing or L{None} value takes its
+    default).
+
+    @raise ConfigError: what is wrong, for the user.
+    """
+    try:
+        check_name(agent)
+        text = str(port)
+        checked = check_port(int(text) if text.isdigit() else text)
+    except MessageError as e:
+        raise ConfigError(str(e)) from None
+    host, listen = parse_address(
+        values.get("listen") or DEFAULT_LISTEN, "--listen", default_host="127.0.0.1",
+        allow_zero=True,
+    )
+    e2ee = parse_bool(values.get("e2ee") or "true", "--e2ee")
+    pin = values.get("pin")
+    if e2ee and pin is None:
+        raise ConfigError(
+            "--pin is required for an end-to-end tunnel: the agent prints its fingerprint "
+            "(sha256:...) at start, with the whole tcp-connect command"
+        )
+    if not e2ee and pin is not None:
+        raise ConfigError("--pin has no use with --e2ee false")
+    try:
+        tls = None if pin is None else client_creator(agent, pin=pin, role="agent")
+    except InvalidFingerprint as e:
+        raise ConfigError(str(e)) from None
+    return ConnectOptions(agent, checked, host, listen, relay_settings(values, environ), tls)

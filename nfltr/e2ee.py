@@ -1,0 +1,214 @@
+# -*- test-case-name: tests.test_e2ee -*-
+"""
+The end-to-end TLS layer of a TCP tunnel: the agent ends TLS for each
+session with its own key, the client pins that key, and the relay carries
+ciphertext.
+
+L{E2EETLSProtocol} is Twisted's memory-BIO TLS (L{BufferingTLSTransport})
+with two changes that a byte-stream tunnel needs:
+
+  - B{half-close.}  Its application may call C{loseWriteConnection}: the
+    TLS C{close_notify} goes out after the data written before, followed by
+    a half-close of the transport below (a session FIN), and reading goes
+    on.  When the peer's C{close_notify} arrives, an application that
+    provides C{IHalfCloseableProtocol} (and has not called
+    C{loseConnection}) gets C{readConnectionLost} and may keep writing; any
+    other application sees the connection closed, as with Twisted's TLS.
+    An end of the stream below without a C{close_notify} is a truncation,
+    reported as C{ConnectionLost}.
+  - B{honest reasons.}  When the transport below fails (a session reset by
+    the peer with a code, a lost link), the application's C{connectionLost}
+    gets that failure, not the TLS layer's "unexpected EOF"; a refused
+    certificate still reports the refusal (L{nfltr.tls.PinMismatch}).
+
+It relies on private attributes of L{TLSMemoryBIOProtocol} and
+L{BufferingTLSTransport} (Twisted 26.10); the tests run it over real
+pyOpenSSL so that a change in them fails here.
+"""
+
+from __future__ import annotations
+
+from contextlib import suppress
+from typing import Any
+
+from OpenSSL.SSL import Error, WantReadError, ZeroReturnError
+from twisted.internet import error, interfaces
+from twisted.internet.protocol import Factory
+from twisted.protocols.policies import ProtocolWrapper
+from twisted.protocols.tls import BufferingTLSTransport, TLSMemoryBIOFactory
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+# How much plaintext one SSL_read may return.
+_READ_SIZE = 1 << 16
+
+
+class _WritesClosed:
+    """
+    Stands in for the write aggregator once writing is over: drops writes.
+    """
+
+    def write(self, data: bytes) -> None:
+        """
+        Drop C{data}.
+        """
+
+    def flush(self) -> None:
+        """
+        Nothing buffered.
+        """
+
+    def close(self) -> None:
+        """
+        Nothing to release.
+        """
+
+
+@implementer(interfaces.IHalfCloseableProtocol)
+class E2EETLSProtocol(BufferingTLSTransport):
+    """
+    TLS over a session (or any stream transport) with half-close.
+
+    @ivar _closeNotifyPending: C{loseWriteConnection} was called and the
+        C{close_notify} waits for the handshake or buffered writes.
+    @ivar _writeShut: our C{close_notify} went out through
+        C{loseWriteConnection}.
+    @ivar _readShut: the peer's C{close_notify} arrived and the application
+        got C{readConnectionLost}.
+    """
+
+    _closeNotifyPending = False
+    _writeShut = False
+    _readShut = False
+
+    # -- the application's transport -------------------------------------
+
+    def loseWriteConnection(self) -> None:
+        """
+        Send C{close_notify} after what was written, then half-close the
+        transport below; reading goes on.  Later writes are dropped.
+        """
+        if self._writeShut or self._closeNotifyPending or self.disconnecting:
+            return
+        if not self.connected or self._lostTLSConnection:
+            return
+        self._aggregator.flush()
+        self._aggregator = _WritesClosed()  # type: ignore[assignment]
+        self.write = self._aggregator.write  # type: ignore[method-assign]
+        self._closeNotifyPending = True
+        self._maybeSendCloseNotify()
+
+    def _maybeSendCloseNotify(self) -> None:
+        if not self._closeNotifyPending or not self._handshakeDone or self._appSendBuffer:
+            return
+        if self._lostTLSConnection:
+            return
+        self._closeNotifyPending = False
+        self._writeShut = True
+        with suppress(Error):  # reported by the next read, if it matters
+            self._tlsConnection.shutdown()
+        self._flushSendBIO()
+        if self._readShut:
+            self.transport.loseConnection()
+        else:
+            halfClose = getattr(self.transport, "loseWriteConnection", None)
+            if halfClose is not None:
+                halfClose()
+
+    def _checkHandshakeStatus(self) -> None:
+        super()._checkHandshakeStatus()
+        self._maybeSendCloseNotify()
+
+    def _unbufferPendingWrites(self) -> None:
+        super()._unbufferPendingWrites()
+        self._maybeSendCloseNotify()
+
+    # -- from the transport below -----------------------------------------
+
+    def _flushReceiveBIO(self) -> None:
+        """
+        Deliver decrypted bytes; on the peer's C{close_notify}, tell a
+        half-closeable application and keep the connection up for writing.
+        """
+        while not self._lostTLSConnection and not self._readShut:
+            try:
+                data = self._tlsConnection.recv(_READ_SIZE)
+            except WantReadError:
+                break
+            except ZeroReturnError:
+                if self._halfCloseable():
+                    self._readShut = True
+                    self._flushSendBIO()
+                    self.wrappedProtocol.readConnectionLost()
+                    if self._writeShut and not self._lostTLSConnection:
+                        self.transport.loseConnection()  # both directions are done
+                    return
+                self._shutdownTLS()
+                self._tlsShutdownFinished(None)
+            except Error:
+                self._tlsShutdownFinished(Failure())
+            else:
+                if not self._aborted:
+                    ProtocolWrapper.dataReceived(self, data)
+        self._flushSendBIO()
+
+    def _halfCloseable(self) -> bool:
+        return bool(
+            interfaces.IHalfCloseableProtocol.providedBy(self.wrappedProtocol)
+            and not self.disconnecting
+        )
+
+    def readConnectionLost(self) -> None:
+        """
+        The stream below ended.  After the peer's C{close_notify} that is
+        expected; before it, the TLS stream was cut short.
+        """
+        if self._readShut or self._lostTLSConnection:
+            return
+        self._tlsConnection.bio_shutdown()
+        self._flushReceiveBIO()
+        if not self._lostTLSConnection and not self._readShut:
+            # OpenSSL saw nothing wrong (mid-handshake, say): still a cut.
+            self._tlsShutdownFinished(Failure(error.ConnectionLost("TLS stream truncated")))
+
+    def writeConnectionLost(self) -> None:
+        """
+        The transport below will send no more: nothing to do.
+        """
+
+    def connectionLost(self, reason: Failure = error.ConnectionDone) -> None:  # type: ignore[assignment]
+        """
+        Report why the transport below failed, in preference to the TLS
+        layer's view of the same event.
+        """
+        if (
+            self._reason is None and not self._lostTLSConnection
+            and not reason.check(error.ConnectionDone)
+        ):
+            self._reason = reason
+        super().connectionLost(reason)
+
+
+class E2EETLSFactory(TLSMemoryBIOFactory):
+    """
+    Makes L{E2EETLSProtocol}s around application protocols, one connection
+    creator for all.
+    """
+
+    protocol = E2EETLSProtocol
+
+    def __init__(self, creator: Any, isClient: bool, clock: interfaces.IReactorTime) -> None:
+        """
+        @param creator: an C{IOpenSSLClientConnectionCreator} (C{isClient})
+            or C{IOpenSSLServerConnectionCreator}.
+        @param clock: for the write aggregation of each connection.
+        """
+        super().__init__(creator, isClient, Factory(), clock=clock)
+
+    def wrap(self, application: Any) -> E2EETLSProtocol:
+        """
+        A TLS protocol that runs C{application} over the transport it will
+        be connected to.
+        """
+        protocol: E2EETLSProtocol = self.protocol(self, application)
+        return protocol

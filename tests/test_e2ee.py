@@ -1,0 +1,321 @@
+"""
+Tests for L{nfltr.e2ee}: real pyOpenSSL on both ends of a link session, the
+link pair joined by iosim on a Clock.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet import error, interfaces
+from twisted.internet.protocol import Protocol
+from twisted.python.failure import Failure
+from twisted.trial.unittest import SynchronousTestCase
+from zope.interface import implementer
+
+from nfltr.e2ee import E2EETLSFactory, E2EETLSProtocol
+from nfltr.link import ErrorCode, FrameType
+from nfltr.link._frames import FrameDecoder, decode_open
+from nfltr.link.twisted import SessionResetError
+from nfltr.tls import PinMismatch, client_creator, ensure_self_signed, server_context_factory
+from tests.link.twisted_helpers import LinkPair, RecordingHandler, Streamer
+
+MiB = 1024 * 1024
+
+
+@implementer(interfaces.IHalfCloseableProtocol)
+class App(Protocol):
+    """
+    An application over TLS that records what happens to it and can answer
+    once its peer half-closed.
+
+    @ivar answer: written, followed by C{loseConnection}, when the read side
+        ends.
+    """
+
+    def __init__(self, answer: bytes | None = None) -> None:
+        self.answer = answer
+        self.received = b""
+        self.readEnded = False
+        self.lost: Failure | None = None
+
+    def dataReceived(self, data: bytes) -> None:
+        self.received += data
+
+    def readConnectionLost(self) -> None:
+        self.readEnded = True
+        if self.answer is not None:
+            self.transport.write(self.answer)
+            self.transport.loseConnection()
+
+    def writeConnectionLost(self) -> None:
+        pass
+
+    def connectionLost(self, reason: Failure | None = None) -> None:
+        self.lost = reason
+
+
+class PlainApp(App):
+    """
+    An application that does not provide C{IHalfCloseableProtocol}.
+    """
+
+
+# Take the interface away again: zope's implementer is inherited.
+PlainApp.__implemented__ = interfaces.IProtocol  # type: ignore[attr-defined]
+PlainApp.__provides__ = None  # type: ignore[attr-defined]
+
+
+class TLSOverSession:
+    """
+    An agent-style TLS server accepting sessions on a link's listener and a
+    client opening them on the dialer, over real OpenSSL.
+    """
+
+    def __init__(self, case: SynchronousTestCase, server: Any, pin: str | None = None) -> None:
+        identity = ensure_self_signed(case.mktemp(), "agent")
+        self.fingerprint = identity.fingerprint
+        self.server = server
+        self.serverTLS: list[E2EETLSProtocol] = []
+
+        def accept(session: Any) -> Any:
+            tls = serverFactory.wrap(self.server)
+            self.serverTLS.append(tls)
+            return tls
+
+        self.pair = LinkPair(listenerHandler=RecordingHandler(accept))
+        serverFactory = E2EETLSFactory(
+            server_context_factory(identity.cert, identity.key), False, self.pair.clock
+        )
+        self.clientFactory = E2EETLSFactory(
+            client_creator("agent", pin=pin or identity.fingerprint, role="agent"),
+            True, self.pair.clock,
+        )
+
+    def open(self, app: Any, target: str = "tcp:1") -> Any:
+        """
+        Open a session carrying TLS for C{app}.
+        """
+        return self.pair.dialer.openSession(target, self.clientFactory.wrap(app))
+
+
+class HalfCloseTests(SynchronousTestCase):
+    """
+    C{loseWriteConnection} over TLS: the peer reads to the end and can still
+    answer.
+    """
+
+    def test_requestThenAnswer(self) -> None:
+        """
+        A client that writes, half-closes and waits gets the server's answer,
+        which the server wrote after it saw the end of the request; both
+        ends then close cleanly and the session is gone from both links.
+        """
+        server = App(answer=b"answer after EOF")
+        tls = TLSOverSession(self, server)
+        client = App()
+        tls.open(client)
+        client.transport.write(b"request")
+        client.transport.loseWriteConnection()
+        tls.pair.run()
+        self.assertEqual(server.received, b"request")
+        self.assertTrue(server.readEnded)
+        self.assertEqual(client.received, b"answer after EOF")
+        self.assertTrue(client.readEnded)
+        self.assertIsNotNone(client.lost)
+        self.assertIsNotNone(server.lost)
+        assert client.lost is not None and server.lost is not None
+        self.assertTrue(client.lost.check(error.ConnectionDone), client.lost)
+        self.assertTrue(server.lost.check(error.ConnectionDone), server.lost)
+        self.assertEqual(tls.pair.dialer.connection.session_count, 0)
+        self.assertEqual(tls.pair.listener.connection.session_count, 0)
+
+    def test_halfCloseBeforeHandshake(self) -> None:
+        """
+        A half-close asked for before the handshake finished waits for it;
+        the data written before arrives first.
+        """
+        server = App(answer=b"ok")
+        tls = TLSOverSession(self, server)
+        client = App()
+
+        class Early(App):
+            def connectionMade(self) -> None:
+                self.transport.write(b"early")
+                self.transport.loseWriteConnection()
+
+        early = Early()
+        tls.open(early)
+        tls.pair.run()
+        self.assertEqual(server.received, b"early")
+        self.assertTrue(server.readEnded)
+        self.assertEqual(early.received, b"ok")
+        del client
+
+    def test_writesAfterHalfCloseDropped(self) -> None:
+        """
+        What the application writes after C{loseWriteConnection} never
+        reaches the peer.
+        """
+        server = App(answer=b"")
+        tls = TLSOverSession(self, server)
+        client = App()
+        tls.open(client)
+        client.transport.write(b"before")
+        client.transport.loseWriteConnection()
+        client.transport.write(b"after")
+        client.transport.writeSequence([b"after", b"too"])
+        tls.pair.run()
+        self.assertEqual(server.received, b"before")
+
+    def test_bulkBothWays(self) -> None:
+        """
+        2 MiB each way through TLS over one session, each side streaming as
+        a producer and half-closing when done: every byte arrives intact on
+        both sides, followed by a clean end of input.
+        """
+        size = 2 * MiB
+        server = Streamer(2, size, 1, size)
+        tls = TLSOverSession(self, server)
+        client = Streamer(1, size, 2, size)
+        tls.open(client)
+        tls.pair.run()
+        self.assertTrue(client.verified())
+        self.assertTrue(server.verified())
+        assert client.lost is not None and server.lost is not None
+        self.assertTrue(client.lost.check(error.ConnectionDone), client.lost)
+        self.assertTrue(server.lost.check(error.ConnectionDone), server.lost)
+
+    def test_notHalfCloseable(self) -> None:
+        """
+        An application without C{IHalfCloseableProtocol} sees the peer's
+        half-close as the end of the connection, as with Twisted's TLS.
+        """
+        self.assertFalse(interfaces.IHalfCloseableProtocol.providedBy(PlainApp()))
+        server = PlainApp()
+        tls = TLSOverSession(self, server)
+        client = App()
+        tls.open(client)
+        client.transport.write(b"request")
+        client.transport.loseWriteConnection()
+        tls.pair.run()
+        self.assertEqual(server.received, b"request")
+        self.assertFalse(server.readEnded)
+        assert server.lost is not None
+        self.assertTrue(server.lost.check(error.ConnectionDone), server.lost)
+
+    def test_truncation(self) -> None:
+        """
+        A session that ends without the peer's C{close_notify} is reported
+        as a lost connection, never as a clean end.
+        """
+        server = App()
+        tls = TLSOverSession(self, server)
+        client = App()
+        tls.open(client)
+        tls.pair.run()
+        # Half-close the session below the server's TLS: no close_notify.
+        tls.serverTLS[0].transport.loseWriteConnection()
+        tls.pair.run()
+        self.assertFalse(client.readEnded)
+        assert client.lost is not None
+        self.assertTrue(client.lost.check(error.ConnectionLost), client.lost)
+
+
+class ReasonTests(SynchronousTestCase):
+    """
+    The application learns why the session below ended.
+    """
+
+    def test_resetCodeKept(self) -> None:
+        """
+        A session the peer refuses with a code reaches the TLS application
+        as that L{SessionResetError}, not as TLS's "unexpected EOF".
+        """
+        tls = TLSOverSession(self, App())
+        tls.pair.listenerHandler.protocolFor = None  # refuse every session
+        client = App()
+        tls.open(client)
+        tls.pair.run()
+        assert client.lost is not None
+        self.assertTrue(client.lost.check(SessionResetError), client.lost)
+        self.assertEqual(client.lost.value.code, ErrorCode.REFUSED)
+
+    def test_resetAfterHandshake(self) -> None:
+        """
+        A reset after the handshake also reaches the application with its
+        code.
+        """
+        server = App()
+        tls = TLSOverSession(self, server)
+        client = App()
+        tls.open(client)
+        tls.pair.run()
+        tls.serverTLS[0].transport.abortWith(ErrorCode.CONNECT_FAILED, "service refused")
+        tls.pair.run()
+        assert client.lost is not None
+        self.assertTrue(client.lost.check(SessionResetError), client.lost)
+        self.assertEqual(client.lost.value.code, ErrorCode.CONNECT_FAILED)
+
+    def test_pinMismatch(self) -> None:
+        """
+        A client pinned to another key gets L{PinMismatch}, naming both
+        fingerprints, and the server application never sees a byte.
+        """
+        wrong = "sha256:" + "ab" * 32
+        server = App()
+        tls = TLSOverSession(self, server, pin=wrong)
+        client = App()
+        tls.open(client)
+        client.transport.write(b"secret")
+        tls.pair.run()
+        assert client.lost is not None
+        self.assertTrue(client.lost.check(PinMismatch), client.lost)
+        message = str(client.lost.value)
+        self.assertIn(f"does not match --pin {wrong}", message)
+        self.assertIn(tls.fingerprint, message)
+        self.assertEqual(server.received, b"")
+
+    def test_cleanCloseIsDone(self) -> None:
+        """
+        A server that closes at once after writing (before the handshake
+        is even done): the client reads every byte and then the end of
+        input, and once it closes too both ends see a clean close.
+        """
+
+        class WriteAndClose(App):
+            def connectionMade(self) -> None:
+                self.transport.write(b"x" * 100_000)
+                self.transport.loseConnection()
+
+        server = WriteAndClose()
+        tls = TLSOverSession(self, server)
+        client = App(answer=b"")
+        tls.open(client)
+        tls.pair.run()
+        self.assertEqual(len(client.received), 100_000)
+        self.assertTrue(client.readEnded)
+        assert client.lost is not None and server.lost is not None
+        self.assertTrue(client.lost.check(error.ConnectionDone), client.lost)
+        self.assertTrue(server.lost.check(error.ConnectionDone), server.lost)
+
+
+class FirstBytesTests(SynchronousTestCase):
+    """
+    The ClientHello costs no round trip of its own.
+    """
+
+    def test_clientHelloRidesOpen(self) -> None:
+        """
+        The first frame a client's session sends is an OPEN whose first
+        bytes are a TLS handshake record.
+        """
+        tls = TLSOverSession(self, App())
+        tls.open(App(), target="tcp:agent:22")
+        tls.pair.clock.advance(0)
+        frames = FrameDecoder().feed(b"".join(tls.pair.dialerIO.stream))
+        self.assertEqual(frames[0].type, FrameType.OPEN)
+        target, first = decode_open(frames[0].payload)
+        self.assertEqual(target, b"tcp:agent:22")
+        self.assertEqual(first[:1], b"\x16")  # TLS handshake content type
+        self.assertGreater(len(first), 100)
