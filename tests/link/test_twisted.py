@@ -301,3 +301,28 @@ class OpenTests(SynchronousTestCase):
         pair.run()
         self.assertEqual(got[0].received, 100_000)
         self.assertTrue(got[0].readEnded)
+
+
+class BatchingTests(SynchronousTestCase):
+    """
+    Frames queued during one reactor turn leave in one transport write.
+    """
+
+    def test_oneWritePerTurn(self) -> None:
+        """
+        Writes on 8 sessions in one turn reach the transport as a single
+        write on the next turn, not one per frame.
+        """
+        pair = LinkPair(listenerHandler=RecordingHandler(lambda s: Protocol()))
+        sessions = [pair.dialer.openSession(f"s:{n}", Protocol()) for n in range(8)]
+        pair.run()
+        writes: list[bytes] = []
+        pair.dialerIO.write = writes.append
+        for session in sessions:
+            session.write(b"a" * 100)
+            session.write(b"b" * 100)
+        self.assertEqual(writes, [])
+        pair.clock.advance(0)
+        self.assertEqual(len(writes), 1)
+        frames = FrameDecoder().feed(writes[0])
+        self.assertEqual(len(frames), 16)
