@@ -25,8 +25,7 @@ from nfltr.relay.config import (
     default_data_dir,
 )
 from nfltr.relay.service import RelayService
-from nfltr.tls import PKIError
-from nfltr.tls._issue import subject_alt_names
+from nfltr.tls import PKIError, subject_alt_names
 
 MAX_REVOCATION_POLL = 3600.0
 # Endpoint types that would add a TLS layer of their own under the relay's.

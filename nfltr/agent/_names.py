@@ -19,7 +19,7 @@ from pathlib import Path
 from nfltr.messages import MessageError, check_name
 
 # The writing and locking helpers of the TLS files serve the name file too.
-from nfltr.tls._files import locked_directory, write_atomically
+from nfltr.tls import locked_directory, write_atomically
 
 NAME_FILE = "name"
 _ADJECTIVES = (

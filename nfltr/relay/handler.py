@@ -42,6 +42,7 @@ from nfltr.store import KeyInfo
 
 from .directory import AgentEntry, Directory, NameInUse
 from .routing import join_sessions
+from .state import format_address
 
 INVALID_KEY = "invalid API key"
 REPLACED = "replaced by a newer connection"
@@ -326,4 +327,4 @@ class RelayLinkHandler(LinkHandler):
         link = self.link
         if link is None or link.transport is None:
             return "?"
-        return str(link.transport.getPeer())
+        return format_address(link.transport.getPeer())

@@ -15,10 +15,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from nfltr.tls import write_atomically
 
 STATE_FILE_MODE = 0o644
 
@@ -62,18 +63,7 @@ def write_state_file(path: Path, info: RelayInfo) -> None:
     Replace C{path} with C{info} as JSON, atomically.
     """
     data = json.dumps(info.to_json(), indent=2, sort_keys=True).encode("utf-8") + b"\n"
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, STATE_FILE_MODE)
-        with os.fdopen(fd, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
+    write_atomically(path, data, STATE_FILE_MODE)
 
 
 def remove_state_file(path: Path, pid: int) -> None:

@@ -21,7 +21,7 @@ from nfltr.tls._contexts import (
     client_creator,
     server_context_factory,
 )
-from nfltr.tls._files import PKIError
+from nfltr.tls._files import PKIError, locked_directory, write_atomically
 from nfltr.tls._fingerprint import (
     InvalidFingerprint,
     parse_fingerprint,
@@ -29,7 +29,13 @@ from nfltr.tls._fingerprint import (
     public_key_fingerprint,
     spki_fingerprint,
 )
-from nfltr.tls._issue import RelayPKI, SelfSignedIdentity, ensure_relay_pki, ensure_self_signed
+from nfltr.tls._issue import (
+    RelayPKI,
+    SelfSignedIdentity,
+    ensure_relay_pki,
+    ensure_self_signed,
+    subject_alt_names,
+)
 
 __all__ = [
     "CertificateRejected",
@@ -45,6 +51,9 @@ __all__ = [
     "client_creator",
     "ensure_relay_pki",
     "ensure_self_signed",
+    "locked_directory",
+    "subject_alt_names",
+    "write_atomically",
     "parse_fingerprint",
     "peer_fingerprint",
     "public_key_fingerprint",

@@ -250,8 +250,14 @@ def _ensure_cert(
     issuer_key, issuer_name = (key, None) if issuer is None else (issuer[0], issuer[1].subject)
     cert = _issue(key, request, issuer_key, issuer_name, now)
     save_certificate(path, cert)
-    _log.info("issued {path} ({reason})", path=str(path), reason=problem)
+    if problem == NO_CERTIFICATE:
+        _log.info("created {path}", path=str(path))
+    else:
+        _log.info("re-issued {path} ({reason})", path=str(path), reason=problem)
     return key, cert
+
+
+NO_CERTIFICATE = "no certificate"
 
 
 def _problem(
@@ -265,7 +271,7 @@ def _problem(
     Why C{cert} must be re-issued, or L{None} if it is fine.
     """
     if cert is None:
-        return "no certificate"
+        return NO_CERTIFICATE
     return _trust_problem(cert, key, issuer, now) or _content_problem(cert, request)
 
 
