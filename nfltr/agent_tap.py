@@ -16,10 +16,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from contextlib import suppress
-from typing import Any
+from typing import Any, cast
 
 from twisted.application.service import IService
-from twisted.logger import Logger
+from twisted.logger import ILogObserver, Logger
 from twisted.python import usage
 
 from nfltr.cli_agent import (
@@ -98,7 +98,7 @@ class TcpConnectOptions(_Permuting):
     synopsis = "AGENT PORT [options]"
     optParameters = opt_parameters(CONNECT_OPTIONS)
 
-    def parseArgs(self, agent: str, port: str) -> None:
+    def parseArgs(self, agent: str, port: str) -> None:  # type: ignore[override]  # usage.Options reads the positional arguments from this signature
         """
         The agent and its port.
         """
@@ -242,7 +242,7 @@ def start_logging(stream: Any, verbose: bool) -> None:
     )
 
 
-def line_observer(stream: Any) -> Callable[[dict[str, Any]], None]:
+def line_observer(stream: Any) -> ILogObserver:
     """
     A log observer that writes C{TIME [LEVEL] TEXT} lines to C{stream}.
     """
@@ -260,4 +260,4 @@ def line_observer(stream: Any) -> Callable[[dict[str, Any]], None]:
         stream.write(f"{stamp} [{level.name}] {rest}\n")
         stream.flush()
 
-    return observe
+    return cast(ILogObserver, observe)

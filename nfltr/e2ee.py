@@ -77,6 +77,7 @@ class E2EETLSProtocol(BufferingTLSTransport):
         got C{readConnectionLost}.
     """
 
+    transport: Any  # the stream below: a session or a TCP connection
     _closeNotifyPending = False
     _writeShut = False
     _readShut = False
@@ -139,7 +140,7 @@ class E2EETLSProtocol(BufferingTLSTransport):
                 if self._halfCloseable():
                     self._readShut = True
                     self._flushSendBIO()
-                    self.wrappedProtocol.readConnectionLost()
+                    interfaces.IHalfCloseableProtocol(self.wrappedProtocol).readConnectionLost()
                     if self._writeShut and not self._lostTLSConnection:
                         self.transport.loseConnection()  # both directions are done
                     return

@@ -64,12 +64,13 @@ class Child:
         @raise RuntimeError: the child ended or the time ran out first.
         """
         regex = re.compile(pattern)
-        for line in list(self.lines):
-            if match := regex.search(line):
+        for seen in list(self.lines):
+            if match := regex.search(seen):
                 return match
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
+            line: str | None
             try:
                 line = self._queue.get(timeout=max(left, 0.01))
             except queue.Empty:

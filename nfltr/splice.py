@@ -14,6 +14,7 @@ never looks like a clean end of stream.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from twisted.internet import error, interfaces
 from twisted.internet.protocol import Protocol
@@ -34,6 +35,10 @@ class SpliceEnd(Protocol):
     @ivar joined: both ends are connected and registered as producers.
     @ivar closed: this end's connection is gone.
     """
+
+    # Set by makeConnection; stream transports with the whole ITCPTransport
+    # surface (pause/resume, half-close, abort) in practice.
+    transport: Any
 
     log = Logger()
 

@@ -87,7 +87,7 @@ class _One(Factory):
     def __init__(self, protocol: IProtocol) -> None:
         self.one = protocol
 
-    def buildProtocol(self, addr: Any) -> IProtocol:
+    def buildProtocol(self, addr: Any) -> Any:
         """
         The protocol.
         """

@@ -231,7 +231,7 @@ class LinkSession:
         """
         return self.peerAddress
 
-    def getHost(self) -> LinkAddress:
+    def getHost(self) -> LinkAddress:  # type: ignore[override]  # a session has no IP address
         """
         This end's address.
         """

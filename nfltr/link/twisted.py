@@ -118,6 +118,10 @@ class LinkProtocol(Protocol):
     @ivar failure: the link-level error that ended the link, if any.
     """
 
+    # Set by makeConnection; stream transports with the whole ITCPTransport
+    # surface (pause/resume, half-close, abort) in practice.
+    transport: Any
+
     log = Logger()
 
     def __init__(
@@ -206,8 +210,8 @@ class LinkProtocol(Protocol):
         waiting, self._waiting = self._waiting, []
         for d in waiting:
             d.errback(Failure(error.ConnectionLost(f"link lost before hello: {why}")))
-        for d in self._drained:
-            d.callback(None)
+        for drained in self._drained:
+            drained.callback(None)
         self._drained = []
         self.handler.linkLost(self, reason)
 

@@ -46,6 +46,10 @@ class SniffingProtocol(Protocol):
     @ivar _done: the connection was refused or timed out: ignore input.
     """
 
+    # Set by makeConnection; stream transports with the whole ITCPTransport
+    # surface (pause/resume, half-close, abort) in practice.
+    transport: Any
+
     log = Logger()
 
     def __init__(self, factory: SniffingFactory, addr: Any) -> None:
