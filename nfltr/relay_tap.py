@@ -19,6 +19,7 @@ from twisted.python.failure import Failure
 
 from nfltr.relay.config import (
     DEFAULT_ADMIN,
+    DEFAULT_DRAIN_TIMEOUT,
     DEFAULT_REVOCATION_POLL,
     DEFAULT_TLS,
     RelayConfig,
@@ -28,19 +29,22 @@ from nfltr.relay.service import RelayService
 from nfltr.tls import PKIError, subject_alt_names
 
 MAX_REVOCATION_POLL = 3600.0
+MAX_DRAIN_TIMEOUT = 3600.0
 # Endpoint types that would add a TLS layer of their own under the relay's.
 _TLS_ENDPOINT_TYPES = ("ssl", "tls", "le", "lets")
 
 
-def _seconds(value: object, option: str) -> float:
+def _seconds(
+    value: object, option: str, limit: float = MAX_REVOCATION_POLL, zero: bool = False
+) -> float:
     try:
         seconds = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         seconds = float("nan")
-    if not 0 < seconds <= MAX_REVOCATION_POLL:
-        raise usage.UsageError(
-            f"{option} {value}: give seconds, more than 0 and at most {MAX_REVOCATION_POLL:g}"
-        )
+    above = seconds >= 0 if zero else seconds > 0
+    if not (above and seconds <= limit):  # NaN fails both
+        least = "0 or more" if zero else "more than 0"
+        raise usage.UsageError(f"{option} {value}: give seconds, {least} and at most {limit:g}")
     return seconds
 
 
@@ -65,6 +69,9 @@ class Options(usage.Options):
         ["admin", None, DEFAULT_ADMIN, "Endpoint of the admin HTTP listener (/healthz)."],
         ["revocation-poll", None, DEFAULT_REVOCATION_POLL,
          "Seconds between checks for revoked API keys."],
+        ["drain-timeout", None, DEFAULT_DRAIN_TIMEOUT,
+         "On SIGTERM or SIGINT: seconds sessions in flight may take to finish after every "
+         "link got a GOAWAY; those still open then are reset (0: reset them at once)."],
     ]
 
     def __init__(self) -> None:
@@ -96,12 +103,13 @@ class Options(usage.Options):
             )
         check_endpoint(tls, "--tls")
         poll = _seconds(self["revocation-poll"], "--revocation-poll")
+        drain = _seconds(self["drain-timeout"], "--drain-timeout", MAX_DRAIN_TIMEOUT, zero=True)
         admin = check_endpoint(self["admin"], "--admin")
         dataDir = self["data-dir"]
         path = Path(os.path.expanduser(dataDir)) if dataDir else default_data_dir()
         self.config = RelayConfig(
             data_dir=path.absolute(), tls=tls, admin=admin, names=names,
-            revocation_poll=poll,
+            revocation_poll=poll, drain_timeout=drain,
         )
 
 

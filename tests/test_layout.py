@@ -150,8 +150,8 @@ class SansIOImportTests(SynchronousTestCase):
 
     def test_tree(self) -> None:
         """
-        No private module under C{nfltr/link/} or C{nfltr/sni/} imports Twisted. (Passes while
-        those packages are empty; the checker tests above show it would fail otherwise.)
+        No private module under C{nfltr/link/} or C{nfltr/sni/} imports Twisted (the checker
+        tests above show the check flags such an import).
         """
         offenders = []
         for pattern in SANS_IO_GLOBS:

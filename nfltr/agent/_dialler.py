@@ -8,7 +8,9 @@ with a typed reason.  After a lost link or a failed attempt it tries again on
 the one reconnect schedule (L{nfltr.backoff}).  It stops for good, once,
 with one line for the user, when retrying cannot help: a refusal whose
 reason is in L{NON_HEALING}, or a relay certificate that does not match
-C{--ca} or C{--relay-pin}.
+C{--ca} or C{--relay-pin}.  A GOAWAY from the relay (it is stopping) is not
+a loss: the sessions in flight finish on that link while the dialler dials
+again at once for a new one.  Stopping can drain the link first.
 
 What happens is reported to a L{DiallerObserver}.  Logging: one line when
 the link comes up; during an outage, one warning for each new cause of
@@ -99,6 +101,9 @@ class _Attempt(LinkHandler):
         else:
             self.dialler.log.debug("ignoring a {kind!r} message from the relay", kind=kind)
 
+    def linkGoingAway(self, link: LinkProtocol) -> None:
+        self.dialler._goingAway(self, link)
+
     def linkLost(self, link: LinkProtocol, reason: Failure) -> None:
         self.dialler._lost(self, link, reason)
 
@@ -144,6 +149,7 @@ class RelayDialler:
         self._retryCall: Any = None
         self._lastCause: str | None = None
         self._stopWaiters: list[defer.Deferred[None]] = []
+        self._draining: set[LinkProtocol] = set()
         self._factory_args = (config or LinkConfig(), appHello)
 
     # -- life cycle -----------------------------------------------------------
@@ -157,24 +163,59 @@ class RelayDialler:
         self._running = True
         self._attempt()
 
-    def stop(self) -> defer.Deferred[None]:
+    def stop(self, drainTimeout: float = 0.0) -> defer.Deferred[None]:
         """
-        Stop reconnecting and close the link; fires once it is closed.
+        Stop reconnecting and close the link, and the links the relay was
+        draining; fires once they are closed.
+
+        @param drainTimeout: if more than 0, welcomed links are drained
+            first: a GOAWAY tells the relay to open no more sessions, and
+            those in flight have up to this many seconds to finish (then
+            they are reset; see L{LinkProtocol.drain}).
         """
         self._running = False
         self._cancelRetry()
         if self._connecting is not None:
             self._connecting.cancel()
         attempt = self._current
-        if attempt is None or attempt.link is None:
+        current = attempt.link if attempt is not None else None
+        draining = list(self._draining)
+        welcomed = [*draining, current] if current and current is self.link else draining
+        self._logDrain(welcomed, drainTimeout)
+        closing = [self._drainLink(link, drainTimeout) for link in draining]
+        if current is not None:
+            d: defer.Deferred[None] = defer.Deferred()
+            self._stopWaiters.append(d)
+            if drainTimeout > 0 and current is self.link:
+                current.drain(drainTimeout)
+            else:
+                drainTimeout = 0.0
+                current.transport.loseConnection()
+            d.addBoth(_cancelling(self._abortLater(current, drainTimeout)))
+            closing.append(d)
+        if not closing:
             return defer.succeed(None)
-        d: defer.Deferred[None] = defer.Deferred()
-        self._stopWaiters.append(d)
-        transport = attempt.link.transport
-        transport.loseConnection()
-        abort = self.clock.callLater(STOP_TIMEOUT, transport.abortConnection)
-        d.addBoth(_cancelling(abort))
+        return defer.gatherResults(closing).addCallback(lambda _: None)
+
+    def _logDrain(self, links: list[LinkProtocol], drainTimeout: float) -> None:
+        count = sum(link.connection.session_count for link in links if link.connection)
+        if drainTimeout > 0 and count:
+            self.log.info(
+                "stopping: draining {count} session(s), up to {timeout:g}s",
+                count=count, timeout=drainTimeout,
+            )
+
+    def _drainLink(self, link: LinkProtocol, drainTimeout: float) -> defer.Deferred[None]:
+        d = link.drain(drainTimeout)
+        d.addBoth(_cancelling(self._abortLater(link, drainTimeout)))
         return d
+
+    def _abortLater(self, link: LinkProtocol, drainTimeout: float) -> Any:
+        """
+        Abort C{link} if its close has not finished C{STOP_TIMEOUT} seconds
+        after the drain.
+        """
+        return self.clock.callLater(drainTimeout + STOP_TIMEOUT, link.transport.abortConnection)
 
     def _attempt(self) -> None:
         self._retryCall = None
@@ -242,8 +283,32 @@ class RelayDialler:
             self._stopFor(f"relay refused: {text}")
         link.transport.loseConnection()
 
+    def _goingAway(self, attempt: _Attempt, link: LinkProtocol) -> None:
+        """
+        The relay sent a GOAWAY on the welcomed link: the sessions in flight
+        finish on it while we dial again at once, for a relay that takes new
+        sessions (say, the one restarted on the same address).
+        """
+        if (
+            attempt is not self._current or link is not self.link or not self._running
+            or attempt.refusal is not None
+        ):
+            return
+        self._current = self.link = None
+        self._draining.add(link)
+        cause = f"the relay at {self.where} is going away"
+        count = link.connection.session_count if link.connection is not None else 0
+        self.log.info(
+            "{cause}: {count} session(s) finish on its link; dialling again",
+            cause=cause, count=count,
+        )
+        self._lastCause = cause
+        self.observer.relayDown()
+        self._attempt()
+
     def _lost(self, attempt: _Attempt, link: LinkProtocol, reason: Failure) -> None:
         attempt.cancelTimer()
+        self._draining.discard(link)
         if attempt is not self._current:
             return
         self._current = None

@@ -135,11 +135,19 @@ def prepare_agent(options: AgentOptions) -> AgentSetup:
     return AgentSetup(options, name, identity.fingerprint, tls)
 
 
+# Seconds a stopping agent lets its sessions in flight finish.
+DRAIN_TIMEOUT = 30.0
+
+
 class AgentService(Service, DiallerObserver):
     """
     Runs an agent: announces how to connect, keeps the link to the relay,
-    serves its sessions.  Stopping closes the link.
+    serves its sessions.  Stopping drains the link: the relay opens no more
+    sessions, those in flight have up to C{drainTimeout} seconds to finish,
+    then the link is closed.
     """
+
+    drainTimeout = DRAIN_TIMEOUT
 
     def __init__(
         self, reactor: Any, setup: AgentSetup, announce: Callable[[str], None] | None = None,
@@ -206,10 +214,10 @@ class AgentService(Service, DiallerObserver):
 
     def stopService(self) -> defer.Deferred[None]:
         """
-        Close the link to the relay.
+        Drain the link to the relay, then close it.
         """
         super().stopService()
-        return self.dialler.stop()
+        return self.dialler.stop(self.drainTimeout)
 
     def sessionRequested(self, session: LinkSession) -> None:
         """

@@ -73,6 +73,12 @@ class ILinkHandler(Interface):
         An application control message arrived.
         """
 
+    def linkGoingAway(link: LinkProtocol) -> None:
+        """
+        The peer sent a GOAWAY without an error: it takes no new sessions,
+        and those in flight may finish.
+        """
+
     def linkLost(link: LinkProtocol, reason: Failure) -> None:
         """
         The link's connection is gone.
@@ -100,6 +106,11 @@ class LinkHandler:
     def controlReceived(self, link: LinkProtocol, message: dict[str, Any]) -> None:
         """
         Ignore.
+        """
+
+    def linkGoingAway(self, link: LinkProtocol) -> None:
+        """
+        Nothing to do.
         """
 
     def linkLost(self, link: LinkProtocol, reason: Failure) -> None:
@@ -317,6 +328,7 @@ class LinkProtocol(Protocol):
             )
         else:
             self.log.info("link {peer}: the peer is going away", peer=self._peerName())
+            self.handler.linkGoingAway(self)
 
     def _onTimedOut(self, event: LinkTimedOut) -> None:
         self.failure = error.TimeoutError(string=event.reason)

@@ -17,6 +17,8 @@ from pathlib import Path
 DEFAULT_TLS = "tcp:8443"
 DEFAULT_ADMIN = "tcp:9090:interface=127.0.0.1"
 DEFAULT_REVOCATION_POLL = 2.0
+# Seconds a stopping relay lets sessions in flight finish after its GOAWAY.
+DEFAULT_DRAIN_TIMEOUT = 30.0
 DATABASE_NAME = "nfltr.sqlite3"
 STATE_FILE_NAME = "relay.json"
 
@@ -60,6 +62,9 @@ class RelayConfig:
     @ivar admin: the endpoint string of the admin HTTP listener.
     @ivar names: extra DNS names or IP addresses for the relay certificate.
     @ivar revocation_poll: seconds between two checks for revoked keys.
+    @ivar drain_timeout: seconds a stopping relay lets sessions in flight
+        finish after it sent GOAWAY on every link; those still open then
+        are reset.
     """
 
     data_dir: Path
@@ -67,3 +72,4 @@ class RelayConfig:
     admin: str = DEFAULT_ADMIN
     names: tuple[str, ...] = field(default=())
     revocation_poll: float = DEFAULT_REVOCATION_POLL
+    drain_timeout: float = DEFAULT_DRAIN_TIMEOUT

@@ -127,6 +127,11 @@ class Relay:
         closed.
         """
         links = [h.link for h in self.handlers if h.link is not None]
+        if links:
+            self.log.info(
+                "draining {count} link(s): sessions in flight have {timeout:g}s to finish",
+                count=len(links), timeout=timeout,
+            )
         return gatherResults([link.drain(timeout) for link in links])
 
 

@@ -11,7 +11,8 @@ web site.  Once both are bound it writes C{relay.json}
 (L{nfltr.relay.state}) and starts polling for revoked keys.
 
 Stopping undoes what was done, in reverse: C{relay.json} removed, polling
-stopped, listeners closed, links drained (L{STOP_DRAIN_TIMEOUT}), store
+stopped, listeners closed, links drained (a GOAWAY on each; sessions in
+flight may finish within C{config.drain_timeout}, C{--drain-timeout}), store
 closed, thread pool stopped.  A start that fails undoes itself the same way.
 """
 
@@ -45,7 +46,6 @@ from .revocation import RevocationPoller
 from .state import RelayInfo, format_address, remove_state_file, write_state_file
 
 DATA_DIR_MODE = 0o700
-STOP_DRAIN_TIMEOUT = 2.0
 STORE_THREADS = 1
 
 # Start-up errors an operator can act on: logged in one line, no traceback.
@@ -130,7 +130,7 @@ class RelayService(Service):
         self._cleanups.append(store.close)
         revision = await store.revision()
         relay = self.relay = Relay(store, self.reactor)
-        self._cleanups.append(lambda: relay.closeAll(STOP_DRAIN_TIMEOUT))
+        self._cleanups.append(lambda: relay.closeAll(config.drain_timeout))
         tlsPort = await serverFromString(self.reactor, config.tls).listen(
             self._tlsFactory(relay, creator)
         )

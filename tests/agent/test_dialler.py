@@ -8,11 +8,12 @@ from __future__ import annotations
 from typing import Any
 
 from twisted.internet import error
+from twisted.logger import LogLevel
 from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr.agent import NON_HEALING, WELCOME_TIMEOUT, DiallerObserver, RelayDialler
 from nfltr.backoff import ReconnectSchedule
-from nfltr.link import RefusalReason
+from nfltr.link import ErrorCode, RefusalReason, refusal
 from nfltr.link.twisted import LinkProtocol, LinkSession, SessionResetError
 from nfltr.messages import NOT_FOUND_CODE, agent_hello, welcome
 from nfltr.tls import client_creator, ensure_self_signed, server_context_factory
@@ -358,3 +359,144 @@ class ReconnectTests(SynchronousTestCase):
         self.assertTrue(peer.lost.check(SessionResetError))
         self.assertEqual(peer.lost.value.code, NOT_FOUND_CODE)
         self.assertEqual(f.observer.sessions, [])
+
+
+class DrainTests(SynchronousTestCase):
+    """
+    C{stop(drainTimeout)} lets the sessions in flight finish first.
+    """
+
+    def setUp(self) -> None:
+        self.f = DiallerFixture(self)
+        self.f.start()
+        self.relayLink = self.f.relay.links[0]
+        self.peer = Recorder()
+        self.relayLink.openSession("tcp:22", self.peer)
+        self.f.network.run()
+        self.assertEqual(self.peer.received, b"from the agent")
+
+    def test_sessionFinishes(self) -> None:
+        """
+        C{stop} with a drain timeout sends a GOAWAY (the relay can open no
+        more sessions) and says so in the log, but the session in flight
+        goes on carrying bytes both ways; once it ended cleanly the link
+        closes, C{stop} fires, and no attempt follows.
+        """
+        f = self.f
+        d = f.dialler.stop(drainTimeout=30)
+        f.network.run()
+        self.assertNoResult(d)
+        self.assertFalse(self.relayLink.canOpen())
+        [session] = f.observer.sessions
+        agentSide = session.protocol
+        session.write(b", still")
+        self.peer.transport.write(b"to the agent")
+        f.network.run()
+        self.assertEqual(self.peer.received, b"from the agent, still")
+        self.assertEqual(agentSide.received, b"to the agent")
+        self.assertNoResult(d)
+        self.peer.transport.loseConnection()
+        f.network.run()
+        self.successResultOf(d)
+        assert self.peer.lost is not None
+        self.assertTrue(self.peer.lost.check(error.ConnectionDone), self.peer.lost)
+        f.network.advance(100)
+        self.assertEqual(f.endpoint.attempts, 1)
+        self.assertIn("stopping: draining 1 session(s), up to 30s", f.logs.lines(LogLevel.info))
+
+    def test_timeout(self) -> None:
+        """
+        A session still open when the drain timeout ends is reset
+        (C{GOING_AWAY}), and then C{stop} fires.
+        """
+        f = self.f
+        d = f.dialler.stop(drainTimeout=5)
+        f.network.advance(4.9)
+        self.assertNoResult(d)
+        self.assertIsNone(self.peer.lost)
+        f.network.advance(0.1)
+        self.successResultOf(d)
+        assert self.peer.lost is not None
+        self.assertTrue(self.peer.lost.check(SessionResetError), self.peer.lost)
+        self.assertEqual(
+            (self.peer.lost.value.code, self.peer.lost.value.reason),
+            (ErrorCode.GOING_AWAY, "drain timeout"),
+        )
+
+    def test_noDrainTimeout(self) -> None:
+        """
+        Without a drain timeout C{stop} closes the link at once, ending the
+        session in flight with an error.
+        """
+        f = self.f
+        d = f.dialler.stop()
+        f.network.run()
+        self.successResultOf(d)
+        assert self.peer.lost is not None
+        self.assertFalse(self.peer.lost.check(error.ConnectionDone))
+
+    def test_relayGoingAway(self) -> None:
+        """
+        A GOAWAY from the relay: the observer hears the link is down, the
+        dialler dials again at once (no backoff) and the new link is
+        welcomed, while the session in flight on the old link goes on; when
+        it finishes, the old link closes and nothing else happens.
+        """
+        f = self.f
+        self.relayLink.drain()
+        f.network.run()
+        self.assertEqual(f.endpoint.attempts, 2)
+        self.assertEqual(f.observer.downs, 1)
+        self.assertEqual(len(f.observer.ups), 2)
+        self.assertIs(f.dialler.link, f.observer.ups[1][0])
+        [session] = f.observer.sessions
+        session.write(b", still")
+        f.network.run()
+        self.assertEqual(self.peer.received, b"from the agent, still")
+        self.peer.transport.loseConnection()
+        f.network.run()
+        assert self.peer.lost is not None
+        self.assertTrue(self.peer.lost.check(error.ConnectionDone), self.peer.lost)
+        f.network.advance(100)
+        self.assertEqual((f.endpoint.attempts, f.observer.downs), (2, 1))
+        self.assertEqual(f.logs.lines(), [])
+        info = f.logs.lines(LogLevel.info)
+        self.assertIn(
+            "the relay at relay.example:8443 is going away: 1 session(s) finish on its link; "
+            "dialling again", info,
+        )
+        self.assertIn("reconnected to the relay at relay.example:8443 (account acme)", info)
+
+    def test_stopWhileRelayDrains(self) -> None:
+        """
+        C{stop} with a drain timeout while the relay drains the old link:
+        the new link closes, the old link's session in flight still
+        finishes, and C{stop} fires once both links are closed.
+        """
+        f = self.f
+        self.relayLink.drain()
+        f.network.run()
+        d = f.dialler.stop(drainTimeout=30)
+        f.network.run()
+        self.assertNoResult(d)
+        self.peer.transport.loseConnection()
+        f.network.run()
+        self.successResultOf(d)
+        assert self.peer.lost is not None
+        self.assertTrue(self.peer.lost.check(error.ConnectionDone), self.peer.lost)
+        f.network.advance(100)
+        self.assertEqual(f.endpoint.attempts, 2)
+
+    def test_refusalThenGoAway(self) -> None:
+        """
+        A refusal followed by its GOAWAY (as the relay turns a link away) is
+        a refusal, retried on the schedule, not a drain that dials again at
+        once.
+        """
+        f = self.f
+        self.relayLink.sendControl(refusal(RefusalReason.UNAVAILABLE, "busy"))
+        self.relayLink.drain(0)
+        f.network.run()
+        self.assertEqual(f.endpoint.attempts, 1)
+        f.network.advance(0.25)
+        self.assertEqual(f.endpoint.attempts, 2)

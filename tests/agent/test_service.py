@@ -296,6 +296,32 @@ class AnnounceTests(SynchronousTestCase):
         self.successResultOf(d)
         self.assertNotIn("box", f.relay.agents)
 
+    def test_stopDrains(self) -> None:
+        """
+        Stopping the agent drains: the relay can open no more sessions, a
+        session in flight goes on carrying bytes to and from the service,
+        and one still open after the agent's drain timeout (30 s) is reset;
+        then the link is closed.
+        """
+        f = AgentFixture(self)
+        client = Recorder(MARKER)
+        f.open("tcp:3000", client)
+        f.network.run()
+        d = f.agent.stopService()
+        f.network.run()
+        self.assertFalse(f.link.canOpen())
+        client.transport.write(b" again")
+        f.network.advance(29)
+        self.assertEqual(client.received, MARKER + b" again")
+        self.assertNoResult(d)
+        self.assertIsNone(client.lost)
+        f.network.advance(1)
+        self.successResultOf(d)
+        self.assertNotIn("box", f.relay.agents)
+        assert client.lost is not None
+        self.assertTrue(client.lost.check(SessionResetError), client.lost)
+        self.assertEqual(client.lost.value.code, ErrorCode.GOING_AWAY)
+
 
 @implementer(IHalfCloseableProtocol)
 class _Answering(Recorder):

@@ -259,6 +259,33 @@ class GoAwayTests(SynchronousTestCase):
         self.assertEqual(done, [None])
         self.assertTrue(pair.listenerIO.disconnected or pair.listenerIO.disconnecting)
 
+    def test_handlerToldOfDrain(self) -> None:
+        """
+        The handler hears of the peer's GOAWAY (C{linkGoingAway}) while the
+        session in flight is still open, so it can find another link for new
+        sessions; its own side's drain is not reported to it.
+        """
+        pair = LinkPair(listenerHandler=RecordingHandler(lambda s: Protocol()))
+        session = pair.dialer.openSession("x", Protocol())
+        pair.run()
+        pair.listener.drain()
+        pair.run()
+        self.assertEqual(pair.dialerHandler.goingAway, 1)
+        self.assertEqual(pair.listenerHandler.goingAway, 0)
+        self.assertFalse(session.disconnected)
+
+    def test_handlerNotToldOfError(self) -> None:
+        """
+        A GOAWAY with an error code (the peer found a protocol error) ends
+        the link: the handler hears of the loss only.
+        """
+        pair = LinkPair()
+        pair.listenerIO.write(b"\xff" * 16)  # garbage: the dialer answers with an error
+        pair.run()
+        self.assertEqual(len(pair.listenerHandler.lost), 1)
+        self.assertIsNotNone(pair.listener.failure)
+        self.assertEqual(pair.listenerHandler.goingAway, 0)
+
 
 class OpenTests(SynchronousTestCase):
     """

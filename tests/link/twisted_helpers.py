@@ -42,6 +42,7 @@ class RecordingHandler(LinkHandler):
         self.controls: list[dict[str, Any]] = []
         self.lost: list[Failure] = []
         self.established = 0
+        self.goingAway = 0
 
     def linkEstablished(self, link: LinkProtocol) -> None:
         self.established += 1
@@ -55,6 +56,9 @@ class RecordingHandler(LinkHandler):
 
     def controlReceived(self, link: LinkProtocol, message: dict[str, Any]) -> None:
         self.controls.append(message)
+
+    def linkGoingAway(self, link: LinkProtocol) -> None:
+        self.goingAway += 1
 
     def linkLost(self, link: LinkProtocol, reason: Failure) -> None:
         self.lost.append(reason)

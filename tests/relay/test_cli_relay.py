@@ -47,7 +47,7 @@ class CommandLineTests(SynchronousTestCase):
         out = self.stdout.getvalue()
         self.assertTrue(out.startswith("Usage: nfltr relay [options]"), out)
         for option in ("--data-dir", "--tls", "--admin", "--name", "--revocation-poll",
-                       "--log-level"):
+                       "--drain-timeout", "--log-level"):
             self.assertIn(option, out)
 
     def test_badOption(self) -> None:

@@ -28,8 +28,8 @@ from twisted.logger import Logger, LogLevel
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
-from nfltr.link import DIALER
-from nfltr.link.twisted import LinkHandler, LinkProtocol
+from nfltr.link import DIALER, ErrorCode
+from nfltr.link.twisted import LinkHandler, LinkProtocol, SessionResetError
 from nfltr.messages import (
     NOT_FOUND_CODE,
     NOT_FOUND_REASON,
@@ -117,6 +117,38 @@ class Collector(Protocol):
             self.done.callback(self.received)
 
 
+class Talker(Protocol):
+    """
+    Says things and waits for their echo.
+    """
+
+    def __init__(self) -> None:
+        self.received = b""
+        self.expect = 0
+        self.echoed: Deferred[bytes] | None = None
+        self.reason: Failure | None = None
+        self.lost: Deferred[None] = Deferred()
+
+    def say(self, data: bytes) -> Deferred[bytes]:
+        """
+        Send C{data}; fires with all received so far once its echo is in.
+        """
+        self.expect += len(data)
+        self.echoed = Deferred()
+        self.transport.write(data)
+        return self.echoed
+
+    def dataReceived(self, data: bytes) -> None:
+        self.received += data
+        if self.echoed is not None and len(self.received) >= self.expect:
+            self.echoed, d = None, self.echoed
+            d.callback(self.received)
+
+    def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
+        self.reason = reason
+        self.lost.callback(None)
+
+
 class RelayServiceTests(TestCase):
     """
     A relay started on loopback port 0.
@@ -128,9 +160,12 @@ class RelayServiceTests(TestCase):
         self.dataDir = Path(self.mktemp()).absolute() / "relay"
         self.links: list[tuple[LinkProtocol, DialerHandler]] = []
 
-    async def startRelay(self, revocationPoll: float = 2.0) -> RelayInfo:
+    async def startRelay(
+        self, revocationPoll: float = 2.0, drainTimeout: float = 30.0
+    ) -> RelayInfo:
         config = RelayConfig(
-            self.dataDir, tls=LOOPBACK, admin=LOOPBACK, revocation_poll=revocationPoll
+            self.dataDir, tls=LOOPBACK, admin=LOOPBACK, revocation_poll=revocationPoll,
+            drain_timeout=drainTimeout,
         )
         self.service = RelayService(config, reactor)
         self.service.startService()
@@ -239,6 +274,41 @@ class RelayServiceTests(TestCase):
         self.assertEqual(
             (other.lost.value.code, other.lost.value.reason), (NOT_FOUND_CODE, NOT_FOUND_REASON)
         )
+
+    @asyncTest
+    async def test_stopDrainsWithinDrainTimeout(self) -> None:
+        """
+        Stopping sends a GOAWAY but lets a session in flight go on carrying
+        bytes; one still open after the configured drain timeout is reset
+        (C{GOING_AWAY}, C{drain timeout}), and only then is the stop done:
+        not before the timeout, and well before the default one.
+        """
+        core = SQLiteStoreCore(self.dataDir / "nfltr.sqlite3")
+        core.create_account("acme")
+        _, agentKey = core.create_key("acme")
+        _, clientKey = core.create_key("acme")
+        core.close()
+        drainTimeout = 0.5
+        info = await self.startRelay(drainTimeout=drainTimeout)
+        await self.dial(info, agent_hello(agentKey, "web", [TcpShare(3000)]))
+        await self.dial(info, client_hello(clientKey))
+        talker = Talker()
+        self.links[-1][0].openSession(client_target("web", 3000), talker)
+        self.assertEqual(await talker.say(b"before"), b"before")
+        started = reactor.seconds()
+        stopped = self.service.stopService()
+        self.assertEqual(await talker.say(b" during"), b"before during")
+        await stopped
+        elapsed = reactor.seconds() - started
+        await talker.lost
+        reason = talker.reason
+        assert reason is not None
+        self.assertTrue(reason.check(SessionResetError), reason)
+        self.assertEqual(
+            (reason.value.code, reason.value.reason), (ErrorCode.GOING_AWAY, "drain timeout")
+        )
+        self.assertGreaterEqual(elapsed, drainTimeout)
+        self.assertLess(elapsed, 1.5)
 
     @asyncTest
     async def test_revocationFromAnotherProcess(self) -> None:

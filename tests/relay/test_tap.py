@@ -61,7 +61,8 @@ class OptionsTests(SynchronousTestCase):
     def test_defaults(self) -> None:
         """
         With no options: the XDG data directory, C{tcp:8443}, admin on
-        loopback port 9090, no extra names, a 2 s revocation poll.
+        loopback port 9090, no extra names, a 2 s revocation poll, a 30 s
+        drain timeout.
         """
         self.patch(os, "environ", {"XDG_DATA_HOME": "/xdg", "HOME": "/h"})
         config = parse().config
@@ -70,6 +71,7 @@ class OptionsTests(SynchronousTestCase):
         self.assertEqual(config.admin, "tcp:9090:interface=127.0.0.1")
         self.assertEqual(config.names, ())
         self.assertEqual(config.revocation_poll, 2.0)
+        self.assertEqual(config.drain_timeout, 30.0)
 
     def test_everything(self) -> None:
         """
@@ -79,13 +81,15 @@ class OptionsTests(SynchronousTestCase):
         config = parse(
             "--data-dir", "rel/dir", "--tls", "tcp:0:interface=127.0.0.1",
             "--admin", "unix:/tmp/admin.sock", "--name", "relay.example.com",
-            "--name", "192.0.2.7", "--revocation-poll", "0.5",
+            "--name", "192.0.2.7", "--revocation-poll", "0.5", "--drain-timeout", "7.5",
         ).config
         self.assertEqual(config.data_dir, Path(os.getcwd()) / "rel" / "dir")
         self.assertEqual(config.tls, "tcp:0:interface=127.0.0.1")
         self.assertEqual(config.admin, "unix:/tmp/admin.sock")
         self.assertEqual(config.names, ("relay.example.com", "192.0.2.7"))
         self.assertEqual(config.revocation_poll, 0.5)
+        self.assertEqual(config.drain_timeout, 7.5)
+        self.assertEqual(parse("--drain-timeout", "0").config.drain_timeout, 0.0)
         home = parse("-d", "~/r").config.data_dir
         self.assertEqual(home, Path(os.path.expanduser("~/r")))
 
@@ -122,6 +126,13 @@ class OptionsTests(SynchronousTestCase):
         """
         for value in ("0", "-1", "x", "3601", "nan"):
             self.assertUsageError(["--revocation-poll", value], "--revocation-poll")
+
+    def test_badDrainTimeout(self) -> None:
+        """
+        C{--drain-timeout} must be a number in [0, 3600].
+        """
+        for value in ("-1", "x", "3601", "nan", ""):
+            self.assertUsageError(["--drain-timeout", value], "--drain-timeout", "0 or more")
 
 
 class MakeServiceTests(SynchronousTestCase):
