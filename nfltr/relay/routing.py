@@ -20,7 +20,7 @@ from nfltr.link import ErrorCode
 from nfltr.link.twisted import LinkSession, LinkUnavailable, SessionResetError
 from nfltr.splice import SpliceEnd
 
-AGENT_UNAVAILABLE = "agent unavailable"
+AGENT_UNAVAILABLE = "agent unavailable (draining, or at its session limit)"
 
 
 class SessionEnd(SpliceEnd):
@@ -66,17 +66,18 @@ def join_sessions(clientSession: LinkSession, agentLink: Any, target: str) -> No
     """
     Open C{target} on C{agentLink} and splice it to C{clientSession}, which
     the client opened and nobody accepted yet.  If no session can be opened
-    on the agent's link, reset the client's with C{CONNECT_FAILED}.
+    on the agent's link, reset the client's with C{GOING_AWAY}: not the
+    service's refusal (C{CONNECT_FAILED}), which only the agent can report.
     """
     clientEnd, agentEnd = SessionEnd("client link lost"), SessionEnd("agent link lost")
     clientEnd.other, agentEnd.other = agentEnd, clientEnd
     try:
         agentLink.openSession(target, agentEnd)
     except LinkUnavailable:
-        clientSession.abortWith(ErrorCode.CONNECT_FAILED, AGENT_UNAVAILABLE)
+        clientSession.abortWith(ErrorCode.GOING_AWAY, AGENT_UNAVAILABLE)
         return
     if agentEnd.closed:
         # The link went away while the OPEN was being prepared.
-        clientSession.abortWith(ErrorCode.CONNECT_FAILED, AGENT_UNAVAILABLE)
+        clientSession.abortWith(ErrorCode.GOING_AWAY, AGENT_UNAVAILABLE)
         return
     clientSession.accept(clientEnd)

@@ -388,7 +388,8 @@ class RoutingTests(_Base):
     def test_agentGoingAway(self) -> None:
         """
         An agent whose link is draining cannot take new sessions: the client's
-        session is reset with C{CONNECT_FAILED} "agent unavailable".
+        session is reset with C{GOING_AWAY} "agent unavailable", not with the
+        code that says the service refused.
         """
         sessionAlive = Recorder()
         agent = self.h.agent(self.keyA, handler=RecordingHandler(lambda s: sessionAlive))
@@ -401,7 +402,7 @@ class RoutingTests(_Base):
         client.link.openSession(client_target("web", 3000), recorder)
         self.h.run()
         self.assertEqual(
-            lost_reason(recorder.lost), (ErrorCode.CONNECT_FAILED, AGENT_UNAVAILABLE)
+            lost_reason(recorder.lost), (ErrorCode.GOING_AWAY, AGENT_UNAVAILABLE)
         )
 
 
