@@ -197,6 +197,19 @@ class RelayLinkHandler(LinkHandler):
         """
         self.log.debug("ignored control message {type!r}", type=message.get("type"))
 
+    def linkGoingAway(self, link: LinkProtocol) -> None:
+        """
+        The dialer drains (GOAWAY): an agent's name is freed at once, so its
+        successor (a restarted agent) takes it without replacing this link,
+        whose sessions in flight finish.
+        """
+        agent = self.agent
+        if agent is not None and self.relay.directory.releaseAgent(agent):
+            self.log.info(
+                "agent {name} (account {account}) is draining",
+                name=agent.name, account=agent.account,
+            )
+
     def linkLost(self, link: LinkProtocol, reason: Failure) -> None:
         """
         Forget the link.

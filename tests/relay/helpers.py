@@ -16,7 +16,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.test.iosim import FakeTransport, IOPump, connect
 
-from nfltr.link import DIALER, LISTENER, PREAMBLE, FrameType
+from nfltr.link import DIALER, LISTENER, PREAMBLE, FrameType, LinkConfig
 from nfltr.link.twisted import LinkProtocol
 from nfltr.messages import TcpShare, agent_hello, client_hello
 from nfltr.relay.handler import Relay, RelayLinkHandler
@@ -190,12 +190,16 @@ class RelayHarness:
         self.logger = Logger(observer=self.logged.append)
         self.relay.log = self.logger
 
-    def dial(self, app: dict[str, Any], handler: RecordingHandler | None = None) -> Dialer:
+    def dial(
+        self, app: dict[str, Any], handler: RecordingHandler | None = None,
+        config: LinkConfig | None = None,
+    ) -> Dialer:
         """
-        Connect a dialer with hello C{app} and pump until quiet.
+        Connect a dialer with hello C{app} (and link C{config}) and pump until
+        quiet.
         """
         handler = handler or RecordingHandler()
-        dialer = LinkProtocol(DIALER, handler, self.clock, None, app)
+        dialer = LinkProtocol(DIALER, handler, self.clock, config, app)
         relayHandler = self.relay.handler()
         relayHandler.log = self.logger
         listener = LinkProtocol(LISTENER, relayHandler, self.clock)
@@ -209,12 +213,12 @@ class RelayHarness:
 
     def agent(
         self, key: str, name: str = "web", ports: tuple[int, ...] = (3000,),
-        handler: RecordingHandler | None = None,
+        handler: RecordingHandler | None = None, config: LinkConfig | None = None,
     ) -> Dialer:
         """
         Connect an agent.
         """
-        return self.dial(agent_hello(key, name, [TcpShare(p) for p in ports]), handler)
+        return self.dial(agent_hello(key, name, [TcpShare(p) for p in ports]), handler, config)
 
     def client(self, key: str, handler: RecordingHandler | None = None) -> Dialer:
         """

@@ -10,7 +10,7 @@ from twisted.internet.protocol import Protocol
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
-from nfltr.link import ErrorCode, FrameType, RefusalReason
+from nfltr.link import ErrorCode, FrameType, LinkConfig, RefusalReason
 from nfltr.link.twisted import SessionResetError
 from nfltr.messages import NOT_FOUND_CODE, NOT_FOUND_REASON, client_target
 from nfltr.relay.routing import AGENT_UNAVAILABLE
@@ -204,6 +204,34 @@ class AgentNameTests(_Base):
         self.assertEqual(len(newHandler.sessions), 1)
         self.assertEqual(oldHandler.sessions, [])
 
+    def test_drainingAgentHandsOverItsName(self) -> None:
+        """
+        An agent that drains (GOAWAY) frees its name at once: its successor
+        takes it without the draining link being told "replaced" or losing
+        the session it is finishing, and new sessions go to the successor.
+        """
+        oldHandler = RecordingHandler(lambda s: Recorder())
+        newHandler = RecordingHandler(lambda s: Recorder())
+        old = self.h.agent(self.keyA, "web", handler=oldHandler)
+        client = self.h.client(self.keyA)
+        inFlight = Recorder()
+        client.link.openSession(client_target("web", 3000), inFlight)
+        self.h.run()
+        self.assertEqual(len(oldHandler.sessions), 1)
+        old.link.drain()
+        self.h.run()
+        self.assertIsNone(self.h.relay.directory.agent("web"))
+        new = self.h.agent(self.keyA2, "web", handler=newHandler)
+        self.assertEqual(new.controls, [{"type": "welcome", "account": "acme", "name": "web"}])
+        self.assertNotIn(
+            refused(RefusalReason.CONFLICT, "replaced by a newer connection"), old.controls
+        )
+        self.assertIsNone(inFlight.lost)
+        client.link.openSession(client_target("web", 3000), Recorder())
+        self.h.run()
+        self.assertEqual(len(newHandler.sessions), 1)
+        self.assertEqual(len(oldHandler.sessions), 1)
+
     def test_disconnectFreesName(self) -> None:
         """
         When an agent's link ends, its name is free (another account may take
@@ -387,9 +415,8 @@ class RoutingTests(_Base):
 
     def test_agentGoingAway(self) -> None:
         """
-        An agent whose link is draining cannot take new sessions: the client's
-        session is reset with C{GOING_AWAY} "agent unavailable", not with the
-        code that says the service refused.
+        An agent whose link is draining is no longer routed to: a client's
+        new session gets the one refusal for unreachable agents.
         """
         sessionAlive = Recorder()
         agent = self.h.agent(self.keyA, handler=RecordingHandler(lambda s: sessionAlive))
@@ -401,9 +428,24 @@ class RoutingTests(_Base):
         recorder = Recorder()
         client.link.openSession(client_target("web", 3000), recorder)
         self.h.run()
-        self.assertEqual(
-            lost_reason(recorder.lost), (ErrorCode.GOING_AWAY, AGENT_UNAVAILABLE)
-        )
+        self.assertEqual(lost_reason(recorder.lost), (NOT_FOUND_CODE, NOT_FOUND_REASON))
+
+
+    def test_agentAtSessionLimit(self) -> None:
+        """
+        An agent whose link takes no more sessions (its session limit): the
+        client's session is reset with C{GOING_AWAY} "agent unavailable",
+        not with the code that says the service refused.
+        """
+        self.h.agent(self.keyA, handler=RecordingHandler(lambda s: Recorder()),
+                     config=LinkConfig(max_sessions=1))
+        client = self.h.client(self.keyA)
+        first, second = Recorder(), Recorder()
+        client.link.openSession(client_target("web", 3000), first)
+        client.link.openSession(client_target("web", 3000), second)
+        self.h.run()
+        self.assertIsNone(first.lost)
+        self.assertEqual(lost_reason(second.lost), (ErrorCode.GOING_AWAY, AGENT_UNAVAILABLE))
 
 
 class RevokeTests(_Base):
