@@ -20,16 +20,20 @@ from twisted.python.failure import Failure
 from nfltr.relay.config import (
     DEFAULT_ADMIN,
     DEFAULT_DRAIN_TIMEOUT,
+    DEFAULT_HANDSHAKE_TIMEOUT,
     DEFAULT_REVOCATION_POLL,
+    DEFAULT_SHARE_DOMAIN,
     DEFAULT_TLS,
     RelayConfig,
     default_data_dir,
 )
+from nfltr.relay.router import check_share_domain
 from nfltr.relay.service import RelayService
 from nfltr.tls import PKIError, subject_alt_names
 
 MAX_REVOCATION_POLL = 3600.0
 MAX_DRAIN_TIMEOUT = 3600.0
+MAX_HANDSHAKE_TIMEOUT = 300.0
 # Endpoint types that would add a TLS layer of their own under the relay's.
 _TLS_ENDPOINT_TYPES = ("ssl", "tls", "le", "lets")
 
@@ -64,14 +68,21 @@ class Options(usage.Options):
          "Where the relay keeps its certificates, database and relay.json "
          "[default: $XDG_DATA_HOME/nfltr/relay or ~/.local/share/nfltr/relay]."],
         ["tls", None, DEFAULT_TLS,
-         "Endpoint of the link listener; the relay adds TLS itself, so give a plain stream "
-         "endpoint (tcp:PORT[:interface=ADDR], unix:PATH, onion:...)."],
+         "Endpoint of the TLS port (links, and share URLs by server name); the relay adds TLS "
+         "itself, so give a plain stream endpoint (tcp:PORT[:interface=ADDR], unix:PATH, "
+         "onion:...)."],
         ["admin", None, DEFAULT_ADMIN, "Endpoint of the admin HTTP listener (/healthz)."],
         ["revocation-poll", None, DEFAULT_REVOCATION_POLL,
          "Seconds between checks for revoked API keys."],
         ["drain-timeout", None, DEFAULT_DRAIN_TIMEOUT,
          "On SIGTERM or SIGINT: seconds sessions in flight may take to finish after every "
          "link got a GOAWAY; those still open then are reset (0: reset them at once)."],
+        ["share-domain", None, DEFAULT_SHARE_DOMAIN,
+         "Shares are reached on the TLS port as NAME.DOMAIN; other names than the relay's "
+         "own (--name, localhost) get a TLS unrecognized_name alert."],
+        ["handshake-timeout", None, DEFAULT_HANDSHAKE_TIMEOUT,
+         "Seconds a connection to the TLS port has to send its TLS ClientHello (and, for the "
+         "relay's own names, then to finish the handshake and send its first bytes)."],
     ]
 
     def __init__(self) -> None:
@@ -104,12 +115,20 @@ class Options(usage.Options):
         check_endpoint(tls, "--tls")
         poll = _seconds(self["revocation-poll"], "--revocation-poll")
         drain = _seconds(self["drain-timeout"], "--drain-timeout", MAX_DRAIN_TIMEOUT, zero=True)
+        handshake = _seconds(
+            self["handshake-timeout"], "--handshake-timeout", MAX_HANDSHAKE_TIMEOUT
+        )
+        try:
+            shareDomain = check_share_domain(self["share-domain"])
+        except ValueError as e:
+            raise usage.UsageError(f"--share-domain {e}") from None
         admin = check_endpoint(self["admin"], "--admin")
         dataDir = self["data-dir"]
         path = Path(os.path.expanduser(dataDir)) if dataDir else default_data_dir()
         self.config = RelayConfig(
             data_dir=path.absolute(), tls=tls, admin=admin, names=names,
-            revocation_poll=poll, drain_timeout=drain,
+            revocation_poll=poll, drain_timeout=drain, share_domain=shareDomain,
+            handshake_timeout=handshake,
         )
 
 

@@ -8,6 +8,7 @@ routing of clients' sessions to them.
     (authentication, agent registration, routing, revocation);
   - L{directory}: agents by name, links by API key id;
   - L{routing}: joining a client's session to an agent's;
+  - L{router}: the TLS port's routes by server name (own names, shares);
   - L{revocation}: polling the store for revoked keys;
   - L{admin}: the admin web site; L{state}: C{relay.json};
     L{config}: settings and paths; L{_sniff}: link or not, after TLS.

@@ -19,6 +19,11 @@ DEFAULT_ADMIN = "tcp:9090:interface=127.0.0.1"
 DEFAULT_REVOCATION_POLL = 2.0
 # Seconds a stopping relay lets sessions in flight finish after its GOAWAY.
 DEFAULT_DRAIN_TIMEOUT = 30.0
+# Share URLs are https://NAME.SHARE_DOMAIN:PORT/; localhost needs no DNS.
+DEFAULT_SHARE_DOMAIN = "localhost"
+# Seconds a connection to the TLS port has to send its ClientHello (and,
+# for the relay's own name, then its first bytes after the handshake).
+DEFAULT_HANDSHAKE_TIMEOUT = 10.0
 DATABASE_NAME = "nfltr.sqlite3"
 STATE_FILE_NAME = "relay.json"
 
@@ -65,6 +70,11 @@ class RelayConfig:
     @ivar drain_timeout: seconds a stopping relay lets sessions in flight
         finish after it sent GOAWAY on every link; those still open then
         are reset.
+    @ivar share_domain: shares are reached on the TLS port as
+        C{NAME.share_domain} (see L{nfltr.relay.router}).
+    @ivar handshake_timeout: seconds a connection to the TLS port has to
+        send its whole ClientHello; for the relay's own names, as many again
+        to finish the handshake and show its first bytes.
     """
 
     data_dir: Path
@@ -73,3 +83,5 @@ class RelayConfig:
     names: tuple[str, ...] = field(default=())
     revocation_poll: float = DEFAULT_REVOCATION_POLL
     drain_timeout: float = DEFAULT_DRAIN_TIMEOUT
+    share_domain: str = DEFAULT_SHARE_DOMAIN
+    handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT

@@ -5,9 +5,12 @@ L{RelayService}: one relay process's start-up and shut-down.
 Starting: create the data directory (0700), the PKI
 (L{nfltr.tls.ensure_relay_pki}), the key store (SQLite in a thread pool the
 service owns), then the listeners, each from an endpoint string: the TLS
-listener (the relay adds TLS itself with L{TLSMemoryBIOFactory}, then tells
-link connections from other bytes, see L{nfltr.relay._sniff}) and the admin
-web site.  Once both are bound it writes C{relay.json}
+listener and the admin web site.  On the TLS listener an SNI router
+(L{nfltr.relay.router.tls_port_factory}) reads each ClientHello without
+ending TLS: the relay's own names go to its own TLS stack (the relay adds
+TLS itself, then tells link connections from other bytes, see
+L{nfltr.relay._sniff}), share names to their share (L{RelayService.shares}),
+others get an alert.  Once both are bound it writes C{relay.json}
 (L{nfltr.relay.state}) and starts polling for revoked keys.
 
 Stopping undoes what was done, in reverse: C{relay.json} removed, polling
@@ -28,21 +31,19 @@ from twisted.internet.defer import CancelledError, Deferred, ensureDeferred, may
 from twisted.internet.endpoints import serverFromString
 from twisted.internet.error import CannotListenError
 from twisted.logger import Logger
-from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 
 from nfltr import __version__
-from nfltr.link import LISTENER
-from nfltr.link.twisted import LinkFactory
+from nfltr.sni.twisted import SNIRouterFactory
 from nfltr.store import SQLiteStore, StoreError
 from nfltr.tls import PKIError, RelayPKI, ensure_relay_pki, server_context_factory
 
-from ._sniff import SniffingFactory
 from .admin import admin_site
 from .config import RelayConfig, database_path, state_file_path
 from .handler import Relay
 from .revocation import RevocationPoller
+from .router import ShareRoutes, tls_port_factory
 from .state import RelayInfo, format_address, remove_state_file, write_state_file
 
 DATA_DIR_MODE = 0o700
@@ -62,6 +63,10 @@ class RelayService(Service):
     @ivar reactor: the reactor (TCP, time, threads), injected.
     @ivar relay: the shared state of the link handlers, once started.
     @ivar info: what C{relay.json} says, once started.
+    @ivar shares: the routing table of share names on the TLS port (empty
+        until shares are published).
+    @ivar router: the TLS port's router factory (its C{refused} and
+        C{routed} counters), once started.
     """
 
     name = "relay"
@@ -72,6 +77,8 @@ class RelayService(Service):
         self.reactor = reactor
         self.relay: Relay | None = None
         self.info: RelayInfo | None = None
+        self.shares = ShareRoutes()
+        self.router: SNIRouterFactory | None = None
         self._cleanups: list[Cleanup] = []
         self._starting: Deferred[RelayInfo] | None = None
         self._outcome: RelayInfo | Failure | None = None
@@ -147,14 +154,9 @@ class RelayService(Service):
         self._announce(info)
         return info
 
-    def _tlsFactory(self, relay: Relay, creator: Any) -> TLSMemoryBIOFactory:
-        links = LinkFactory(LISTENER, relay.handler, self.reactor)
-        links.noisy = False
-        factory = TLSMemoryBIOFactory(
-            creator, False, SniffingFactory(links, self.reactor), clock=self.reactor
-        )
-        factory.noisy = False
-        return factory
+    def _tlsFactory(self, relay: Relay, creator: Any) -> SNIRouterFactory:
+        self.router = tls_port_factory(relay, creator, self.config, self.shares, self.reactor)
+        return self.router
 
     def _describe(self, pki: RelayPKI, tlsPort: Any, adminPort: Any) -> RelayInfo:
         return RelayInfo(

@@ -6,6 +6,8 @@ The relay's TLS port routes each visitor by the name in its ClientHello.
 L{ClientHelloParser} is sans-I/O (no Twisted): it is fed the connection's
 first bytes and keeps them, untouched, for replay to the chosen backend.
 Its contract is to raise nothing but L{ClientHelloError}, on any input.
+L{nfltr.sni.twisted} is the router protocol that adapts it to Twisted (not
+imported here: the parser needs no Twisted).
 """
 
 from ._errors import ClientHelloError, Reason

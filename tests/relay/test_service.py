@@ -27,6 +27,7 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger, LogLevel
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase, TestCase
+from zope.interface import implementer
 
 from nfltr.link import DIALER, ErrorCode
 from nfltr.link.twisted import LinkHandler, LinkProtocol, SessionResetError
@@ -42,8 +43,10 @@ from nfltr.relay._sniff import NOT_A_LINK_RESPONSE
 from nfltr.relay.config import RelayConfig
 from nfltr.relay.service import RelayService
 from nfltr.relay.state import RelayInfo, format_address
+from nfltr.sni.twisted import NOT_TLS_RESPONSE, ISpliceBackend
 from nfltr.store import SQLiteStoreCore
 from nfltr.tls import client_creator, spki_fingerprint
+from tests.sni.helpers import live_hello
 
 LOOPBACK = "tcp:0:interface=127.0.0.1"
 
@@ -86,6 +89,20 @@ class DialerHandler(LinkHandler):
 class Echo(Protocol):
     def dataReceived(self, data: bytes) -> None:
         self.transport.write(data)
+
+
+@implementer(ISpliceBackend)
+class TCPBackend:
+    """
+    A share backend that is a TCP service on loopback.
+    """
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+
+    def connect(self, protocol: Any) -> None:
+        d = connectProtocol(TCP4ClientEndpoint(reactor, "127.0.0.1", self.port), protocol)
+        d.addErrback(protocol.connectionLost)
 
 
 class Collector(Protocol):
@@ -161,11 +178,11 @@ class RelayServiceTests(TestCase):
         self.links: list[tuple[LinkProtocol, DialerHandler]] = []
 
     async def startRelay(
-        self, revocationPoll: float = 2.0, drainTimeout: float = 30.0
+        self, revocationPoll: float = 2.0, drainTimeout: float = 30.0, **extra: Any
     ) -> RelayInfo:
         config = RelayConfig(
             self.dataDir, tls=LOOPBACK, admin=LOOPBACK, revocation_poll=revocationPoll,
-            drain_timeout=drainTimeout,
+            drain_timeout=drainTimeout, **extra,
         )
         self.service = RelayService(config, reactor)
         self.service.startService()
@@ -192,12 +209,14 @@ class RelayServiceTests(TestCase):
         await handler.firstControl
         return handler
 
-    async def talk(self, address: str, request: bytes, tls: str | None = None) -> bytes:
+    async def talk(
+        self, address: str, request: bytes, tls: str | None = None, expect: int = 1 << 20
+    ) -> bytes:
         host, port = address.rsplit(":", 1)
         endpoint: Any = TCP4ClientEndpoint(reactor, host, int(port))
         if tls is not None:
             endpoint = wrapClientTLS(client_creator(host, ca_path=tls), endpoint)
-        collector = Collector(request, 1 << 20)
+        collector = Collector(request, expect)
         await connectProtocol(endpoint, collector)
         return await collector.done
 
@@ -242,6 +261,54 @@ class RelayServiceTests(TestCase):
         info = await self.startRelay()
         response = await self.talk(info.tls, b"GET / HTTP/1.1\r\nHost: r\r\n\r\n", tls=info.ca)
         self.assertEqual(response, NOT_A_LINK_RESPONSE)
+
+    @asyncTest
+    async def test_tlsPortRefusals(self) -> None:
+        """
+        On the TLS port: plain HTTP gets the 400 saying the port speaks TLS; a
+        TLS client asking for an unknown name fails its handshake on the
+        relay's unrecognized_name alert; a silent connection is closed after
+        the configured handshake timeout.  Each is counted by the router.
+        """
+        info = await self.startRelay(handshake_timeout=0.3)
+        response = await self.talk(info.tls, b"GET / HTTP/1.1\r\nHost: r\r\n\r\n")
+        self.assertEqual(response, NOT_TLS_RESPONSE)
+        host, port = info.tls.rsplit(":", 1)
+        endpoint = wrapClientTLS(
+            client_creator("nope.localhost", ca_path=info.ca),
+            TCP4ClientEndpoint(reactor, host, int(port)),
+        )
+        collector = Collector(b"never", 1)
+        await connectProtocol(endpoint, collector)
+        self.assertEqual(await collector.done, b"")
+        assert collector.lost is not None
+        self.assertIn("unrecognized name", str(collector.lost.value))
+        started = reactor.seconds()
+        self.assertEqual(await self.talk(info.tls, b""), b"")
+        self.assertGreaterEqual(reactor.seconds() - started, 0.3)
+        router = self.service.router
+        assert router is not None
+        self.assertEqual(
+            {k: v for k, v in router.refused.items() if v},
+            {"not_tls": 1, "unrecognized_name": 1, "timeout": 1},
+        )
+
+    @asyncTest
+    async def test_shareSplice(self) -> None:
+        """
+        A share added to the relay's routing table gets the raw bytes of a
+        visitor asking for C{NAME.localhost} over real sockets, hello first,
+        and its answer reaches the visitor: here a TCP echo service, which
+        sends back exactly what the visitor sent.
+        """
+        echo = await TCP4ServerEndpoint(reactor, 0, interface="127.0.0.1").listen(
+            Factory.forProtocol(Echo)
+        )
+        self.addCleanup(echo.stopListening)
+        info = await self.startRelay()
+        self.service.shares.add("web", TCPBackend(echo.getHost().port))
+        sent = live_hello("web.localhost") + b"bytes after the hello" * 1000
+        self.assertEqual(await self.talk(info.tls, sent, expect=len(sent)), sent)
 
     @asyncTest
     async def test_tunnelOverTLS(self) -> None:

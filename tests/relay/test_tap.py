@@ -62,7 +62,7 @@ class OptionsTests(SynchronousTestCase):
         """
         With no options: the XDG data directory, C{tcp:8443}, admin on
         loopback port 9090, no extra names, a 2 s revocation poll, a 30 s
-        drain timeout.
+        drain timeout, shares under C{localhost}, a 10 s handshake timeout.
         """
         self.patch(os, "environ", {"XDG_DATA_HOME": "/xdg", "HOME": "/h"})
         config = parse().config
@@ -72,16 +72,20 @@ class OptionsTests(SynchronousTestCase):
         self.assertEqual(config.names, ())
         self.assertEqual(config.revocation_poll, 2.0)
         self.assertEqual(config.drain_timeout, 30.0)
+        self.assertEqual(config.share_domain, "localhost")
+        self.assertEqual(config.handshake_timeout, 10.0)
 
     def test_everything(self) -> None:
         """
         Every option reaches the configuration; C{--name} repeats; a relative
-        data directory is made absolute and C{~} expanded.
+        data directory is made absolute and C{~} expanded; the share domain is
+        normalised as server names spell it.
         """
         config = parse(
             "--data-dir", "rel/dir", "--tls", "tcp:0:interface=127.0.0.1",
             "--admin", "unix:/tmp/admin.sock", "--name", "relay.example.com",
             "--name", "192.0.2.7", "--revocation-poll", "0.5", "--drain-timeout", "7.5",
+            "--share-domain", "Shares.Example.COM.", "--handshake-timeout", "2.5",
         ).config
         self.assertEqual(config.data_dir, Path(os.getcwd()) / "rel" / "dir")
         self.assertEqual(config.tls, "tcp:0:interface=127.0.0.1")
@@ -89,6 +93,8 @@ class OptionsTests(SynchronousTestCase):
         self.assertEqual(config.names, ("relay.example.com", "192.0.2.7"))
         self.assertEqual(config.revocation_poll, 0.5)
         self.assertEqual(config.drain_timeout, 7.5)
+        self.assertEqual(config.share_domain, "shares.example.com")
+        self.assertEqual(config.handshake_timeout, 2.5)
         self.assertEqual(parse("--drain-timeout", "0").config.drain_timeout, 0.0)
         home = parse("-d", "~/r").config.data_dir
         self.assertEqual(home, Path(os.path.expanduser("~/r")))
@@ -133,6 +139,24 @@ class OptionsTests(SynchronousTestCase):
         """
         for value in ("-1", "x", "3601", "nan", ""):
             self.assertUsageError(["--drain-timeout", value], "--drain-timeout", "0 or more")
+
+    def test_badHandshakeTimeout(self) -> None:
+        """
+        C{--handshake-timeout} must be a number in (0, 300].
+        """
+        for value in ("0", "-1", "x", "300.5", "nan", ""):
+            self.assertUsageError(
+                ["--handshake-timeout", value], "--handshake-timeout", "more than 0"
+            )
+        self.assertEqual(parse("--handshake-timeout", "300").config.handshake_timeout, 300.0)
+
+    def test_badShareDomain(self) -> None:
+        """
+        C{--share-domain} must be a DNS name: not an IP address, a wildcard or
+        anything else.
+        """
+        for value in ("192.0.2.1", "*.example.com", "", "a b", "x_y.example"):
+            self.assertUsageError(["--share-domain", value], "--share-domain", repr(value))
 
 
 class MakeServiceTests(SynchronousTestCase):

@@ -1,0 +1,202 @@
+# -*- test-case-name: tests.relay.test_router -*-
+"""
+What the relay's TLS port does with each server name.
+
+Every connection to the TLS port goes through an L{nfltr.sni.twisted.SNIRouter}
+first; L{TLSPortRoutes.choose} decides by the ClientHello's server name:
+
+  - none (a client that dialled an IP address sends none), C{localhost} or
+    one of the relay's own names (C{--name}): the relay ends TLS itself
+    (L{HandOver} to its TLS stack, then links and HTTP as before);
+  - C{LABEL.SHARE_DOMAIN} (C{--share-domain}, C{localhost} by default) for
+    a share the routing table knows: the raw bytes go to the share's backend
+    (L{Splice});
+  - anything else, an unknown share included: a fatal TLS
+    C{unrecognized_name} alert.
+
+The relay's own names win over the share domain, so C{relay.example.com}
+stays the relay's with C{--share-domain example.com}.
+
+The routing table is an L{IShareRoutes}; L{ShareRoutes} keeps one in memory,
+empty until the share-URL feature adds shares to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from cryptography import x509
+from twisted.internet import interfaces
+from twisted.protocols.tls import TLSMemoryBIOFactory
+from zope.interface import Interface, implementer
+
+from nfltr.link import LISTENER
+from nfltr.link.twisted import LinkFactory
+from nfltr.sni import ClientHello, ClientHelloError, check_host_name
+from nfltr.sni.twisted import (
+    REFUSE,
+    HandOver,
+    ISpliceBackend,
+    Route,
+    SNIRouterFactory,
+    Splice,
+)
+from nfltr.tls import PKIError, subject_alt_names
+
+from ._sniff import SniffingFactory
+from .config import RelayConfig
+from .handler import Relay
+
+#: The name the relay always answers to, as its certificate does.
+LOCAL_NAME = "localhost"
+
+
+class IShareRoutes(Interface):
+    """
+    The shares reachable by name on the TLS port.
+    """
+
+    def route(name: str) -> ISpliceBackend | None:
+        """
+        The backend of the share called C{name}, or L{None} if there is none
+        now.  C{name} is one DNS label, lowercase (internationalised names
+        as their C{xn--} A-label): what precedes the share domain in the
+        server name.  Called once per visitor connection, on the reactor
+        thread: answer at once, from memory.
+        """
+
+
+@implementer(IShareRoutes)
+class ShareRoutes:
+    """
+    A routing table in memory.
+
+    @ivar _backends: the backends by share name.
+    """
+
+    def __init__(self) -> None:
+        self._backends: dict[str, ISpliceBackend] = {}
+
+    def add(self, name: str, backend: ISpliceBackend) -> None:
+        """
+        Route C{name} (a lowercase DNS label) to C{backend}, in place of any
+        earlier backend of that name.
+        """
+        self._backends[name] = backend
+
+    def remove(self, name: str) -> None:
+        """
+        Stop routing C{name}; nothing happens if it was not routed.
+        """
+        self._backends.pop(name, None)
+
+    def route(self, name: str) -> ISpliceBackend | None:
+        """
+        See L{IShareRoutes.route}.
+        """
+        return self._backends.get(name)
+
+
+def own_names(names: Iterable[str]) -> frozenset[str]:
+    """
+    The server names the relay ends TLS for: C{localhost} and the DNS names
+    among C{names} (the C{--name} values), spelled as a ClientHello carries
+    them (lowercase, no trailing dot, C{xn--} A-labels).  IP addresses and
+    wildcards are left out: neither can be a server name.
+
+    @raise PKIError: a name is neither a DNS name nor an IP address.
+    """
+    result = {LOCAL_NAME}
+    for entry in subject_alt_names(names):
+        if isinstance(entry, x509.DNSName) and not entry.value.startswith("*."):
+            result.add(entry.value)
+    return frozenset(result)
+
+
+def check_share_domain(domain: str) -> str:
+    """
+    Check and normalise a share domain: a DNS host name under which each
+    share is one more label.
+
+    @return: the domain as server names spell it (lowercase, no trailing
+        dot, C{xn--} A-labels).
+    @raise ValueError: saying what is wrong.
+    """
+    try:
+        [entry] = subject_alt_names([domain])
+    except PKIError:
+        entry = None
+    if not isinstance(entry, x509.DNSName) or entry.value.startswith("*."):
+        raise ValueError(f"{domain!r}: give a DNS name (not an IP address, not a wildcard)")
+    try:
+        return check_host_name(entry.value.encode("ascii"))
+    except ClientHelloError as e:
+        raise ValueError(f"{domain!r}: {e.detail}") from None
+
+
+class TLSPortRoutes:
+    """
+    Chooses the route of each connection to the TLS port from its hello.
+
+    @ivar relay: the factory of the relay's own TLS stack.
+    @ivar own: the names the relay ends TLS for (see L{own_names}).
+    @ivar shareDomain: the share domain, normalised (L{check_share_domain}).
+    @ivar shares: the routing table.
+    """
+
+    def __init__(
+        self, relay: interfaces.IProtocolFactory, own: frozenset[str], shareDomain: str,
+        shares: IShareRoutes,
+    ) -> None:
+        self.relay = relay
+        self.own = own
+        self.shareDomain = shareDomain
+        self.shares = shares
+        self._suffix = "." + shareDomain
+
+    def shareName(self, serverName: str) -> str | None:
+        """
+        The share name in C{serverName}: its first label if the rest is the
+        share domain; L{None} otherwise (a deeper name included).
+        """
+        if not serverName.endswith(self._suffix):
+            return None
+        label = serverName[: -len(self._suffix)]
+        return label if label and "." not in label else None
+
+    def choose(self, hello: ClientHello) -> Route:
+        """
+        The route for C{hello}: see the module.
+        """
+        name = hello.server_name
+        if name is None or name in self.own:
+            return HandOver(self.relay)
+        share = self.shareName(name)
+        backend = None if share is None else self.shares.route(share)
+        return REFUSE if backend is None else Splice(backend)
+
+
+def tls_port_factory(
+    relay: Relay, creator: Any, config: RelayConfig, shares: IShareRoutes,
+    clock: interfaces.IReactorTime,
+) -> SNIRouterFactory:
+    """
+    The factory of the relay's TLS port: an SNI router (with C{config}'s
+    names, share domain and handshake timeout, and the routing table
+    C{shares}) in front of the relay's own TLS stack: TLS with C{creator}
+    (an L{IOpenSSLServerConnectionCreator}), then link or HTTP 400
+    (L{nfltr.relay._sniff}, under the same timeout), links handled by
+    C{relay}.
+
+    @raise ValueError: the share domain is not a DNS name.
+    """
+    links = LinkFactory(LISTENER, relay.handler, clock)
+    links.noisy = False
+    sniffing = SniffingFactory(links, clock, config.handshake_timeout)
+    tls = TLSMemoryBIOFactory(creator, False, sniffing, clock=clock)
+    tls.noisy = False
+    routes = TLSPortRoutes(
+        tls, own_names(config.names), check_share_domain(config.share_domain), shares
+    )
+    return SNIRouterFactory(routes.choose, clock, config.handshake_timeout)

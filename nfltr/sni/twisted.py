@@ -1,0 +1,354 @@
+# -*- test-case-name: tests.sni.test_twisted -*-
+"""
+The SNI router: L{nfltr.sni}'s parser on a Twisted connection.
+
+L{SNIRouter} reads the start of a connection with a L{ClientHelloParser},
+without ending TLS and under a handshake timeout, then asks its factory's
+chooser what to do with the L{ClientHello}:
+
+  - L{HandOver}: a protocol from the given factory takes the connection over
+    and is fed every byte read so far, unchanged, as its first read (the
+    relay's own TLS stack, which then runs the handshake as if it had read
+    the hello itself);
+  - L{Splice}: the connection is spliced (L{nfltr.splice}) to a backend (a
+    share), which receives every byte read so far before anything else;
+    each side is then the other's streaming producer;
+  - L{Refuse}: a fatal TLS C{unrecognized_name} alert, then close.
+
+First bytes that are no usable ClientHello close the connection; a plain
+HTTP request (C{not_tls}) is first answered with a short C{400} saying the
+port speaks TLS.  A hello not complete within the timeout closes the
+connection too.  Each refusal is counted by a reason from a closed set
+(L{REFUSALS}) in L{SNIRouterFactory.refused}.
+
+Bounds: until its hello is complete a connection holds at most
+L{nfltr.sni.MAX_HELLO_WIRE_SIZE} bytes plus one read (the parser refuses more from the
+headers), and the read that completes the hello is handed on at once.
+Connections share nothing but the factory's counters: a slow or silent
+client delays no other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from twisted.internet import error, interfaces
+from twisted.internet.protocol import Factory, Protocol
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from zope.interface import Interface, implementer
+
+from nfltr.splice import SpliceEnd
+
+from ._errors import ClientHelloError, Reason
+from ._hello import ClientHello
+from ._parser import NEED_DATA, ClientHelloParser
+
+#: Seconds a connection has to send its whole ClientHello.
+HANDSHAKE_TIMEOUT = 10.0
+
+#: The alert record: content type alert (21), record version 0x0303 (what
+#: TLS 1.2 and 1.3 write, RFC 8446 section 5.1), two bytes of payload:
+#: level fatal (2), description unrecognized_name (112, RFC 6066 section 3).
+ALERT = 21
+FATAL = 2
+UNRECOGNIZED_NAME = 112
+UNRECOGNIZED_NAME_ALERT = bytes([ALERT, 3, 3, 0, 2, FATAL, UNRECOGNIZED_NAME])
+
+NOT_TLS_BODY = b"this port speaks TLS: use https:// or an nfltr client\n"
+NOT_TLS_RESPONSE = (
+    b"HTTP/1.1 400 Bad Request\r\n"
+    b"Content-Type: text/plain; charset=utf-8\r\n"
+    b"Content-Length: " + str(len(NOT_TLS_BODY)).encode("ascii") + b"\r\n"
+    b"Connection: close\r\n"
+    b"\r\n" + NOT_TLS_BODY
+)
+
+#: Refusals that are not the parser's: no complete hello within the timeout,
+#: and a server name nobody here answers to.
+TIMEOUT = "timeout"
+UNKNOWN_NAME = "unrecognized_name"
+#: Every reason a connection is refused for: the keys of
+#: L{SNIRouterFactory.refused}, a closed set fit to label a metric.
+REFUSALS: tuple[str, ...] = (*(reason.value for reason in Reason), TIMEOUT, UNKNOWN_NAME)
+
+#: The keys of L{SNIRouterFactory.routed}: what was done with a good hello.
+HANDED_OVER = "hand_over"
+SPLICED = "splice"
+
+
+class ISpliceBackend(Interface):
+    """
+    Where L{Splice} sends a connection's raw bytes (a share).
+    """
+
+    def connect(protocol: interfaces.IProtocol) -> None:
+        """
+        Connect C{protocol} to the backend, now or later: call its
+        C{makeConnection} with a transport whose writes reach the backend,
+        and give it what the backend sends.  The protocol writes the bytes
+        read so far (the ClientHello and whatever followed it) in its
+        C{connectionMade}, before anything else; so a link session opened
+        with it (L{nfltr.link.twisted.LinkProtocol.openSession}) carries them
+        in its OPEN.
+
+        If the backend cannot be reached, call C{protocol.connectionLost}
+        with the reason instead (without C{makeConnection}): the visitor's
+        connection is then aborted.  Never raise.
+        """
+
+
+@dataclass(frozen=True)
+class HandOver:
+    """
+    Give the connection to a protocol of C{factory}; it is fed every byte
+    read so far as its first read, then every later event.
+    """
+
+    factory: interfaces.IProtocolFactory
+
+
+@dataclass(frozen=True)
+class Splice:
+    """
+    Splice the connection to C{backend}, which receives every byte read so
+    far first.
+    """
+
+    backend: ISpliceBackend
+
+
+@dataclass(frozen=True)
+class Refuse:
+    """
+    Answer a fatal C{unrecognized_name} alert and close.
+    """
+
+
+REFUSE = Refuse()
+Route = HandOver | Splice | Refuse
+#: Decides a route from a complete hello; called once per connection.
+Chooser = Callable[[ClientHello], Route]
+
+
+class _ReplayEnd(SpliceEnd):
+    """
+    The backend's end of a splice: writes the bytes read so far before
+    anything else, and aborts at once if the visitor already left.
+    """
+
+    def __init__(self, replay: bytes) -> None:
+        super().__init__()
+        self.replay = replay
+
+    def connectionMade(self) -> None:
+        """
+        Write the replay, then join the visitor's end (or abort: it left).
+        """
+        other = self.other
+        if other is not None and other.closed:
+            self.connected = True
+            self.transport.abortConnection()
+            return
+        replay, self.replay = self.replay, b""
+        self.transport.write(replay)
+        super().connectionMade()
+
+
+@implementer(interfaces.IHalfCloseableProtocol)
+class SNIRouter(Protocol):
+    """
+    Routes one connection by the server name of its ClientHello.
+
+    @ivar factory: the L{SNIRouterFactory}: chooser, clock, timeout, counters.
+    @ivar addr: the peer's address, given to a factory of L{HandOver}.
+    @ivar parser: reads the hello; L{None} once it was complete, refused,
+        timed out or the connection was lost.
+    @ivar inner: the protocol that took the connection over (L{HandOver}'s,
+        or the visitor's end of a L{Splice}); every later event goes to it.
+    @ivar _timer: the handshake timeout, pending while the parser reads.
+    """
+
+    # Set by makeConnection; stream transports with the whole ITCPTransport
+    # surface (pause/resume, half-close, abort) in practice.
+    transport: Any
+
+    log = Logger()
+
+    def __init__(self, factory: SNIRouterFactory, addr: Any) -> None:
+        self.factory = factory
+        self.addr = addr
+        self.parser: ClientHelloParser | None = ClientHelloParser()
+        self.inner: Any = None
+        self._timer: interfaces.IDelayedCall | None = None
+
+    def connectionMade(self) -> None:
+        """
+        Start the handshake timeout.
+        """
+        self._timer = self.factory.clock.callLater(self.factory.timeout, self._timedOut)
+
+    def dataReceived(self, data: bytes) -> None:
+        """
+        Feed the parser until the hello is complete, then route; after a
+        hand-over, pass the bytes on.
+        """
+        if self.inner is not None:
+            self.inner.dataReceived(data)
+            return
+        parser = self.parser
+        if parser is None or not data:
+            return
+        try:
+            hello = parser.receive_data(data)
+        except ClientHelloError as e:
+            self._invalid(e)
+            return
+        if hello is NEED_DATA:
+            return
+        self.parser = None
+        self._cancelTimer()
+        self._route(hello, parser.buffered())
+
+    def _route(self, hello: ClientHello, replay: bytes) -> None:
+        route = self.factory.choose(hello)
+        if isinstance(route, HandOver):
+            self.factory.routed[HANDED_OVER] += 1
+            self._handOver(route.factory, replay)
+        elif isinstance(route, Splice):
+            self.factory.routed[SPLICED] += 1
+            self._splice(route.backend, replay)
+        else:
+            self._refuse(UNKNOWN_NAME, UNRECOGNIZED_NAME_ALERT, f"name {hello.server_name!r}")
+
+    def _handOver(self, factory: interfaces.IProtocolFactory, replay: bytes) -> None:
+        inner = factory.buildProtocol(self.addr)
+        if inner is None:
+            self.transport.loseConnection()
+            return
+        self.inner = inner
+        inner.makeConnection(self.transport)
+        inner.dataReceived(replay)
+
+    def _splice(self, backend: ISpliceBackend, replay: bytes) -> None:
+        visitor, remote = SpliceEnd(), _ReplayEnd(replay)
+        visitor.other, remote.other = remote, visitor
+        self.inner = visitor
+        # Reading pauses here until the backend's end is connected.
+        visitor.makeConnection(self.transport)
+        try:
+            backend.connect(remote)
+        except Exception:  # noqa: BLE001 - a backend that breaks its contract costs one visitor
+            self.log.failure("splice backend {backend!r} raised", backend=backend)
+            remote.abort()
+            visitor.abort()
+
+    def _invalid(self, e: ClientHelloError) -> None:
+        self.parser = None
+        self._cancelTimer()
+        answer = NOT_TLS_RESPONSE if e.reason is Reason.NOT_TLS else b""
+        self._refuse(e.reason.value, answer, e.detail)
+
+    def _refuse(self, reason: str, answer: bytes, detail: str) -> None:
+        self.factory.refused[reason] += 1
+        self.log.debug(
+            "TLS port: {peer} refused ({reason}: {detail})",
+            peer=self._peer(), reason=reason, detail=detail,
+        )
+        if answer:
+            self.transport.write(answer)
+        self.transport.loseConnection()
+
+    def _timedOut(self) -> None:
+        self._timer = None
+        self.parser = None
+        self.factory.refused[TIMEOUT] += 1
+        self.log.debug(
+            "TLS port: no ClientHello from {peer} within {timeout}s: closed",
+            peer=self._peer(), timeout=self.factory.timeout,
+        )
+        self.transport.abortConnection()
+
+    def _cancelTimer(self) -> None:
+        if self._timer is not None and self._timer.active():
+            self._timer.cancel()
+        self._timer = None
+
+    def _peer(self) -> str:
+        return str(self.transport.getPeer()) if self.transport is not None else "?"
+
+    def readConnectionLost(self) -> None:
+        """
+        EOF from the peer: before the hello, a truncated hello; after a
+        hand-over, a half-close for a protocol that takes one, else a close.
+        """
+        inner = self.inner
+        if inner is not None:
+            halfCloseable = interfaces.IHalfCloseableProtocol(inner, None)
+            if halfCloseable is not None:
+                halfCloseable.readConnectionLost()
+            else:
+                self.transport.loseConnection()
+            return
+        if self.parser is not None:
+            self._endedEarly()
+            self.transport.loseConnection()
+
+    def writeConnectionLost(self) -> None:
+        """
+        Our write side is shut: tell a protocol that cares.
+        """
+        halfCloseable = interfaces.IHalfCloseableProtocol(self.inner, None)
+        if halfCloseable is not None:
+            halfCloseable.writeConnectionLost()
+
+    def connectionLost(self, reason: Failure = error.ConnectionDone) -> None:  # type: ignore[assignment]
+        """
+        Pass the loss on to the protocol that took over, or count a
+        connection that ended before its hello was complete.
+        """
+        self._cancelTimer()
+        if self.inner is not None:
+            self.inner.connectionLost(reason)
+        elif self.parser is not None:
+            self._endedEarly()
+
+    def _endedEarly(self) -> None:
+        self.parser = None
+        self._cancelTimer()
+        self.factory.refused[Reason.TRUNCATED.value] += 1
+        self.log.debug("TLS port: {peer} left before its ClientHello", peer=self._peer())
+
+
+class SNIRouterFactory(Factory):
+    """
+    Builds an L{SNIRouter} for each connection.
+
+    @ivar choose: the L{Chooser}.
+    @ivar clock: schedules the handshake timeouts.
+    @ivar timeout: seconds a connection has to send its whole ClientHello.
+    @ivar refused: connections refused, by reason: every key of
+        L{REFUSALS}, from 0.
+    @ivar routed: connections routed, by kind (L{HANDED_OVER}, L{SPLICED}).
+    """
+
+    noisy = False
+
+    def __init__(
+        self, choose: Chooser, clock: interfaces.IReactorTime,
+        timeout: float = HANDSHAKE_TIMEOUT,
+    ) -> None:
+        self.choose = choose
+        self.clock = clock
+        self.timeout = timeout
+        self.refused: dict[str, int] = dict.fromkeys(REFUSALS, 0)
+        self.routed: dict[str, int] = dict.fromkeys((HANDED_OVER, SPLICED), 0)
+
+    def buildProtocol(self, addr: Any) -> SNIRouter:
+        """
+        A router for one connection.
+        """
+        return SNIRouter(self, addr)
+
