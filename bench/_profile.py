@@ -98,7 +98,9 @@ class Sampler:
     (C{--format raw}) to C{output} when the process exits.
     """
 
-    def __init__(self, pid: int, output: Path, rate: int, native: bool) -> None:
+    def __init__(
+        self, pid: int, output: Path, rate: int, native: bool, options: tuple[str, ...] = ()
+    ) -> None:
         exe = shutil.which("py-spy")
         if exe is None:
             raise BenchError("py-spy is not installed: pip install py-spy")
@@ -108,6 +110,7 @@ class Sampler:
         ]
         if native:
             command.append("--native")
+        command += options
         self.output = output
         self.proc = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -171,12 +174,15 @@ def _frame_name(frame: str) -> str:
     return f"{m.group('func')} ({path})"
 
 
-def hot_spots(path: Path, top: int = 10, libc: LibcSymbols | None = None) -> dict[str, Any]:
+def hot_spots(
+    path: Path, top: int = 10, libc: LibcSymbols | None = None, spine: re.Pattern[str] | None = None
+) -> dict[str, Any]:
     """
     The C{top} functions by self samples (the leaf of the stack) and by
     total samples (anywhere on the stack, the reactor loop and the root
     frame left out), as shares of the samples that were not waiting in
-    epoll.  C{libc} names libc addresses.  With native frames, C{copies}
+    epoll.  C{libc} names libc addresses; C{spine} matches more frames to
+    leave out of the total table.  With native frames, C{copies}
     charges the samples in C{memmove}/C{memcpy} to the nearest Python
     function below them: who copies.
     """
@@ -209,7 +215,7 @@ def hot_spots(path: Path, top: int = 10, libc: LibcSymbols | None = None) -> dic
             for f, n in counter.most_common(top)
         ]
 
-    for frame in [f for f in total if _SPINE.search(f)]:
+    for frame in [f for f in total if _SPINE.search(f) or (spine and spine.search(f))]:
         del total[frame]
     return {
         "samples": samples, "idle": idle, "self": table(own), "total": table(total),
