@@ -6,6 +6,7 @@ One validated configuration object for a link connection.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from ._frames import MAX_PAYLOAD
 from ._liveness import DEFAULT_KEEPALIVE, Keepalive
@@ -74,17 +75,18 @@ class LinkConfig:
         if not 0 < self.ping_rate <= MAX_PING_RATE:
             raise ValueError(f"ping_rate {self.ping_rate} outside (0, 1000]")
 
-    @property
+    @cached_property
     def budget(self) -> int:
         """
-        The connection budget in force.
+        The connection budget in force (computed once: read per received
+        DATA frame).
         """
         if self.connection_budget is not None:
             return self.connection_budget
         shared = min(self.session_window * self.max_sessions, DEFAULT_BUDGET_CAP)
         return max(self.session_window, shared)
 
-    @property
+    @cached_property
     def high_water(self) -> int:
         """
         The send high-water mark in force.
