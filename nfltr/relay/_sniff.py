@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from twisted.internet import error, interfaces
-from twisted.internet.protocol import Factory, Protocol
+from twisted.internet import interfaces
+from twisted.internet.protocol import Factory
 from twisted.logger import Logger
-from twisted.python.failure import Failure
 
+from nfltr.handover import PrefixReader
 from nfltr.link import MAGIC, classify_prefix
 
 SNIFF_TIMEOUT = 10.0
@@ -34,45 +34,26 @@ NOT_A_LINK_RESPONSE = (
 )
 
 
-class SniffingProtocol(Protocol):
+class SniffingProtocol(PrefixReader):
     """
     Reads a connection's first bytes, then hands the connection over or
     refuses it.
 
-    @ivar inner: the protocol that took over, once the magic was seen;
-        every later event goes to it.
     @ivar _buffer: the bytes read so far (at most C{len(MAGIC)}).
-    @ivar _timer: the pending timeout, until the first bytes are told.
     @ivar _done: the connection was refused or timed out: ignore input.
     """
-
-    # Set by makeConnection; stream transports with the whole ITCPTransport
-    # surface (pause/resume, half-close, abort) in practice.
-    transport: Any
 
     log = Logger()
 
     def __init__(self, factory: SniffingFactory, addr: Any) -> None:
-        self.factory = factory
-        self.addr = addr
-        self.inner: Any = None
+        super().__init__(factory, addr)
         self._buffer = b""
-        self._timer: interfaces.IDelayedCall | None = None
         self._done = False
 
-    def connectionMade(self) -> None:
-        """
-        Start the timeout.
-        """
-        self._timer = self.factory.clock.callLater(self.factory.timeout, self._timedOut)
-
-    def dataReceived(self, data: bytes) -> None:
+    def prefixReceived(self, data: bytes) -> None:
         """
         Buffer up to the magic's length, then decide.
         """
-        if self.inner is not None:
-            self.inner.dataReceived(data)
-            return
         if self._done:
             return
         # Until a verdict, every read was buffered whole: together they are
@@ -82,53 +63,29 @@ class SniffingProtocol(Protocol):
         verdict = classify_prefix(self._buffer)
         if verdict is None:
             return
-        self._cancelTimer()
+        self.cancelTimer()
         self._buffer = b""
-        if verdict:
-            self._handOver(before + data)
-        else:
+        if not verdict:
             self._refuse()
-
-    def _handOver(self, received: bytes) -> None:
-        inner = self.factory.wrappedFactory.buildProtocol(self.addr)
-        if inner is None:
+        elif not self.handOver(self.factory.wrappedFactory, before + data):
             self._done = True
-            self.transport.loseConnection()
-            return
-        self.inner = inner
-        inner.makeConnection(self.transport)
-        inner.dataReceived(received)
 
     def _refuse(self) -> None:
         self._done = True
-        self.log.debug("not a link from {peer}: answered 400", peer=self._peer())
+        self.log.debug("not a link from {peer}: answered 400", peer=self.peer())
         self.transport.write(NOT_A_LINK_RESPONSE)
         self.transport.loseConnection()
 
-    def _timedOut(self) -> None:
-        self._timer = None
+    def timedOut(self) -> None:
+        """
+        No first bytes in time: abort.
+        """
         self._done = True
         self.log.debug(
             "no link preamble from {peer} within {timeout}s: aborted",
-            peer=self._peer(), timeout=self.factory.timeout,
+            peer=self.peer(), timeout=self.factory.timeout,
         )
         self.transport.abortConnection()
-
-    def _cancelTimer(self) -> None:
-        if self._timer is not None and self._timer.active():
-            self._timer.cancel()
-        self._timer = None
-
-    def _peer(self) -> str:
-        return str(self.transport.getPeer()) if self.transport is not None else "?"
-
-    def connectionLost(self, reason: Failure = error.ConnectionDone) -> None:  # type: ignore[assignment]
-        """
-        Pass the loss on to the protocol that took over, if any.
-        """
-        self._cancelTimer()
-        if self.inner is not None:
-            self.inner.connectionLost(reason)
 
 
 class SniffingFactory(Factory):

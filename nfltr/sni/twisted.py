@@ -35,11 +35,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from twisted.internet import error, interfaces
-from twisted.internet.protocol import Factory, Protocol
+from twisted.internet.protocol import Factory
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import Interface, implementer
 
+from nfltr.handover import PrefixReader
 from nfltr.splice import SpliceEnd
 
 from ._errors import ClientHelloError, Reason
@@ -158,46 +159,28 @@ class _ReplayEnd(SpliceEnd):
 
 
 @implementer(interfaces.IHalfCloseableProtocol)
-class SNIRouter(Protocol):
+class SNIRouter(PrefixReader):
     """
     Routes one connection by the server name of its ClientHello.
 
-    @ivar factory: the L{SNIRouterFactory}: chooser, clock, timeout, counters.
-    @ivar addr: the peer's address, given to a factory of L{HandOver}.
+    The factory (an L{SNIRouterFactory}) holds the chooser, clock, timeout
+    and counters; C{inner} is L{HandOver}'s protocol or the visitor's end of
+    a L{Splice}.
+
     @ivar parser: reads the hello; L{None} once it was complete, refused,
         timed out or the connection was lost.
-    @ivar inner: the protocol that took the connection over (L{HandOver}'s,
-        or the visitor's end of a L{Splice}); every later event goes to it.
-    @ivar _timer: the handshake timeout, pending while the parser reads.
     """
-
-    # Set by makeConnection; stream transports with the whole ITCPTransport
-    # surface (pause/resume, half-close, abort) in practice.
-    transport: Any
 
     log = Logger()
 
     def __init__(self, factory: SNIRouterFactory, addr: Any) -> None:
-        self.factory = factory
-        self.addr = addr
+        super().__init__(factory, addr)
         self.parser: ClientHelloParser | None = ClientHelloParser()
-        self.inner: Any = None
-        self._timer: interfaces.IDelayedCall | None = None
 
-    def connectionMade(self) -> None:
+    def prefixReceived(self, data: bytes) -> None:
         """
-        Start the handshake timeout.
+        Feed the parser until the hello is complete, then route.
         """
-        self._timer = self.factory.clock.callLater(self.factory.timeout, self._timedOut)
-
-    def dataReceived(self, data: bytes) -> None:
-        """
-        Feed the parser until the hello is complete, then route; after a
-        hand-over, pass the bytes on.
-        """
-        if self.inner is not None:
-            self.inner.dataReceived(data)
-            return
         parser = self.parser
         if parser is None or not data:
             return
@@ -209,28 +192,19 @@ class SNIRouter(Protocol):
         if hello is NEED_DATA:
             return
         self.parser = None
-        self._cancelTimer()
+        self.cancelTimer()
         self._route(hello, parser.buffered())
 
     def _route(self, hello: ClientHello, replay: bytes) -> None:
         route = self.factory.choose(hello)
         if isinstance(route, HandOver):
             self.factory.routed[HANDED_OVER] += 1
-            self._handOver(route.factory, replay)
+            self.handOver(route.factory, replay)
         elif isinstance(route, Splice):
             self.factory.routed[SPLICED] += 1
             self._splice(route.backend, replay)
         else:
             self._refuse(UNKNOWN_NAME, UNRECOGNIZED_NAME_ALERT, f"name {hello.server_name!r}")
-
-    def _handOver(self, factory: interfaces.IProtocolFactory, replay: bytes) -> None:
-        inner = factory.buildProtocol(self.addr)
-        if inner is None:
-            self.transport.loseConnection()
-            return
-        self.inner = inner
-        inner.makeConnection(self.transport)
-        inner.dataReceived(replay)
 
     def _splice(self, backend: ISpliceBackend, replay: bytes) -> None:
         visitor, remote = SpliceEnd(), _ReplayEnd(replay)
@@ -247,7 +221,7 @@ class SNIRouter(Protocol):
 
     def _invalid(self, e: ClientHelloError) -> None:
         self.parser = None
-        self._cancelTimer()
+        self.cancelTimer()
         answer = NOT_TLS_RESPONSE if e.reason is Reason.NOT_TLS else b""
         self._refuse(e.reason.value, answer, e.detail)
 
@@ -255,29 +229,23 @@ class SNIRouter(Protocol):
         self.factory.refused[reason] += 1
         self.log.debug(
             "TLS port: {peer} refused ({reason}: {detail})",
-            peer=self._peer(), reason=reason, detail=detail,
+            peer=self.peer(), reason=reason, detail=detail,
         )
         if answer:
             self.transport.write(answer)
         self.transport.loseConnection()
 
-    def _timedOut(self) -> None:
-        self._timer = None
+    def timedOut(self) -> None:
+        """
+        No complete hello in time: count and abort.
+        """
         self.parser = None
         self.factory.refused[TIMEOUT] += 1
         self.log.debug(
             "TLS port: no ClientHello from {peer} within {timeout}s: closed",
-            peer=self._peer(), timeout=self.factory.timeout,
+            peer=self.peer(), timeout=self.factory.timeout,
         )
         self.transport.abortConnection()
-
-    def _cancelTimer(self) -> None:
-        if self._timer is not None and self._timer.active():
-            self._timer.cancel()
-        self._timer = None
-
-    def _peer(self) -> str:
-        return str(self.transport.getPeer()) if self.transport is not None else "?"
 
     def readConnectionLost(self) -> None:
         """
@@ -309,17 +277,15 @@ class SNIRouter(Protocol):
         Pass the loss on to the protocol that took over, or count a
         connection that ended before its hello was complete.
         """
-        self._cancelTimer()
-        if self.inner is not None:
-            self.inner.connectionLost(reason)
-        elif self.parser is not None:
+        super().connectionLost(reason)
+        if self.inner is None and self.parser is not None:
             self._endedEarly()
 
     def _endedEarly(self) -> None:
         self.parser = None
-        self._cancelTimer()
+        self.cancelTimer()
         self.factory.refused[Reason.TRUNCATED.value] += 1
-        self.log.debug("TLS port: {peer} left before its ClientHello", peer=self._peer())
+        self.log.debug("TLS port: {peer} left before its ClientHello", peer=self.peer())
 
 
 class SNIRouterFactory(Factory):

@@ -1,0 +1,107 @@
+# -*- test-case-name: tests.relay.test_sniff -*-
+"""
+L{PrefixReader}: the common shape of a protocol that reads the first bytes
+of a connection under a timeout, then hands the connection over to another
+protocol (which is fed what was read) or refuses it.  The relay's SNI router
+(before TLS) and its link sniffer (after TLS) are both one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet import error, interfaces
+from twisted.internet.protocol import Protocol
+from twisted.python.failure import Failure
+
+
+class PrefixReader(Protocol):
+    """
+    Reads a prefix, then forwards every event to the protocol that took
+    over.  Subclasses define L{prefixReceived} and L{timedOut}.
+
+    @ivar factory: provides C{clock} and C{timeout} (seconds to decide).
+    @ivar addr: the peer's address, given to the factory of the protocol
+        that takes over.
+    @ivar inner: the protocol that took over, once one did.
+    @ivar _timer: the pending timeout, until a decision.
+    """
+
+    # Set by makeConnection; stream transports with the whole ITCPTransport
+    # surface (pause/resume, half-close, abort) in practice.
+    transport: Any
+
+    def __init__(self, factory: Any, addr: Any) -> None:
+        self.factory = factory
+        self.addr = addr
+        self.inner: Any = None
+        self._timer: interfaces.IDelayedCall | None = None
+
+    def connectionMade(self) -> None:
+        """
+        Start the timeout.
+        """
+        self._timer = self.factory.clock.callLater(self.factory.timeout, self._expired)
+
+    def dataReceived(self, data: bytes) -> None:
+        """
+        Before a hand-over, to L{prefixReceived}; after, to the new protocol.
+        """
+        if self.inner is not None:
+            self.inner.dataReceived(data)
+        else:
+            self.prefixReceived(data)
+
+    def prefixReceived(self, data: bytes) -> None:
+        """
+        Bytes arrived before any hand-over.
+        """
+        raise NotImplementedError  # pragma: no cover
+
+    def timedOut(self) -> None:
+        """
+        No decision within the timeout.
+        """
+        raise NotImplementedError  # pragma: no cover
+
+    def _expired(self) -> None:
+        self._timer = None
+        self.timedOut()
+
+    def handOver(self, factory: interfaces.IProtocolFactory, received: bytes) -> bool:
+        """
+        Give the connection to a protocol from C{factory}, fed C{received}
+        as its first read; close the connection if the factory declines.
+
+        @return: whether a protocol took over.
+        """
+        inner = factory.buildProtocol(self.addr)
+        if inner is None:
+            self.transport.loseConnection()
+            return False
+        self.inner = inner
+        inner.makeConnection(self.transport)
+        inner.dataReceived(received)
+        return True
+
+    def cancelTimer(self) -> None:
+        """
+        Stop the timeout: a decision was made.
+        """
+        if self._timer is not None and self._timer.active():
+            self._timer.cancel()
+        self._timer = None
+
+    def peer(self) -> str:
+        """
+        The peer's address, for logs.
+        """
+        return str(self.transport.getPeer()) if self.transport is not None else "?"
+
+    def connectionLost(self, reason: Failure = error.ConnectionDone) -> None:  # type: ignore[assignment]
+        """
+        Pass the loss on to the protocol that took over, if any.
+        """
+        self.cancelTimer()
+        if self.inner is not None:
+            self.inner.connectionLost(reason)
