@@ -1,0 +1,45 @@
+# -*- test-case-name: tests.http -*-
+"""
+A streaming HTTP/1.1 reverse proxy on h11: a sans-I/O core (header
+rewriting in L{nfltr.http._headers}, one visitor connection's exchange in
+L{nfltr.http._exchange}) and a thin Twisted adapter (L{nfltr.http.proxy},
+L{nfltr.http.flow}), with backend connections (L{nfltr.http.backend}) and a
+pool of keep-alive ones (L{nfltr.http.pool}).
+
+Use: L{HTTPProxyFactory}C{(backend, clock, ...)}, then C{proxyFor(visitor)}
+for each visitor connection (or listen on the factory directly); the backend
+is an L{IBackend} or a L{BackendPool} around one.
+"""
+
+from ._exchange import Exchange
+from ._io import ExchangeIO, Phase
+from ._limits import (
+    IDLE_TIMEOUT,
+    MAX_REQUEST_HEAD_SIZE,
+    MAX_RESPONSE_HEAD_SIZE,
+    POOL_IDLE_TIMEOUT,
+    POOL_MAX_IDLE,
+    HTTPLimits,
+)
+from .backend import BackendConnection, EndpointBackend, FunctionBackend, IBackend
+from .pool import BackendPool
+from .proxy import HTTPProxyFactory, HTTPProxyProtocol
+
+__all__ = [
+    "HTTPProxyFactory",
+    "HTTPProxyProtocol",
+    "IBackend",
+    "BackendPool",
+    "BackendConnection",
+    "FunctionBackend",
+    "EndpointBackend",
+    "HTTPLimits",
+    "MAX_REQUEST_HEAD_SIZE",
+    "MAX_RESPONSE_HEAD_SIZE",
+    "IDLE_TIMEOUT",
+    "POOL_MAX_IDLE",
+    "POOL_IDLE_TIMEOUT",
+    "Exchange",
+    "ExchangeIO",
+    "Phase",
+]

@@ -1,0 +1,169 @@
+# -*- test-case-name: tests.http.test_exchange -*-
+"""
+What the proxy's sans-I/O core (L{nfltr.http._exchange}) shares with the
+I/O around it: the phases of an exchange and the L{ExchangeIO} calls it
+makes; and the messages it writes: requests and responses rewritten for the
+other side, error responses.
+"""
+
+from __future__ import annotations
+
+import enum
+from http import HTTPStatus
+from typing import Protocol, TypeVar
+
+import h11
+
+from ._headers import requestHeaders, responseHeaders
+
+_Response = TypeVar("_Response", h11.Response, h11.InformationalResponse)
+
+
+class Phase(enum.Enum):
+    """
+    Where an L{nfltr.http._exchange.Exchange} is.
+    """
+
+    #: Waiting for a request head (the idle timer runs).
+    IDLE = "idle"
+    #: A request head is in; a backend connection is being found.
+    CONNECTING = "connecting"
+    #: Request and response are flowing.
+    FORWARDING = "forwarding"
+    #: Upgraded: raw bytes flow both ways, outside the exchange.
+    SWITCHED = "switched"
+    #: The visitor connection is being closed after what was written.
+    CLOSING = "closing"
+    #: The visitor connection is gone (or aborted).
+    CLOSED = "closed"
+
+
+class ExchangeIO(Protocol):
+    """
+    What an L{nfltr.http._exchange.Exchange} asks of the I/O around it.
+    """
+
+    def writeVisitor(self, data: bytes) -> None:
+        """
+        Write to the visitor.
+        """
+
+    def closeVisitor(self) -> None:
+        """
+        Close the visitor connection once what was written is out.
+        """
+
+    def abortVisitor(self) -> None:
+        """
+        Abort the visitor connection: what it got must not look complete.
+        """
+
+    def readVisitor(self, reading: bool) -> None:
+        """
+        Resume (C{True}) or pause (C{False}) reading from the visitor.
+        """
+
+    def connectBackend(self, fresh: bool) -> None:
+        """
+        Find a backend connection (a new one if C{fresh}), then call
+        C{Exchange.backendConnected} or C{Exchange.backendFailed}.
+        """
+
+    def writeBackend(self, data: bytes) -> None:
+        """
+        Write to the current backend connection.
+        """
+
+    def releaseBackend(self, reusable: bool) -> None:
+        """
+        Done with the current backend connection: pool it if C{reusable},
+        close it otherwise.
+        """
+
+    def abortBackend(self) -> None:
+        """
+        Abort the current backend connection (if it is still there).
+        """
+
+    def idleTimer(self, running: bool) -> None:
+        """
+        Start (again) or stop the idle timer, which calls
+        C{Exchange.idleTimeout}.
+        """
+
+    def switchProtocols(
+        self, toBackend: bytes, toVisitor: bytes, visitorEnded: bool, backendEnded: bool
+    ) -> None:
+        """
+        From now on, join the visitor and the backend connection as raw byte
+        streams, after writing C{toBackend} (what the visitor sent after its
+        request) and C{toVisitor} (what the backend sent after its C{101});
+        a side whose end of input was already read is marked by its flag.
+        """
+
+    def problem(self, what: str) -> None:
+        """
+        Something went wrong with a request: C{what}, fixed text without
+        any of the peers' bytes, fit for a debug log.
+        """
+
+
+def errorResponse(
+    status: HTTPStatus | int, head: bool = False
+) -> list[h11.Response | h11.Data | h11.EndOfMessage]:
+    """
+    The events of a short C{text/plain} error response that closes the
+    connection.
+
+    @param head: the request was a C{HEAD}: no body.
+    """
+    status = HTTPStatus(status)
+    body = f"{status.value} {status.phrase}\n".encode("ascii")
+    headers = [
+        (b"Content-Type", b"text/plain; charset=utf-8"),
+        (b"Content-Length", str(len(body)).encode("ascii")),
+        (b"Connection", b"close"),
+    ]
+    events: list[h11.Response | h11.Data | h11.EndOfMessage] = [
+        h11.Response(status_code=status.value, headers=headers, reason=status.phrase)
+    ]
+    if not head:
+        events.append(h11.Data(data=body))
+    events.append(h11.EndOfMessage())
+    return events
+
+
+def forwardedRequest(
+    request: h11.Request,
+    *,
+    visitor: str | None = None,
+    host: bytes | None = None,
+    forwarded: bool = True,
+    scheme: bytes = b"https",
+) -> h11.Request:
+    """
+    A visitor's request head as it goes to the backend (see
+    L{nfltr.http._headers.requestHeaders} for the parameters).
+
+    @raise h11.LocalProtocolError: it cannot be sent (an HTTP/1.0 request
+        without C{Host} and no host to give it).
+    """
+    headers = requestHeaders(
+        request.headers.raw_items(), visitor=visitor, host=host, forwarded=forwarded,
+        scheme=scheme,
+    )
+    return h11.Request(method=request.method, target=request.target, headers=headers)
+
+
+def forwardedResponse(response: _Response, switching: bool = False) -> _Response:
+    """
+    A backend's response head (final or informational) as it goes to the
+    visitor: same status and reason phrase, headers rewritten.
+
+    @param switching: the C{101} of an upgrade.
+    """
+    return type(response)(
+        status_code=response.status_code,
+        headers=responseHeaders(response.headers.raw_items(), switching),
+        reason=response.reason,
+    )

@@ -1,0 +1,95 @@
+# -*- test-case-name: tests.http.test_flow -*-
+"""
+Flow control for the HTTP proxy: a L{Valve} pauses a transport for several
+reasons at once, a L{ValveProducer} lets a transport pause another through
+its valve, and after an upgrade a L{BackendSpliceEnd} joins the backend
+connection to the visitor as L{nfltr.splice} does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet import interfaces
+from zope.interface import implementer
+
+from nfltr.e2ee import E2EETLSProtocol
+from nfltr.splice import SpliceEnd
+
+
+class Valve:
+    """
+    Pauses and resumes a transport's reading for several reasons at once:
+    it reads only while no reason holds it.
+    """
+
+    def __init__(self, transport: Any) -> None:
+        self.transport = transport
+        self.reasons: set[str] = set()
+
+    def pause(self, reason: str) -> None:
+        """
+        Hold reading for C{reason}.
+        """
+        if not self.reasons:
+            self.transport.pauseProducing()
+        self.reasons.add(reason)
+
+    def resume(self, reason: str) -> None:
+        """
+        Drop C{reason}; read again if none is left.
+        """
+        if reason in self.reasons:
+            self.reasons.discard(reason)
+            if not self.reasons:
+                self.transport.resumeProducing()
+
+
+@implementer(interfaces.IPushProducer)
+class ValveProducer:
+    """
+    Registered on one transport: pauses another through its valve, for
+    C{reason}.
+    """
+
+    def __init__(self, valve: Valve, reason: str) -> None:
+        self.valve = valve
+        self.reason = reason
+
+    def pauseProducing(self) -> None:
+        """
+        The consumer is full.
+        """
+        self.valve.pause(self.reason)
+
+    def resumeProducing(self) -> None:
+        """
+        The consumer caught up.
+        """
+        self.valve.resume(self.reason)
+
+    def stopProducing(self) -> None:
+        """
+        Nothing: the consumer's protocol gets C{connectionLost} next.
+        """
+
+
+class BackendSpliceEnd(SpliceEnd):
+    """
+    The splice end on the backend connection: its end of input half-closes
+    an end-to-end TLS layer on the visitor's side (which can), where a plain
+    splice end would close TLS whole.
+    """
+
+    def readConnectionLost(self) -> None:
+        """
+        EOF from the backend: half-close the visitor's side.
+        """
+        other = self.other
+        if (
+            other is not None and other.connected and not other.closed
+            and isinstance(other.transport, E2EETLSProtocol)
+        ):
+            other.transport.loseWriteConnection()
+            return
+        super().readConnectionLost()

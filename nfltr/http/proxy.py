@@ -1,0 +1,402 @@
+# -*- test-case-name: tests.http.test_proxy -*-
+"""
+The HTTP proxy on Twisted: L{HTTPProxyProtocol} runs one visitor
+connection's L{Exchange} and does its I/O; L{HTTPProxyFactory} makes one per
+visitor connection.
+
+Flow control: the visitor's transport and the backend connection's
+transport in use are each other's streaming producers, as in
+L{nfltr.splice}: a backend that reads slowly pauses the visitor, a visitor
+that reads slowly pauses the backend.  The exchange pauses the visitor
+too, while it looks for a backend connection or a pipelining visitor is too
+far ahead; a L{Valve} on each transport keeps the reasons apart.
+
+After an upgrade (a C{101} from the backend) the two connections are
+spliced with L{nfltr.splice} (L{nfltr.http.flow}), what each side sent past
+the switch written first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from twisted.internet import defer, error, interfaces
+from twisted.internet.address import IPv4Address, IPv6Address
+from twisted.internet.protocol import Factory, Protocol
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+from nfltr.splice import SpliceEnd
+
+from ._exchange import Exchange, Phase
+from ._limits import DEFAULT_LIMITS, HTTPLimits
+from .backend import BackendConnection, IBackend
+from .flow import BackendSpliceEnd, Valve, ValveProducer
+from .pool import BackendPool
+
+# Reasons a transport is paused (see Valve).
+_PEER_FULL = "peer full"
+_EXCHANGE = "exchange"
+
+
+@implementer(interfaces.IPushProducer)
+class _PausesBackend:
+    """
+    Registered on the visitor's transport: pauses the backend connection in
+    use (and any taken while the visitor is still full).
+    """
+
+    def __init__(self, proxy: HTTPProxyProtocol) -> None:
+        self.proxy = proxy
+
+    def pauseProducing(self) -> None:
+        """
+        The visitor reads too slowly.
+        """
+        self.proxy.visitorFull = True
+        backend = self.proxy.backend
+        if backend is not None and backend.valve is not None:
+            backend.valve.pause(_PEER_FULL)
+
+    def resumeProducing(self) -> None:
+        """
+        The visitor caught up.
+        """
+        self.proxy.visitorFull = False
+        backend = self.proxy.backend
+        if backend is not None and backend.valve is not None:
+            backend.valve.resume(_PEER_FULL)
+
+    def stopProducing(self) -> None:
+        """
+        Nothing: the visitor's C{connectionLost} follows.
+        """
+
+
+@implementer(interfaces.IHalfCloseableProtocol)
+class HTTPProxyProtocol(Protocol):
+    """
+    One visitor connection: its L{Exchange}, and the I/O the exchange asks
+    for (the L{nfltr.http._exchange.ExchangeIO} methods).  Made by
+    L{HTTPProxyFactory.proxyFor}, whose settings it uses.
+
+    @ivar exchange: the visitor connection's requests and responses.
+    @ivar source: where backend connections come from and go back to.
+    @ivar backend: the backend connection in use, if any.
+    @ivar visitorFull: the visitor's transport asked us to pause.
+    @ivar raw: after a switch of protocols, the splice end of the visitor.
+    """
+
+    transport: Any
+    log = Logger()
+
+    def __init__(
+        self,
+        factory: HTTPProxyFactory,
+        source: BackendPool,
+        visitor: str | None = None,
+        ownsSource: bool = False,
+    ) -> None:
+        self.factory = factory
+        self.source, self.clock, self.limits = source, factory.clock, factory.limits
+        self.exchange = Exchange(
+            self, visitor=visitor, host=factory.host, forwarded=factory.forwarded,
+            scheme=factory.scheme, limits=factory.limits,
+        )
+        self.backend: BackendConnection | None = None
+        self.visitorFull = False
+        self.raw: SpliceEnd | None = None
+        self._ownsSource = ownsSource
+        self._valve: Valve | None = None
+        self._pending: defer.Deferred[BackendConnection] | None = None
+        self._timer: interfaces.IDelayedCall | None = None
+        self._producing = False
+
+    # The visitor connection.
+
+    def connectionMade(self) -> None:
+        """
+        Take part in flow control; wait for a request.
+        """
+        self._valve = Valve(self.transport)
+        self.transport.registerProducer(_PausesBackend(self), True)
+        self._producing = True
+        self.exchange.start()
+
+    def dataReceived(self, data: bytes) -> None:
+        """
+        To the exchange, or the splice after a switch.
+        """
+        if self.raw is not None:
+            self.raw.dataReceived(data)
+        else:
+            self.exchange.visitorData(data)
+
+    def readConnectionLost(self) -> None:
+        """
+        The visitor's end of input.
+        """
+        if self.raw is not None:
+            self.raw.readConnectionLost()
+        else:
+            self.exchange.visitorEOF()
+
+    def writeConnectionLost(self) -> None:
+        """
+        Our write side is shut: nothing to do.
+        """
+
+    def connectionLost(self, reason: Failure = error.ConnectionDone) -> None:  # type: ignore[assignment]
+        """
+        Gone: drop the backend connection in use (it is not given back: its
+        exchange did not end) or end the splice.
+        """
+        self._setTimer(None)
+        if self.raw is not None:
+            self.raw.connectionLost(reason)
+            return
+        self.exchange.visitorLost()
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.cancel()
+        backend = self._detach()
+        if backend is not None:
+            backend.abort()
+        if self._ownsSource:
+            self.source.close()
+
+    # ExchangeIO.
+
+    def writeVisitor(self, data: bytes) -> None:
+        """
+        Write to the visitor.
+        """
+        self.transport.write(data)
+
+    def closeVisitor(self) -> None:
+        """
+        Close after what was written (no backend connection is in use by
+        then); abort if that is not out within the idle timeout.
+        """
+        # A TLS transport waits for its producer to go before it closes.
+        self._unregister()
+        self.transport.loseConnection()
+        self._setTimer(self.transport.abortConnection)
+
+    def _unregister(self) -> None:
+        if self._producing:
+            self._producing = False
+            self.transport.unregisterProducer()
+
+    def abortVisitor(self) -> None:
+        """
+        Abort the visitor connection.
+        """
+        self._setTimer(None)
+        self.transport.abortConnection()
+
+    def readVisitor(self, reading: bool) -> None:
+        """
+        Resume or pause reading from the visitor for the exchange.
+        """
+        if self._valve is not None:
+            if reading:
+                self._valve.resume(_EXCHANGE)
+            else:
+                self._valve.pause(_EXCHANGE)
+
+    def connectBackend(self, fresh: bool) -> None:
+        """
+        Get a backend connection from the source.
+        """
+        self._pending = pending = self.source.acquire(fresh)
+        pending.addCallbacks(self._backendReady, self._backendRefused)
+        pending.addErrback(lambda f: self.log.failure("HTTP proxy: unexpected error", f))
+
+    def writeBackend(self, data: bytes) -> None:
+        """
+        Write to the backend connection in use.
+        """
+        if self.backend is not None:
+            self.backend.transport.write(data)
+
+    def releaseBackend(self, reusable: bool) -> None:
+        """
+        Give the backend connection in use back to the source.
+        """
+        backend = self._detach()
+        if backend is not None:
+            self.source.release(backend, reusable)
+
+    def abortBackend(self) -> None:
+        """
+        Abort the backend connection in use.
+        """
+        backend = self._detach()
+        if backend is not None:
+            backend.abort()
+
+    def idleTimer(self, running: bool) -> None:
+        """
+        Start or stop the idle timer.
+        """
+        self._setTimer(self.exchange.idleTimeout if running else None)
+
+    def switchProtocols(
+        self, toBackend: bytes, toVisitor: bytes, visitorEnded: bool, backendEnded: bool
+    ) -> None:
+        """
+        Splice the visitor to the backend connection in use.
+        """
+        backend = self._detach()
+        assert backend is not None
+        self._setTimer(None)
+        self._unregister()
+        visitorEnd, backendEnd = SpliceEnd(), BackendSpliceEnd()
+        visitorEnd.other, backendEnd.other = backendEnd, visitorEnd
+        self.raw, backend.raw = visitorEnd, backendEnd
+        if toVisitor:
+            self.transport.write(toVisitor)
+        if toBackend:
+            backend.transport.write(toBackend)
+        visitorEnd.makeConnection(self.transport)
+        backendEnd.makeConnection(backend.transport)
+        if visitorEnded:
+            visitorEnd.readConnectionLost()
+        if backendEnded:
+            backendEnd.readConnectionLost()
+
+    def problem(self, what: str) -> None:
+        """
+        Log at debug level.
+        """
+        self.log.debug("HTTP proxy: {what}", what=what)
+
+    # The backend connection.
+
+    def _backendReady(self, backend: BackendConnection) -> None:
+        self._pending = None
+        if self.exchange.phase is not Phase.CONNECTING:
+            backend.abort()
+            return
+        self._attach(backend)
+        if not self.exchange.backendConnected(backend.client, backend.reused):
+            self.abortBackend()
+
+    def _backendRefused(self, failure: Failure) -> None:
+        self._pending = None
+        if self.exchange.phase is Phase.CONNECTING:
+            self.log.debug("HTTP proxy: no backend connection: {why}", why=failure.value)
+            self.exchange.backendFailed()
+
+    def _attach(self, backend: BackendConnection) -> None:
+        assert self._valve is not None
+        self.backend = backend
+        backend.user = self
+        backend.transport.registerProducer(ValveProducer(self._valve, _PEER_FULL), True)
+        if self.visitorFull and backend.valve is not None:
+            backend.valve.pause(_PEER_FULL)
+
+    def _detach(self) -> BackendConnection | None:
+        backend, self.backend = self.backend, None
+        if backend is None:
+            return None
+        backend.user = None
+        if self._valve is not None:
+            self._valve.resume(_PEER_FULL)
+        if not backend.closed:
+            backend.transport.unregisterProducer()
+            if backend.valve is not None:
+                backend.valve.resume(_PEER_FULL)
+        return backend
+
+    def backendData(self, data: bytes) -> None:
+        """
+        Bytes from the backend connection in use.
+        """
+        self.exchange.backendData(data)
+
+    def backendEOF(self) -> None:
+        """
+        The backend connection's end of input.
+        """
+        self.exchange.backendEOF()
+
+    def backendLost(self, reason: Failure) -> None:
+        """
+        The backend connection in use is gone.
+        """
+        self._detach()
+        self.exchange.backendLost(clean=reason.check(error.ConnectionDone) is not None)
+
+    def _setTimer(self, call: Any) -> None:
+        if self._timer is not None and self._timer.active():
+            self._timer.cancel()
+        self._timer = None
+        timeout = self.limits.idle_timeout
+        if call is not None and timeout is not None:
+            self._timer = self.clock.callLater(timeout, call)
+
+
+class HTTPProxyFactory(Factory):
+    """
+    Makes the proxy for each visitor connection.
+
+    @ivar backend: the backend, or a L{BackendPool} shared by all visitor
+        connections.  A bare backend gets a pool per visitor connection that
+        keeps at most one idle connection, closed with the visitor's: one
+        backend connection serves a visitor connection's requests in turn.
+    """
+
+    noisy = False
+
+    def __init__(
+        self,
+        backend: IBackend | BackendPool,
+        clock: interfaces.IReactorTime,
+        *,
+        host: bytes | None = None,
+        forwarded: bool = True,
+        scheme: bytes = b"https",
+        limits: HTTPLimits = DEFAULT_LIMITS,
+    ) -> None:
+        self.backend = backend
+        self.clock = clock
+        self.host = host
+        self.forwarded = forwarded
+        self.scheme = scheme
+        self.limits = limits
+
+    def proxyFor(self, visitor: str | None) -> HTTPProxyProtocol:
+        """
+        A new proxy for one visitor connection.
+
+        @param visitor: the visitor's address as text (C{"203.0.113.5:4711"},
+            C{"[2001:db8::1]:443"}), or C{None} if unknown.
+        """
+        if isinstance(self.backend, BackendPool):
+            source, owns = self.backend, False
+        else:
+            source = BackendPool(self.backend, self.clock, replace(self.limits, pool_max_idle=1))
+            owns = True
+        return HTTPProxyProtocol(self, source, visitor, owns)
+
+    def buildProtocol(self, addr: Any) -> HTTPProxyProtocol:
+        """
+        A proxy for a connection from C{addr}.
+        """
+        return self.proxyFor(addressText(addr))
+
+
+def addressText(addr: Any) -> str | None:
+    """
+    An IP address and port as text (IPv6 bracketed), or C{None} for any
+    other kind of address.
+    """
+    if isinstance(addr, IPv6Address):
+        return f"[{addr.host}]:{addr.port}"
+    if isinstance(addr, IPv4Address):
+        return f"{addr.host}:{addr.port}"
+    return None
