@@ -344,7 +344,7 @@ class Tunnel:
         data = tmp / "relay"
         self.relay = procs.start("relay", nfltr_command(
             "relay", "--data-dir", str(data), "--tls", "tcp:0:interface=127.0.0.1",
-            "--admin", "tcp:0:interface=127.0.0.1", "--log-level", "warn",
+            "--admin", "tcp:0:interface=127.0.0.1", "--http", "none", "--log-level", "warn",
         ))
         try:
             info = json.loads(wait_for_file(data / "relay.json", READY))

@@ -1,8 +1,9 @@
 # -*- test-case-name: tests.agent.test_cli -*-
 """
-C{twistd nfltr-agent tcp PORT...} and C{twistd nfltr-agent tcp-connect AGENT
-PORT}: the agent and the client as twistd services, with the options of
-C{nfltr tcp} and C{nfltr tcp-connect} (L{nfltr.cli_agent}).  Also
+C{twistd nfltr-agent tcp PORT...}, C{twistd nfltr-agent http PORT} and
+C{twistd nfltr-agent tcp-connect AGENT PORT}: the agent and the client as
+twistd services, with the options of C{nfltr tcp}, C{nfltr http} and
+C{nfltr tcp-connect} (L{nfltr.cli_agent}).  Also
 L{serve}, which runs either on the global reactor for those commands.
 
 Under twistd the connect command and the listening address go to the log.
@@ -25,6 +26,7 @@ from twisted.python import usage
 from nfltr.cli_agent import (
     AGENT_OPTIONS,
     CONNECT_OPTIONS,
+    HTTP_OPTIONS,
     opt_parameters,
     option_values,
 )
@@ -90,6 +92,32 @@ class TcpOptions(_Permuting):
             raise usage.UsageError(str(e)) from None
 
 
+class HttpOptions(_Permuting):
+    """
+    C{http PORT}: the agent, publishing a share URL.
+    """
+
+    synopsis = "PORT [options]"
+    optParameters = opt_parameters(HTTP_OPTIONS)
+
+    def parseArgs(self, port: str) -> None:  # type: ignore[override]  # usage.Options reads the positional arguments from this signature
+        """
+        The port of the web service to publish.
+        """
+        self["port"] = port
+
+    def postOptions(self) -> None:
+        """
+        Check the options (the relay's CA file is read).
+        """
+        from nfltr.agent import ConfigError, http_agent_options
+
+        try:
+            self.checked = http_agent_options(self["port"], option_values(self, HTTP_OPTIONS))
+        except ConfigError as e:
+            raise usage.UsageError(str(e)) from None
+
+
 class TcpConnectOptions(_Permuting):
     """
     C{tcp-connect AGENT PORT}: the client.
@@ -124,9 +152,10 @@ class Options(usage.Options):
     C{twistd nfltr-agent COMMAND}.
     """
 
-    synopsis = "tcp PORT... | tcp-connect AGENT PORT [options]"
+    synopsis = "tcp PORT... | http PORT | tcp-connect AGENT PORT [options]"
     subCommands = [
         ["tcp", None, TcpOptions, "share local TCP services through the relay"],
+        ["http", None, HttpOptions, "publish a local web service at a share URL"],
         ["tcp-connect", None, TcpConnectOptions, "reach an agent's TCP service from a local port"],
     ]
 
@@ -135,7 +164,7 @@ class Options(usage.Options):
         A command is required.
         """
         if self.subCommand is None:
-            raise usage.UsageError("give a command: tcp or tcp-connect")
+            raise usage.UsageError("give a command: tcp, http or tcp-connect")
 
 
 def makeService(options: Options) -> IService:
@@ -169,11 +198,11 @@ def build_service(
     from nfltr.agent import AgentService, ConfigError, prepare_agent
     from nfltr.client import TcpConnector
 
-    if command == "tcp":
+    if command in ("tcp", "http"):
         try:
             setup = prepare_agent(checked)
         except ConfigError as e:
-            raise SystemExit(f"nfltr tcp: {e}") from None
+            raise SystemExit(f"nfltr {command}: {e}") from None
         return AgentService(reactor, setup, announce, fatal)
     return TcpConnector(reactor, checked, announce, fatal)
 

@@ -1,8 +1,9 @@
 # -*- test-case-name: tests.agent.test_cli -*-
 """
 C{nfltr tcp PORT...}: share local TCP services through the relay (the
-agent).  C{nfltr tcp-connect AGENT PORT}: reach one of them from here (the
-client).
+agent).  C{nfltr http PORT}: publish a local web service at a share URL (the
+agent too).  C{nfltr tcp-connect AGENT PORT}: reach a TCP share from here
+(the client).
 
 The options are declared here, once, in tables that also give twistd's
 C{nfltr-agent} plugin its options (L{nfltr.agent_tap}); their defaults and
@@ -79,6 +80,29 @@ AGENT_OPTIONS: tuple[Option, ...] = (
     ),
     *RELAY_OPTIONS,
 )
+HTTP_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "name", "NAME",
+        "the share's name: its URL is https://NAME.SHARE_DOMAIN/ (default: a random name, "
+        "kept in the state directory)",
+    ),
+    Option(
+        "mode", "MODE",
+        "e2ee (default): TLS ends here, the relay forwards ciphertext; inspect: the relay "
+        "ends TLS and proxies HTTP; passthrough: the service ends TLS itself",
+    ),
+    Option(
+        "host-header", "HOST",
+        "the Host header the service gets: rewrite (default: localhost:PORT), preserve (the "
+        "visitor's), or a value",
+    ),
+    Option(
+        "state-dir", "DIR",
+        "where the name and the share key are kept (default: $XDG_STATE_HOME/nfltr/agent or "
+        "~/.local/state/nfltr/agent)",
+    ),
+    *RELAY_OPTIONS,
+)
 CONNECT_OPTIONS: tuple[Option, ...] = (
     Option(
         "listen", "[HOST:]PORT",
@@ -133,6 +157,15 @@ def register(subparsers: Subparsers) -> None:
     add_arguments(tcp, AGENT_OPTIONS)
     tcp.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     tcp.set_defaults(run=run_agent)
+    http = subparsers.add_parser(
+        "http", help="publish a local web service at a public HTTPS URL (run the agent)",
+        description="Publish the web service on this local port at https://NAME.SHARE_DOMAIN/ "
+        "through the relay, end to end encrypted by default. Prints the URL.",
+    )
+    http.add_argument("port", metavar="PORT", help="the port of the local web service")
+    add_arguments(http, HTTP_OPTIONS)
+    http.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    http.set_defaults(run=run_http)
     connect = subparsers.add_parser(
         "tcp-connect", help="reach an agent's TCP service from a local port",
         description="Accept local connections and carry each to AGENT's service on PORT "
@@ -155,6 +188,23 @@ def run_agent(args: argparse.Namespace) -> int:
         setup = prepare_agent(agent_options(args.ports, option_values(args, AGENT_OPTIONS)))
     except ConfigError as e:
         print(f"nfltr tcp: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    from nfltr.agent_tap import serve
+
+    return serve(lambda *a: AgentService(a[0], setup, a[1], a[2]), args.verbose)
+
+
+def run_http(args: argparse.Namespace) -> int:
+    """
+    Run the agent for one share URL until interrupted or turned away.
+    """
+    from nfltr.agent import AgentService, ConfigError, http_agent_options, prepare_agent
+
+    try:
+        options = http_agent_options(args.port, option_values(args, HTTP_OPTIONS))
+        setup = prepare_agent(options)
+    except ConfigError as e:
+        print(f"nfltr http: {e}", file=sys.stderr)
         return EXIT_USAGE
     from nfltr.agent_tap import serve
 

@@ -94,7 +94,8 @@ class Demo:
         say(f"1. A web service listens on 127.0.0.1:{service} (only this machine can reach it).")
         data = self.tmp / "relay"
         self.start("relay", "relay", "--data-dir", str(data), "--tls",
-                   "tcp:0:interface=127.0.0.1", "--admin", "tcp:0:interface=127.0.0.1")
+                   "tcp:0:interface=127.0.0.1", "--admin", "tcp:0:interface=127.0.0.1",
+                   "--http", "none")
         info = json.loads(wait_for_file(data / "relay.json"))
         relay, ca = info["tls"], info["ca"]
         say(f"2. A relay listens on {relay}; its certificate fingerprint is {info['fingerprint']}.")

@@ -7,17 +7,25 @@ Pure functions over dicts and strings; no I/O.
 Dialer hello (C{app} field of the link hello)::
 
     {"role": "agent", "key": KEY, "name": NAME, "version": V,
-     "tcp": [{"port": 3000, "e2ee": true}, ...]}
+     "tcp": [{"port": 3000, "e2ee": true}, ...],
+     "http": [{"name": SHARE, "port": 3000, "mode": "e2ee", "csr": PEM}, ...]}
     {"role": "client", "key": KEY, "version": V}
 
-The relay answers with a control message C{welcome} ({"account", "name"})
-or C{refused} ({"reason", "message"}) and, after a refusal, a GOAWAY.
+C{http} lists the agent's share URLs (L{HttpShare}); C{csr} is the
+certificate signing request of an C{e2ee} share, absent otherwise.
+
+The relay answers with a control message C{welcome} ({"account", "name",
+"shares": [{"name", "mode", "url", "cert"}]}, C{cert} the signed chain of
+an C{e2ee} share) or C{refused} ({"reason", "message"}) and, after a
+refusal, a GOAWAY.
 
 Session targets: a client opens C{tcp:AGENT:PORT} on its link to the relay;
 the relay opens C{tcp:PORT} on the agent's link.  Whatever the cause (no such
 agent, another account's agent, a port the agent does not share), the relay
 refuses a client's session with the same RESET: L{NOT_FOUND_CODE} and
-L{NOT_FOUND_REASON}.
+L{NOT_FOUND_REASON}.  A visitor of a share URL becomes a session
+C{share:NAME@ADDRESS} on the agent's link (L{share_target}), ADDRESS the
+visitor's, as C{HOST:PORT} (C{[V6]:PORT}).
 
 The API key travels in the hello: never log a hello's fields.
 """
@@ -40,6 +48,13 @@ NOT_FOUND_REASON = "no such agent or port"
 
 NAME_PATTERN = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 MAX_SHARES = 64
+#: Share URLs per agent: each costs a signing request in the hello and a
+#: certificate chain in the welcome, and both must fit one control frame.
+MAX_HTTP_SHARES = 16
+
+#: Share modes: who ends the visitor's TLS (see docs/shares.md).
+E2EE, INSPECT, PASSTHROUGH = "e2ee", "inspect", "passthrough"
+MODES = (E2EE, INSPECT, PASSTHROUGH)
 
 
 class MessageError(ValueError):
@@ -90,6 +105,64 @@ class TcpShare:
 
 
 @dataclass(frozen=True)
+class HttpShare:
+    """
+    A share URL an agent publishes.
+
+    @ivar name: the share's name, the first label of its host name.
+    @ivar port: the local service's port.
+    @ivar mode: one of L{MODES}.
+    @ivar csr: the PEM signing request of an C{e2ee} share.
+    """
+
+    name: str
+    port: int
+    mode: str = E2EE
+    csr: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """
+        The share as it travels in the hello.
+        """
+        data: dict[str, Any] = {"name": self.name, "port": self.port, "mode": self.mode}
+        if self.csr is not None:
+            data["csr"] = self.csr
+        return data
+
+
+def check_mode(mode: Any) -> str:
+    """
+    Validate a share mode.
+    """
+    if mode not in MODES:
+        raise MessageError(f"invalid share mode {mode!r}: use one of {', '.join(MODES)}")
+    return str(mode)
+
+
+def parse_http_shares(raw: Any) -> tuple[HttpShare, ...]:
+    """
+    Validate the C{http} list of an agent's hello.
+
+    @raise MessageError: naming what is wrong.
+    """
+    if not isinstance(raw, list) or len(raw) > MAX_HTTP_SHARES:
+        raise MessageError(f"http must be a list of at most {MAX_HTTP_SHARES} shares")
+    shares = []
+    for item in raw:
+        if not isinstance(item, dict):
+            raise MessageError("each http share needs a name, a port and a mode")
+        mode = check_mode(item.get("mode", E2EE))
+        csr = item.get("csr")
+        if (mode == E2EE) != isinstance(csr, str):
+            raise MessageError("an e2ee share needs a signing request (csr); other modes none")
+        name, port = check_name(str(item.get("name"))), check_port(item.get("port"))
+        shares.append(HttpShare(name, port, mode, csr))
+    if len({s.name for s in shares}) != len(shares):
+        raise MessageError("a share name is given twice")
+    return tuple(shares)
+
+
+@dataclass(frozen=True)
 class DialerHello:
     """
     A validated agent or client hello.
@@ -100,15 +173,19 @@ class DialerHello:
     name: str | None
     version: str
     tcp: tuple[TcpShare, ...]
+    http: tuple[HttpShare, ...] = ()
 
 
-def agent_hello(key: str, name: str, tcp: list[TcpShare]) -> dict[str, Any]:
+def agent_hello(
+    key: str, name: str, tcp: list[TcpShare], http: list[HttpShare] | None = None
+) -> dict[str, Any]:
     """
     The C{app} part of an agent's hello.
     """
     return {
         "role": AGENT, "key": key, "name": check_name(name), "version": __version__,
         "tcp": [share.to_json() for share in tcp],
+        "http": [share.to_json() for share in http or ()],
     }
 
 
@@ -146,14 +223,18 @@ def parse_dialer_hello(app: dict[str, Any]) -> DialerHello:
         shares.append(TcpShare(check_port(item.get("port")), item.get("e2ee", True)))
     if len({s.port for s in shares}) != len(shares):
         raise MessageError("a port is shared twice")
-    return DialerHello(AGENT, key, name, version, tuple(shares))
+    http = parse_http_shares(app.get("http", []))
+    return DialerHello(AGENT, key, name, version, tuple(shares), http)
 
 
-def welcome(account: str, name: str | None) -> dict[str, Any]:
+def welcome(
+    account: str, name: str | None, shares: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """
-    The relay's answer to an accepted hello.
+    The relay's answer to an accepted hello; C{shares} describes each
+    published share URL (C{name}, C{mode}, C{url}, and C{cert} for e2ee).
     """
-    return {"type": WELCOME, "account": account, "name": name}
+    return {"type": WELCOME, "account": account, "name": name, "shares": shares or []}
 
 
 def refusal_text(message: dict[str, Any]) -> tuple[RefusalReason | None, str]:
@@ -203,3 +284,28 @@ def parse_agent_target(target: str) -> int:
     if kind != "tcp" or not port.isdigit():
         raise MessageError(f"bad target {target!r}")
     return check_port(int(port))
+
+
+SHARE = "share"
+
+
+def share_target(name: str, visitor: str) -> str:
+    """
+    The target the relay opens on an agent's link for a visitor of the
+    share C{name}; C{visitor} is the visitor's C{HOST:PORT}.
+    """
+    return f"{SHARE}:{check_name(name)}@{visitor}"
+
+
+def parse_share_target(target: str) -> tuple[str, str] | None:
+    """
+    Read a share target: the share's name and the visitor's address, or
+    L{None} if C{target} is not one.
+
+    @raise MessageError: a share target with a bad name.
+    """
+    kind, _, rest = target.partition(":")
+    if kind != SHARE:
+        return None
+    name, _, visitor = rest.partition("@")
+    return check_name(name), visitor

@@ -21,6 +21,8 @@ from nfltr.relay.config import (
     DEFAULT_ADMIN,
     DEFAULT_DRAIN_TIMEOUT,
     DEFAULT_HANDSHAKE_TIMEOUT,
+    DEFAULT_HTTP,
+    DEFAULT_LEASE_TIME,
     DEFAULT_REVOCATION_POLL,
     DEFAULT_SHARE_DOMAIN,
     DEFAULT_TLS,
@@ -34,6 +36,8 @@ from nfltr.tls import PKIError, subject_alt_names
 MAX_REVOCATION_POLL = 3600.0
 MAX_DRAIN_TIMEOUT = 3600.0
 MAX_HANDSHAKE_TIMEOUT = 300.0
+MAX_LEASE_TIME = 365 * 24 * 3600.0
+_MAX_PORT = 65535
 # Endpoint types that would add a TLS layer of their own under the relay's.
 _TLS_ENDPOINT_TYPES = ("ssl", "tls", "le", "lets")
 
@@ -72,6 +76,9 @@ class Options(usage.Options):
          "itself, so give a plain stream endpoint (tcp:PORT[:interface=ADDR], unix:PATH, "
          "onion:...)."],
         ["admin", None, DEFAULT_ADMIN, "Endpoint of the admin HTTP listener (/healthz)."],
+        ["http", None, DEFAULT_HTTP,
+         "Endpoint of the HTTP port, which redirects every request to HTTPS (none: no HTTP "
+         "port)."],
         ["revocation-poll", None, DEFAULT_REVOCATION_POLL,
          "Seconds between checks for revoked API keys."],
         ["drain-timeout", None, DEFAULT_DRAIN_TIMEOUT,
@@ -83,6 +90,12 @@ class Options(usage.Options):
         ["handshake-timeout", None, DEFAULT_HANDSHAKE_TIMEOUT,
          "Seconds a connection to the TLS port has to send its TLS ClientHello (and, for the "
          "relay's own names, then to finish the handshake and send its first bytes)."],
+        ["lease-time", None, DEFAULT_LEASE_TIME,
+         "Seconds a share name stays its account's after its agent left: meanwhile no other "
+         "account can publish it (0: released at once)."],
+        ["public-port", None, None,
+         "The port share URLs name, when visitors reach the TLS port through another port "
+         "(a port mapping, a load balancer) [default: the TLS port's]."],
     ]
 
     def __init__(self) -> None:
@@ -122,13 +135,21 @@ class Options(usage.Options):
             shareDomain = check_share_domain(self["share-domain"])
         except ValueError as e:
             raise usage.UsageError(f"--share-domain {e}") from None
+        lease = _seconds(self["lease-time"], "--lease-time", MAX_LEASE_TIME, zero=True)
+        public = self["public-port"]
+        if public is not None:
+            if not str(public).isdigit() or not 1 <= int(public) <= _MAX_PORT:
+                raise usage.UsageError(f"--public-port {public}: give a port, 1..{_MAX_PORT}")
+            public = int(public)
         admin = check_endpoint(self["admin"], "--admin")
+        http = self["http"]
+        http = None if http.strip().lower() == "none" else check_endpoint(http, "--http")
         dataDir = self["data-dir"]
         path = Path(os.path.expanduser(dataDir)) if dataDir else default_data_dir()
         self.config = RelayConfig(
             data_dir=path.absolute(), tls=tls, admin=admin, names=names,
             revocation_poll=poll, drain_timeout=drain, share_domain=shareDomain,
-            handshake_timeout=handshake,
+            handshake_timeout=handshake, lease_time=lease, public_port=public, http=http,
         )
 
 

@@ -100,3 +100,51 @@ class TargetTests(SynchronousTestCase):
             self.assertEqual(m.check_name(ok), ok)
         for bad in ["", "-a", "a-", "A", "a_b", "x" * 64, "a.b", None]:
             self.assertRaises(m.MessageError, m.check_name, bad)
+
+
+class HttpShareTests(SynchronousTestCase):
+    """
+    Share URLs in an agent's hello, and share targets.
+    """
+
+    def test_roundTrip(self) -> None:
+        """
+        Each mode round-trips; an e2ee share carries its signing request.
+        """
+        shares = [m.HttpShare("blog", 3000, m.E2EE, "PEM"), m.HttpShare("shop", 8000, m.INSPECT)]
+        hello = m.parse_dialer_hello(m.agent_hello("k", "web", [], shares))
+        self.assertEqual(hello.http, tuple(shares))
+
+    def test_rejections(self) -> None:
+        """
+        Bad names, ports, modes, a missing or superfluous request, a name
+        given twice, and too many shares are refused with L{m.MessageError}.
+        """
+        bad = [
+            [{"name": "Blog", "port": 1, "mode": "inspect"}],
+            [{"name": "blog", "port": 0, "mode": "inspect"}],
+            [{"name": "blog", "port": 1, "mode": "sniff"}],
+            [{"name": "blog", "port": 1, "mode": "e2ee"}],
+            [{"name": "blog", "port": 1, "mode": "inspect", "csr": "PEM"}],
+            [{"name": "blog", "port": 1, "mode": "inspect"}] * 2,
+            [{"name": f"n{i}", "port": 1, "mode": "inspect"} for i in range(m.MAX_HTTP_SHARES + 1)],
+            "blog",
+            ["blog"],
+        ]
+        for http in bad:
+            app = m.agent_hello("k", "web", [])
+            app["http"] = http
+            self.assertRaises(m.MessageError, m.parse_dialer_hello, app)
+
+    def test_targets(self) -> None:
+        """
+        A share target carries the share's name and the visitor's address,
+        an IPv6 one included; other targets are not share targets.
+        """
+        self.assertEqual(
+            m.parse_share_target(m.share_target("blog", "[2001:db8::1]:443")),
+            ("blog", "[2001:db8::1]:443"),
+        )
+        self.assertEqual(m.parse_share_target("share:blog"), ("blog", ""))
+        self.assertIsNone(m.parse_share_target("tcp:3000"))
+        self.assertRaises(m.MessageError, m.parse_share_target, "share:Bad@x")

@@ -17,6 +17,7 @@ from nfltr.messages import MAX_SHARES, MessageError, check_name, check_port
 
 from ._names import default_state_dir
 from ._settings import ConfigError, RelaySettings, parse_bool, relay_settings
+from ._shares import HttpOption, check_http_option
 
 
 @dataclass(frozen=True)
@@ -30,21 +31,26 @@ class AgentOptions:
     e2ee: bool
     state_dir: Path
     relay: RelaySettings
+    http: tuple[HttpOption, ...] = ()
 
 
 def agent_options(
     ports: Sequence[str | int], values: Mapping[str, str | None],
-    environ: Mapping[str, str] = os.environ,
+    environ: Mapping[str, str] = os.environ, http: Sequence[HttpOption] = (),
 ) -> AgentOptions:
     """
     Check an agent's ports and options (keyed by option name: C{name},
     C{e2ee}, C{state-dir} and the relay's; a missing or L{None} value takes
     its default).
 
+    @param ports: the TCP ports to share.
+    @param http: the share URLs to publish (L{http_option} checked them).
     @raise ConfigError: what is wrong, for the user.
     """
-    if not ports:
+    if not ports and not http:
         raise ConfigError("give the port of the local service to share")
+    if len(http) > 1:
+        raise ConfigError("one share URL per agent: it is named as the agent")
     if len(ports) > MAX_SHARES:
         raise ConfigError(f"at most {MAX_SHARES} ports")
     checked = []
@@ -66,4 +72,30 @@ def agent_options(
         e2ee=parse_bool(values.get("e2ee") or "true", "--e2ee"),
         state_dir=Path(state).absolute() if state else default_state_dir(environ),
         relay=relay_settings(values, environ),
+        http=tuple(http),
     )
+
+
+def http_option(port: str | int, values: Mapping[str, str | None]) -> HttpOption:
+    """
+    Check C{nfltr http PORT}'s port, C{--mode} and C{--host-header}.
+
+    @raise ConfigError: what is wrong.
+    """
+    text = str(port)
+    try:
+        checked = check_port(int(text) if text.isdigit() else text)
+    except MessageError as e:
+        raise ConfigError(str(e)) from None
+    return check_http_option(checked, values.get("mode"), values.get("host-header"))
+
+
+def http_agent_options(
+    port: str | int, values: Mapping[str, str | None], environ: Mapping[str, str] = os.environ
+) -> AgentOptions:
+    """
+    The options of C{nfltr http PORT}: one share URL, no TCP port.
+
+    @raise ConfigError: what is wrong.
+    """
+    return agent_options([], values, environ, http=[http_option(port, values)])

@@ -12,10 +12,11 @@ session carries the service's bytes as they are.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric import ec
 from twisted.application.service import Service
 from twisted.internet import defer, error
 from twisted.logger import Logger
@@ -25,12 +26,16 @@ from nfltr.e2ee import E2EETLSFactory
 from nfltr.link import ErrorCode, LinkConfig
 from nfltr.link.twisted import LinkSession
 from nfltr.messages import (
+    E2EE,
+    INSPECT,
     NOT_FOUND_CODE,
     NOT_FOUND_REASON,
+    PASSTHROUGH,
     MessageError,
     TcpShare,
     agent_hello,
     parse_agent_target,
+    parse_share_target,
 )
 from nfltr.tls import PKIError, ServerTLS, ensure_self_signed, server_context_factory
 
@@ -40,6 +45,7 @@ from ._names import agent_name
 from ._options import AgentOptions
 from ._quiet import Quiet
 from ._settings import KEY_ENV, ConfigError
+from ._shares import ShareServer, save_share_ca, share_key
 
 _log = Logger()
 
@@ -54,22 +60,36 @@ class AgentSessions:
     log = Logger()
 
     def __init__(
-        self, clock: Any, ports: Collection[int], connector: Any, tls: E2EETLSFactory | None
+        self, clock: Any, ports: Collection[int], connector: Any, tls: E2EETLSFactory | None,
+        shares: Mapping[str, ShareServer] | None = None,
     ) -> None:
         """
         @param connector: has C{connect(port, protocol)} returning a
             cancellable Deferred (L{ServiceConnector}).
         @param tls: ends each session's TLS, or L{None} for plain sessions.
+        @param shares: the servers of the share URLs, by share name.
         """
         self.ports = frozenset(ports)
         self.connector = connector
         self.tls = tls
+        self.shares = dict(shares or {})
         self.quiet = Quiet(clock)
 
     def sessionRequested(self, session: LinkSession) -> None:
         """
         Accept C{session} and connect to its service, or refuse it.
         """
+        try:
+            share = parse_share_target(session.target)
+        except MessageError:
+            share = None
+        if share is not None:
+            server = self.shares.get(share[0])
+            if server is None:
+                session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
+            else:
+                server.serve(session, share[1])
+            return
         try:
             port: int | None = parse_agent_target(session.target)
         except MessageError:
@@ -112,6 +132,7 @@ class AgentSetup:
     name: str
     fingerprint: str | None
     server_tls: ServerTLS | None
+    share_key: ec.EllipticCurvePrivateKey | None = None
 
 
 def prepare_agent(options: AgentOptions) -> AgentSetup:
@@ -124,15 +145,18 @@ def prepare_agent(options: AgentOptions) -> AgentSetup:
     state = options.state_dir
     try:
         name = agent_name(state, options.name)
-        if not options.e2ee:
-            return AgentSetup(options, name, None, None)
+        key = None
+        if any(option.mode == E2EE for option in options.http):
+            key = share_key(state)
+        if not options.e2ee or not options.ports:
+            return AgentSetup(options, name, None, None, key)
         identity = ensure_self_signed(state, name)
         tls = server_context_factory(identity.cert, identity.key)
     except (MessageError, PKIError) as e:
         raise ConfigError(str(e)) from None
     except OSError as e:
         raise ConfigError(f"cannot use the state directory {state}: {e.strerror or e}") from None
-    return AgentSetup(options, name, identity.fingerprint, tls)
+    return AgentSetup(options, name, identity.fingerprint, tls, key)
 
 
 # Seconds a stopping agent lets its sessions in flight finish.
@@ -168,12 +192,18 @@ class AgentService(Service, DiallerObserver):
         tls = None
         if setup.server_tls is not None:
             tls = E2EETLSFactory(setup.server_tls, False, reactor)
-        self.sessions = AgentSessions(
-            reactor, options.ports, connector or ServiceConnector(reactor), tls
-        )
+        connector = connector or ServiceConnector(reactor)
+        # One share URL per agent, named as the agent (see agent_options).
+        self.shares: dict[str, ShareServer] = {}
+        if options.http:
+            self.shares[setup.name] = ShareServer(
+                setup.name, options.http[0], connector, reactor, setup.share_key
+            )
+        self.sessions = AgentSessions(reactor, options.ports, connector, tls, self.shares)
         relay = options.relay
         shares = [TcpShare(port, options.e2ee) for port in options.ports]
-        hello = agent_hello(relay.key, setup.name, shares)
+        http = [server.hello() for server in self.shares.values()]
+        hello = agent_hello(relay.key, setup.name, shares, http)
         self.dialler = RelayDialler(
             endpoint or relay.endpoint(reactor), reactor, hello, self, relay.address,
             LinkConfig(keepalive=relay.keepalive),
@@ -187,6 +217,8 @@ class AgentService(Service, DiallerObserver):
         setup, options = self.setup, self.setup.options
         relay = options.relay
         common = f"--relay {relay.address} {relay.trust_arguments()}"
+        if not options.ports:
+            return []
         if setup.fingerprint is not None:
             lines = [f"agent {setup.name}: end-to-end key fingerprint {setup.fingerprint}"]
             mode = f"--pin {setup.fingerprint}"
@@ -217,7 +249,45 @@ class AgentService(Service, DiallerObserver):
         Drain the link to the relay, then close it.
         """
         super().stopService()
-        return self.dialler.stop(self.drainTimeout)
+        d = self.dialler.stop(self.drainTimeout)
+        for server in self.shares.values():
+            d.addBoth(_passing(server.close))
+        return d
+
+    def relayUp(self, link: Any, welcome: dict[str, Any]) -> None:
+        """
+        The relay welcomed us: take each share's URL and certificate, and
+        show the URLs that are new.
+        """
+        answers = welcome.get("shares")
+        for answer in answers if isinstance(answers, list) else ():
+            server = self.shares.get(str(answer.get("name"))) if isinstance(answer, dict) else None
+            if server is None:
+                continue
+            known = server.url
+            try:
+                server.welcomed(answer)
+            except PKIError as e:
+                _log.error("share {name}: {error}", name=server.name, error=str(e))
+                continue
+            if server.url is not None and server.url != known:
+                self._announceShare(server, answer)
+
+    def _announceShare(self, server: ShareServer, answer: dict[str, Any]) -> None:
+        mode = server.option.mode
+        how = {
+            E2EE: "TLS ends here; the relay forwards ciphertext only",
+            INSPECT: "the relay ends TLS and reads the HTTP",
+            PASSTHROUGH: "the service on port {port} ends TLS itself",
+        }[mode].format(port=server.option.port)
+        self.announce(f"share {server.url} -> port {server.option.port} ({mode}: {how})")
+        cert = answer.get("cert")
+        if isinstance(cert, str):
+            path = save_share_ca(self.setup.options.state_dir, cert)
+            if path is not None:
+                self.announce(
+                    f"visitors trust the relay's share CA: curl --cacert {path} {server.url}"
+                )
 
     def sessionRequested(self, session: LinkSession) -> None:
         """
@@ -230,3 +300,11 @@ class AgentService(Service, DiallerObserver):
         The relay turned us away for good.
         """
         self.onFatal(message)
+
+
+def _passing(call: Callable[[], object]) -> Callable[[Any], Any]:
+    def run(result: Any) -> Any:
+        call()
+        return result
+
+    return run

@@ -16,6 +16,7 @@ from pathlib import Path
 
 DEFAULT_TLS = "tcp:8443"
 DEFAULT_ADMIN = "tcp:9090:interface=127.0.0.1"
+DEFAULT_HTTP = "tcp:8080"
 DEFAULT_REVOCATION_POLL = 2.0
 # Seconds a stopping relay lets sessions in flight finish after its GOAWAY.
 DEFAULT_DRAIN_TIMEOUT = 30.0
@@ -24,6 +25,7 @@ DEFAULT_SHARE_DOMAIN = "localhost"
 # Seconds a connection to the TLS port has to send its ClientHello (and,
 # for the relay's own name, then its first bytes after the handshake).
 DEFAULT_HANDSHAKE_TIMEOUT = 10.0
+DEFAULT_LEASE_TIME = 24 * 3600.0
 DATABASE_NAME = "nfltr.sqlite3"
 STATE_FILE_NAME = "relay.json"
 
@@ -75,6 +77,13 @@ class RelayConfig:
     @ivar handshake_timeout: seconds a connection to the TLS port has to
         send its whole ClientHello; for the relay's own names, as many again
         to finish the handshake and show its first bytes.
+    @ivar lease_time: seconds a share name stays its account's after its
+        agent left (L{nfltr.relay.leases}).
+    @ivar public_port: the port share URLs name, when visitors reach the
+        TLS port through another port (a port mapping, a load balancer);
+        L{None}: the port the TLS listener bound.
+    @ivar http: the endpoint string of the HTTP port, which redirects to
+        HTTPS (L{nfltr.relay.redirect}); L{None}: none.
     """
 
     data_dir: Path
@@ -85,3 +94,6 @@ class RelayConfig:
     drain_timeout: float = DEFAULT_DRAIN_TIMEOUT
     share_domain: str = DEFAULT_SHARE_DOMAIN
     handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
+    lease_time: float = DEFAULT_LEASE_TIME
+    public_port: int | None = None
+    http: str | None = None

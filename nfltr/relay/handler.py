@@ -40,14 +40,16 @@ from nfltr.messages import (
 )
 from nfltr.store import KeyInfo
 
-from .directory import AgentEntry, Directory, NameInUse
+from .directory import AgentEntry, Directory
 from .routing import join_sessions
+from .shares import ShareRefused, ShareRegistry
 from .state import format_address
 
 INVALID_KEY = "invalid API key"
 REPLACED = "replaced by a newer connection"
 STORE_UNAVAILABLE = "the relay cannot check API keys now; try again later"
 AGENT_SESSIONS_REFUSED = "agents cannot open sessions"
+NO_SHARE_URLS = "this relay does not publish share URLs"
 
 HELLO, VERIFYING, AGENT_READY, CLIENT_READY, CLOSED = (
     "hello", "verifying", "agent", "client", "closed",
@@ -87,13 +89,18 @@ class Relay:
     @ivar directory: the connected agents and authenticated links.
     @ivar clock: the reactor's time.
     @ivar handlers: the handlers of every established link.
+    @ivar shares: the share URLs agents publish (L{None}: this relay
+        publishes none, and refuses agents that ask).
     """
 
     log = Logger()
 
-    def __init__(self, store: KeyVerifier, clock: IReactorTime) -> None:
+    def __init__(
+        self, store: KeyVerifier, clock: IReactorTime, shares: ShareRegistry | None = None
+    ) -> None:
         self.store = store
         self.clock = clock
+        self.shares = shares
         self.directory = Directory()
         self.handlers: set[RelayLinkHandler] = set()
 
@@ -204,6 +211,7 @@ class RelayLinkHandler(LinkHandler):
         whose sessions in flight finish.
         """
         agent = self.agent
+        self._withdraw()
         if agent is not None and self.relay.directory.releaseAgent(agent):
             self.log.info(
                 "agent {name} (account {account}) is draining",
@@ -216,6 +224,7 @@ class RelayLinkHandler(LinkHandler):
         """
         agent = self.agent
         self.relay.handlers.discard(self)
+        self._withdraw()
         self._forget()
         self._pending = []  # the link ended them
         self.state = CLOSED
@@ -257,22 +266,41 @@ class RelayLinkHandler(LinkHandler):
         entry = AgentEntry(
             hello.name, key.account, key.keyid, frozenset(s.port for s in hello.tcp), self
         )
-        try:
-            old = self.relay.directory.claimAgent(entry)
-        except NameInUse:
+        holder = self.relay.directory.agent(hello.name)
+        if holder is not None and holder.account != key.account:
             self.refuse(RefusalReason.CONFLICT, name_in_use_message(hello.name))
             return
+        try:
+            shares = self._publish(hello, key)
+        except ShareRefused as e:
+            self.refuse(e.reason, str(e))
+            return
+        old = self.relay.directory.claimAgent(entry)
         if old is not None:
             assert isinstance(old.holder, RelayLinkHandler)
             old.holder.refuse(RefusalReason.CONFLICT, REPLACED)
         self.key, self.agent, self.state = key, entry, AGENT_READY
-        self._send(welcome(key.account, hello.name))
+        self._send(welcome(key.account, hello.name, shares))
         self.log.info(
-            "agent {name} (account {account}) connected from {peer}, sharing {ports}",
+            "agent {name} (account {account}) connected from {peer}, sharing ports {ports} "
+            "and URLs {urls}",
             name=hello.name, account=key.account, peer=self._peer(),
-            ports=sorted(entry.ports),
+            ports=sorted(entry.ports), urls=[s["url"] for s in shares],
         )
         self._releasePending()
+
+    def _publish(self, hello: DialerHello, key: KeyInfo) -> list[dict[str, Any]]:
+        if not hello.http:
+            return []
+        registry = self.relay.shares
+        if registry is None:
+            raise ShareRefused(RefusalReason.INVALID, NO_SHARE_URLS)
+        return registry.publish(self, key.account, hello.http, lambda: self.link)
+
+    def _withdraw(self) -> None:
+        registry = self.relay.shares
+        if registry is not None:
+            registry.withdraw(self)
 
     def _welcomeClient(self, key: KeyInfo) -> None:
         self.key, self.state = key, CLIENT_READY
@@ -306,6 +334,7 @@ class RelayLinkHandler(LinkHandler):
         )
         self.state = CLOSED
         agent = self.agent
+        self._withdraw()
         self._forget()
         if agent is not None:
             self.relay.directory.releaseAgent(agent)

@@ -17,14 +17,15 @@ first; L{TLSPortRoutes.choose} decides by the ClientHello's server name:
 The relay's own names win over the share domain, so C{relay.example.com}
 stays the relay's with C{--share-domain example.com}.
 
-The routing table is an L{IShareRoutes}; L{ShareRoutes} keeps one in memory,
-empty until the share-URL feature adds shares to it.
+The routing table is an L{IShareRoutes}: the relay's
+L{nfltr.relay.shares.ShareRegistry} (shares agents publish), or a fixed
+L{ShareRoutes} table in memory.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cryptography import x509
 from twisted.internet import interfaces
@@ -46,7 +47,9 @@ from nfltr.tls import PKIError, subject_alt_names
 
 from ._sniff import SniffingFactory
 from .config import RelayConfig
-from .handler import Relay
+
+if TYPE_CHECKING:
+    from .handler import Relay
 
 #: The name the relay always answers to, as its certificate does.
 LOCAL_NAME = "localhost"
@@ -57,10 +60,11 @@ class IShareRoutes(Interface):
     The shares reachable by name on the TLS port.
     """
 
-    def route(name: str) -> ISpliceBackend | None:
+    def route(name: str) -> Route | None:
         """
-        The backend of the share called C{name}, or L{None} if there is none
-        now.  C{name} is one DNS label, lowercase (internationalised names
+        The route of the share called C{name} (L{Splice} to its backend, or
+        L{HandOver} to a protocol that ends its TLS), or L{None} if there is
+        none now.  C{name} is one DNS label, lowercase (internationalised names
         as their C{xn--} A-label): what precedes the share domain in the
         server name.  Called once per visitor connection, on the reactor
         thread: answer at once, from memory.
@@ -76,14 +80,17 @@ class ShareRoutes:
     """
 
     def __init__(self) -> None:
-        self._backends: dict[str, ISpliceBackend] = {}
+        self._backends: dict[str, Route] = {}
 
-    def add(self, name: str, backend: ISpliceBackend) -> None:
+    def add(self, name: str, backend: ISpliceBackend | Route) -> None:
         """
-        Route C{name} (a lowercase DNS label) to C{backend}, in place of any
-        earlier backend of that name.
+        Route C{name} (a lowercase DNS label) to C{backend} (a route, or a
+        backend to splice to), in place of any earlier route of that name.
         """
-        self._backends[name] = backend
+        if isinstance(backend, HandOver | Splice):
+            self._backends[name] = backend
+        else:
+            self._backends[name] = Splice(backend)  # type: ignore[arg-type]
 
     def remove(self, name: str) -> None:
         """
@@ -91,7 +98,7 @@ class ShareRoutes:
         """
         self._backends.pop(name, None)
 
-    def route(self, name: str) -> ISpliceBackend | None:
+    def route(self, name: str) -> Route | None:
         """
         See L{IShareRoutes.route}.
         """
@@ -173,8 +180,8 @@ class TLSPortRoutes:
         if name is None or name in self.own:
             return HandOver(self.relay)
         share = self.shareName(name)
-        backend = None if share is None else self.shares.route(share)
-        return REFUSE if backend is None else Splice(backend)
+        route = None if share is None else self.shares.route(share)
+        return REFUSE if route is None else route
 
 
 def tls_port_factory(

@@ -37,13 +37,22 @@ from twisted.python.threadpool import ThreadPool
 from nfltr import __version__
 from nfltr.sni.twisted import SNIRouterFactory
 from nfltr.store import SQLiteStore, StoreError
-from nfltr.tls import PKIError, RelayPKI, ensure_relay_pki, server_context_factory
+from nfltr.tls import (
+    PKIError,
+    RelayPKI,
+    ShareCA,
+    ensure_relay_pki,
+    server_context_factory,
+)
 
 from .admin import admin_site
 from .config import RelayConfig, database_path, state_file_path
 from .handler import Relay
+from .leases import Leases
+from .redirect import redirect_site
 from .revocation import RevocationPoller
-from .router import ShareRoutes, tls_port_factory
+from .router import LOCAL_NAME, check_share_domain, own_names, tls_port_factory
+from .shares import ShareRegistry
 from .state import RelayInfo, format_address, remove_state_file, write_state_file
 
 DATA_DIR_MODE = 0o700
@@ -63,8 +72,8 @@ class RelayService(Service):
     @ivar reactor: the reactor (TCP, time, threads), injected.
     @ivar relay: the shared state of the link handlers, once started.
     @ivar info: what C{relay.json} says, once started.
-    @ivar shares: the routing table of share names on the TLS port (empty
-        until shares are published).
+    @ivar shares: the share URLs agents publish, and any fixed routes
+        added with its C{add} (kept across a restart of the service).
     @ivar router: the TLS port's router factory (its C{refused} and
         C{routed} counters), once started.
     """
@@ -77,7 +86,7 @@ class RelayService(Service):
         self.reactor = reactor
         self.relay: Relay | None = None
         self.info: RelayInfo | None = None
-        self.shares = ShareRoutes()
+        self.shares = ShareRegistry(None, reactor, ())
         self.router: SNIRouterFactory | None = None
         self._cleanups: list[Cleanup] = []
         self._starting: Deferred[RelayInfo] | None = None
@@ -128,26 +137,38 @@ class RelayService(Service):
         config = self.config
         dataDir = Path(config.data_dir).absolute()
         dataDir.mkdir(mode=DATA_DIR_MODE, parents=True, exist_ok=True)
-        pki = ensure_relay_pki(dataDir, list(config.names))
+        domain = check_share_domain(config.share_domain)
+        pki = ensure_relay_pki(dataDir, list(config.names), share_domain=domain)
         creator = server_context_factory(pki.cert, pki.key)
+        self.shares = ShareRegistry(
+            ShareCA.load(pki, domain), self.reactor, own_names(config.names),
+            Leases(config.lease_time), self.shares.static,
+        )
         pool = ThreadPool(minthreads=STORE_THREADS, maxthreads=STORE_THREADS, name="nfltr-store")
         pool.start()
         self._cleanups.append(pool.stop)
         store = SQLiteStore(database_path(dataDir), self.reactor, pool)
         self._cleanups.append(store.close)
         revision = await store.revision()
-        relay = self.relay = Relay(store, self.reactor)
+        relay = self.relay = Relay(store, self.reactor, self.shares)
         self._cleanups.append(lambda: relay.closeAll(config.drain_timeout))
         tlsPort = await serverFromString(self.reactor, config.tls).listen(
             self._tlsFactory(relay, creator)
         )
         self._cleanups.append(tlsPort.stopListening)
+        self.shares.port = config.public_port or tlsPort.getHost().port
         adminPort = await serverFromString(self.reactor, config.admin).listen(admin_site())
         self._cleanups.append(adminPort.stopListening)
+        httpPort = None
+        if config.http is not None:
+            fallback = config.names[0] if config.names else LOCAL_NAME
+            site = redirect_site(fallback, lambda: self.shares.port, self.reactor)
+            httpPort = await serverFromString(self.reactor, config.http).listen(site)
+            self._cleanups.append(httpPort.stopListening)
         poller = RevocationPoller(store, relay, self.reactor, config.revocation_poll, revision)
         poller.start()
         self._cleanups.append(poller.stop)
-        info = self._describe(pki, tlsPort, adminPort)
+        info = self._describe(pki, tlsPort, adminPort, httpPort)
         path = state_file_path(dataDir)
         write_state_file(path, info)
         self._cleanups.append(lambda: remove_state_file(path, info.pid))
@@ -158,10 +179,12 @@ class RelayService(Service):
         self.router = tls_port_factory(relay, creator, self.config, self.shares, self.reactor)
         return self.router
 
-    def _describe(self, pki: RelayPKI, tlsPort: Any, adminPort: Any) -> RelayInfo:
+    def _describe(self, pki: RelayPKI, tlsPort: Any, adminPort: Any, httpPort: Any) -> RelayInfo:
         return RelayInfo(
             tls=format_address(tlsPort.getHost()),
             admin=format_address(adminPort.getHost()),
+            http=None if httpPort is None else format_address(httpPort.getHost()),
+            share_ca=str(pki.share_ca_cert),
             ca=str(pki.ca_cert),
             fingerprint=pki.fingerprint,
             pid=os.getpid(),
@@ -172,6 +195,12 @@ class RelayService(Service):
         self.log.info(
             "relay listening: links (TLS) on {tls}, admin on {admin}",
             tls=info.tls, admin=info.admin,
+        )
+        if info.http is not None:
+            self.log.info("HTTP port on {http} redirects to HTTPS", http=info.http)
+        self.log.info(
+            "share URLs: https://NAME.{domain}:{port}/; visitors trust the share CA {ca}",
+            domain=self.config.share_domain, port=self.shares.port, ca=info.share_ca,
         )
         self.log.info(
             "relay certificate fingerprint {fingerprint}: agents and clients trust this relay "

@@ -2,7 +2,8 @@
 """
 C{relay.json}: what a running relay tells scripts and tests about itself.
 
-    {"tls": "HOST:PORT", "admin": "HOST:PORT", "ca": "/path/to/tls/ca.crt",
+    {"tls": "HOST:PORT", "admin": "HOST:PORT", "http": "HOST:PORT" or null,
+     "ca": "/path/to/tls/ca.crt", "share_ca": "/path/to/tls/share-ca.crt",
      "fingerprint": "sha256:...", "pid": 1234, "version": "..."}
 
 The addresses are the ones actually bound (so port 0 becomes the port the
@@ -36,6 +37,8 @@ class RelayInfo:
     fingerprint: str
     pid: int
     version: str
+    http: str | None = None
+    share_ca: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """

@@ -85,9 +85,10 @@ class ISpliceBackend(Interface):
     Where L{Splice} sends a connection's raw bytes (a share).
     """
 
-    def connect(protocol: interfaces.IProtocol) -> None:
+    def connect(protocol: interfaces.IProtocol, visitor: interfaces.IAddress) -> None:
         """
-        Connect C{protocol} to the backend, now or later: call its
+        Connect C{protocol} to the backend, now or later, for the visitor
+        whose address is C{visitor}: call its
         C{makeConnection} with a transport whose writes reach the backend,
         and give it what the backend sends.  The protocol writes the bytes
         read so far (the ClientHello and whatever followed it) in its
@@ -213,7 +214,7 @@ class SNIRouter(PrefixReader):
         # Reading pauses here until the backend's end is connected.
         visitor.makeConnection(self.transport)
         try:
-            backend.connect(remote)
+            backend.connect(remote, self.addr)
         except Exception:  # noqa: BLE001 - a backend that breaks its contract costs one visitor
             self.log.failure("splice backend {backend!r} raised", backend=backend)
             remote.abort()

@@ -36,6 +36,14 @@ from nfltr.tls._issue import (
     ensure_self_signed,
     subject_alt_names,
 )
+from nfltr.tls._shares import (
+    SHARE_CERT_LIFETIME,
+    ShareCA,
+    ShareCertError,
+    load_share_key,
+    server_tls_from_pem,
+    share_request,
+)
 
 __all__ = [
     "CertificateRejected",
@@ -44,13 +52,19 @@ __all__ = [
     "PKIError",
     "PinMismatch",
     "RelayPKI",
+    "SHARE_CERT_LIFETIME",
     "SelfSignedIdentity",
+    "ShareCA",
+    "ShareCertError",
     "ServerTLS",
     "TLSConfigError",
     "VerificationFailed",
     "client_creator",
     "ensure_relay_pki",
     "ensure_self_signed",
+    "load_share_key",
+    "server_tls_from_pem",
+    "share_request",
     "locked_directory",
     "subject_alt_names",
     "write_atomically",

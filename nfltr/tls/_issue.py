@@ -95,6 +95,7 @@ def ensure_relay_pki(
     data_dir: str | os.PathLike[str],
     names: Sequence[str],
     *,
+    share_domain: str | None = None,
     now: datetime | None = None,
 ) -> RelayPKI:
     """
@@ -104,15 +105,22 @@ def ensure_relay_pki(
     @param names: the relay's public DNS names or IP addresses; the
         certificate names them all, plus C{localhost}, C{127.0.0.1} and
         C{::1}.
+    @param share_domain: the share domain: the share CA may sign names
+        under it only (a name constraint), and is re-issued (same key) when
+        it changes.
     @param now: the current time (UTC), for tests.
     @raise PKIError: a name is invalid, or a key file is unreadable.
     """
     now = now or datetime.now(UTC)
+    constraints: list[tuple[x509.ExtensionType, bool]] = []
+    if share_domain is not None:
+        permitted = [x509.DNSName(share_domain)]
+        constraints.append((x509.NameConstraints(permitted, None), True))
     alt_names = subject_alt_names([*names, *LOCAL_NAMES])
     directory = Path(data_dir) / "tls"
     with locked_directory(directory):
         ca_key, ca_cert = _ensure_ca(directory, "ca", "nfltr relay CA", now)
-        _ensure_ca(directory, "share-ca", "nfltr share CA", now)
+        _ensure_ca(directory, "share-ca", "nfltr share CA", now, constraints)
         common_name = names[0] if names and len(names[0]) <= _MAX_COMMON_NAME else "nfltr relay"
         _, cert = _ensure_cert(
             directory,
@@ -213,7 +221,8 @@ _Issuer = tuple[ec.EllipticCurvePrivateKey, x509.Certificate]
 
 
 def _ensure_ca(
-    directory: Path, stem: str, title: str, now: datetime
+    directory: Path, stem: str, title: str, now: datetime,
+    extra: Sequence[tuple[x509.ExtensionType, bool]] = (),
 ) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
     key, _ = load_or_create_key(directory / f"{stem}.key")
     # The key's fingerprint in the name keeps two relays' CAs apart in a trust store.
@@ -221,6 +230,7 @@ def _ensure_ca(
     extensions = [
         (x509.BasicConstraints(ca=True, path_length=0), True),
         (_key_usage(key_cert_sign=True, crl_sign=True), True),
+        *extra,
     ]
     request = _Request(f"{title} {tag}", extensions, None, CA_LIFETIME)
     return _ensure_cert(directory, stem, request, None, now, key=key)
@@ -296,6 +306,13 @@ def _content_problem(cert: x509.Certificate, request: _Request) -> str | None:
     names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
     if [n.value for n in names] != [request.common_name]:
         return "subject changed"
+    wanted = [e for e, _ in request.extensions if isinstance(e, x509.NameConstraints)]
+    try:
+        held = [cert.extensions.get_extension_for_class(x509.NameConstraints).value]
+    except x509.ExtensionNotFound:
+        held = []
+    if held != wanted:
+        return "name constraints changed"
     if request.alt_names is None:
         return None
     try:

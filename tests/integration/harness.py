@@ -77,7 +77,7 @@ class Stack:
         self.data = tmp / "relay"
         self.processes: list[Process] = []
         args = ["relay", "--data-dir", str(self.data), "--tls", "tcp:0:interface=127.0.0.1",
-                "--admin", "tcp:0:interface=127.0.0.1"]
+                "--admin", "tcp:0:interface=127.0.0.1", "--http", "tcp:0:interface=127.0.0.1"]
         self.relay = self.start(relay_command + args if relay_command else nfltr(*args), "relay")
         info = json.loads(wait_for_file(self.data / "relay.json"))
         self.info: dict[str, Any] = info
@@ -131,6 +131,28 @@ class Stack:
         fingerprint = agent.wait_for(r"(sha256:[0-9a-f]{64})").group(1)
         agent.wait_for(r"online|connected|welcome")
         return agent, fingerprint
+
+    def web_service(self, *extra: str) -> int:
+        """
+        Start a test web service (L{tests.integration.web_service}); its port.
+        """
+        port_file = self.tmp / f"web-{time.monotonic_ns()}.port"
+        process = Process([sys.executable, "-m", "tests.integration.web_service", "--port-file",
+                           str(port_file), *extra], name="web service")
+        self.processes.append(process)
+        return int(wait_for_file(port_file))
+
+    def http_agent(self, key: str, name: str, port: int, *extra: str) -> tuple[Process, str]:
+        """
+        Start C{nfltr http PORT}; it and the share URL it prints.
+        """
+        agent = self.start(
+            nfltr("http", str(port), "--name", name, "--state-dir",
+                  str(self.tmp / f"agent-{name}"), *self.relay_args(), *extra),
+            f"http agent {name}", {"NFLTR_KEY": key},
+        )
+        url = agent.wait_for(r"share (https://\S+) ").group(1)
+        return agent, url
 
     def connector(self, key: str, agent: str, port: int, *extra: str) -> tuple[Process, int]:
         """

@@ -266,6 +266,7 @@ class FaultTests(StackTestCase):
             "relay", "--data-dir", str(stack.data),
             "--tls", f"tcp:{port_of(stack.info['tls'])}:interface=127.0.0.1",
             "--admin", f"tcp:{port_of(stack.info['admin'])}:interface=127.0.0.1",
+            "--http", f"tcp:{port_of(stack.info['http'])}:interface=127.0.0.1",
         )
         started = time.monotonic()
         relay = Process(args, name="relay (restarted)")

@@ -35,6 +35,7 @@ def free_ports(command: str) -> str:
     The command with its fixed listening ports replaced by port 0 on loopback.
     """
     return command.replace("tcp:8443", "tcp:0:interface=127.0.0.1").replace(
+        "tcp:8080", "tcp:0:interface=127.0.0.1").replace(
         "tcp:9090:interface=127.0.0.1", "tcp:0:interface=127.0.0.1"
     )
 

@@ -61,3 +61,41 @@ class EndToEndPrivacyTests(CapturingStack):
         """
         seen = self.roundTrip("--e2ee", "false")
         self.assertIn(MARKER.encode(), seen)
+
+
+class SharePrivacyTests(CapturingStack):
+    """
+    What the relay reads of a share URL's traffic.
+    """
+
+    def fetchMarker(self, mode: str) -> bytes:
+        """
+        Publish a web service in C{mode}, fetch a response that carries the
+        marker through the share URL, and return what the relay's links read.
+        """
+        from .test_shares import ShareBehaviour
+
+        class Visitor(ShareBehaviour):
+            stack = self.stack
+
+        visitor = Visitor()
+        visitor.mode = mode
+        url = visitor.publish()
+        head = visitor.curl(urls=[f"{url}headers?{MARKER}"])
+        self.assertIn(MARKER.encode(), head)
+        return self.capture.read_bytes()
+
+    def test_e2eeShare(self) -> None:
+        """
+        Through an e2ee share the marker in the response never appears in
+        the relay's reads.
+        """
+        seen = self.fetchMarker("e2ee")
+        self.assertGreater(len(seen), 1000)
+        self.assertNotIn(MARKER.encode(), seen)
+
+    def test_inspectShare(self) -> None:
+        """
+        Through an inspect share it does: the check above can fail.
+        """
+        self.assertIn(MARKER.encode(), self.fetchMarker("inspect"))

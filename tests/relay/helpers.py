@@ -181,10 +181,10 @@ class RelayHarness:
     A L{Relay} with a L{FakeStore}; L{dial} connects real dialers to it.
     """
 
-    def __init__(self, store: FakeStore | None = None) -> None:
+    def __init__(self, store: FakeStore | None = None, shares: Any = None) -> None:
         self.clock = Clock()
         self.store = store or FakeStore()
-        self.relay = Relay(self.store, self.clock)
+        self.relay = Relay(self.store, self.clock, shares)
         self.pumps: list[IOPump] = []
         self.logged: list[dict[str, Any]] = []
         self.logger = Logger(observer=self.logged.append)

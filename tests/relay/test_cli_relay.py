@@ -136,7 +136,8 @@ class ProcessTests(TestCase):
         file; nothing it logs is a traceback.
         """
         dataDir = Path(self.mktemp()).absolute()
-        process = self.spawn("--data-dir", str(dataDir), "--tls", LOOPBACK, "--admin", LOOPBACK)
+        process = self.spawn("--data-dir", str(dataDir), "--tls", LOOPBACK, "--admin", LOOPBACK,
+                             "--http", "none")
         state = dataDir / "relay.json"
 
         def listening(_: None) -> Deferred[int | None]:
@@ -166,7 +167,8 @@ class ProcessTests(TestCase):
         def spawn(busy: Any) -> Deferred[int | None]:
             self.addCleanup(busy.stopListening)
             admin = f"tcp:{busy.getHost().port}:interface=127.0.0.1"
-            process = self.spawn("--data-dir", str(dataDir), "--tls", LOOPBACK, "--admin", admin)
+            process = self.spawn("--data-dir", str(dataDir), "--tls", LOOPBACK, "--admin", admin,
+                                 "--http", "none")
             process.listening.addErrback(lambda _: None)
 
             def ended(code: int | None) -> None:

@@ -5,14 +5,25 @@ side of links, driven by real dialer links over iosim on a Clock.
 
 from __future__ import annotations
 
+from typing import Any
+
 from twisted.internet import error
 from twisted.internet.protocol import Protocol
+from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr.link import ErrorCode, FrameType, LinkConfig, RefusalReason
 from nfltr.link.twisted import SessionResetError
-from nfltr.messages import NOT_FOUND_CODE, NOT_FOUND_REASON, client_target
+from nfltr.messages import (
+    NOT_FOUND_CODE,
+    NOT_FOUND_REASON,
+    PASSTHROUGH,
+    HttpShare,
+    agent_hello,
+    client_target,
+)
+from nfltr.relay.handler import NO_SHARE_URLS
 from nfltr.relay.routing import AGENT_UNAVAILABLE
 
 from ..link.twisted_helpers import RecordingHandler, Streamer
@@ -71,7 +82,9 @@ class AuthenticationTests(_Base):
         stays connected, and is registered under its name.
         """
         agent = self.h.agent(self.keyA, "web", (3000, 3001))
-        self.assertEqual(agent.controls, [{"type": "welcome", "account": "acme", "name": "web"}])
+        self.assertEqual(agent.controls, [
+            {"type": "welcome", "account": "acme", "name": "web", "shares": []}
+        ])
         self.assertFalse(agent.closed)
         entry = self.h.relay.directory.agent("web")
         self.assertIsNotNone(entry)
@@ -82,7 +95,9 @@ class AuthenticationTests(_Base):
         A client with a valid key gets C{welcome} with its account and no name.
         """
         client = self.h.client(self.keyB)
-        self.assertEqual(client.controls, [{"type": "welcome", "account": "bravo", "name": None}])
+        self.assertEqual(client.controls, [
+            {"type": "welcome", "account": "bravo", "name": None, "shares": []}
+        ])
         self.assertFalse(client.closed)
         self.assertIsNone(self.h.relay.directory.agent("web"))
 
@@ -196,7 +211,9 @@ class AgentNameTests(_Base):
             old.controls[-1], refused(RefusalReason.CONFLICT, "replaced by a newer connection")
         )
         self.assertTrue(old.closed)
-        self.assertEqual(new.controls, [{"type": "welcome", "account": "acme", "name": "web"}])
+        self.assertEqual(new.controls, [
+            {"type": "welcome", "account": "acme", "name": "web", "shares": []}
+        ])
         self.assertIs(self.h.relay.directory.agent("web").holder, new.relayHandler)
         client = self.h.client(self.keyA)
         client.link.openSession(client_target("web", 3000), Recorder())
@@ -222,7 +239,9 @@ class AgentNameTests(_Base):
         self.h.run()
         self.assertIsNone(self.h.relay.directory.agent("web"))
         new = self.h.agent(self.keyA2, "web", handler=newHandler)
-        self.assertEqual(new.controls, [{"type": "welcome", "account": "acme", "name": "web"}])
+        self.assertEqual(new.controls, [
+            {"type": "welcome", "account": "acme", "name": "web", "shares": []}
+        ])
         self.assertNotIn(
             refused(RefusalReason.CONFLICT, "replaced by a newer connection"), old.controls
         )
@@ -501,3 +520,69 @@ class RevokeTests(_Base):
         self.assertRefusedAndClosed(
             agent, RefusalReason.REVOKED, f"API key {A_KEY} was revoked"
         )
+
+
+class ShareTests(SynchronousTestCase):
+    """
+    Agents publishing share URLs through their hello.
+    """
+
+    def setUp(self) -> None:
+        from pathlib import Path
+
+        from nfltr.relay.leases import Leases
+        from nfltr.relay.shares import ShareRegistry
+        from nfltr.tls import ShareCA, ensure_relay_pki
+
+        pki = ensure_relay_pki(Path(self.mktemp()), [], share_domain="localhost")
+        clock = Clock()
+        self.registry = ShareRegistry(ShareCA.load(pki, "localhost"), clock, (), Leases(60))
+        self.h = RelayHarness(shares=self.registry)
+        self.keyA = self.h.store.addKey(A_KEY, "acme")
+        self.keyB = self.h.store.addKey(B_KEY, "bravo")
+
+    def publish(self, key: str, agent: str, share: str) -> Any:
+        hello = agent_hello(key, agent, [], [HttpShare(share, 443, PASSTHROUGH)])
+        return self.h.dial(hello)
+
+    def test_publishedAndWithdrawn(self) -> None:
+        """
+        The welcome names the share's URL; the route exists while the link
+        lives and is removed when it is lost.
+        """
+        agent = self.publish(self.keyA, "web", "blog")
+        [welcome] = agent.controls
+        self.assertEqual(
+            welcome["shares"], [{"name": "blog", "mode": "passthrough",
+                                 "url": "https://blog.localhost/"}]
+        )
+        self.assertIsNotNone(self.registry.route("blog"))
+        agent.cut(error.ConnectionLost("gone"))
+        self.h.run()
+        self.assertIsNone(self.registry.route("blog"))
+
+    def test_nameOfAnotherAccount(self) -> None:
+        """
+        An agent of another account asking for a leased share name is
+        refused as a conflict, naming the share, and nothing of it is
+        registered (not its agent name either).
+        """
+        self.publish(self.keyA, "web", "blog")
+        other = self.publish(self.keyB, "other", "blog")
+        self.assertRefused(other, "share name blog is in use by another account")
+        self.assertIsNone(self.h.relay.directory.agent("other"))
+
+    def test_relayWithoutShares(self) -> None:
+        """
+        A relay with no share registry refuses agents that ask for share URLs.
+        """
+        self.h = RelayHarness()
+        self.h.store.addKey(A_KEY, "acme")
+        agent = self.publish(self.keyA, "web", "blog")
+        self.assertRefused(agent, NO_SHARE_URLS)
+
+    def assertRefused(self, dialer: Any, message: str) -> None:
+        [answer] = dialer.controls
+        self.assertEqual(answer["type"], "refused")
+        self.assertEqual(answer["message"], message)
+        self.assertTrue(dialer.closed)

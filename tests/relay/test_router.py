@@ -59,7 +59,7 @@ class NamedBackend:
     def __init__(self, name: str) -> None:
         self.name = name
 
-    def connect(self, protocol: Any) -> None:
+    def connect(self, protocol: Any, visitor: Any = None) -> None:
         raise AssertionError("not connected in these tests")
 
 
@@ -117,7 +117,7 @@ class ShareRoutesTests(SynchronousTestCase):
         self.assertIsNone(table.route("web"))
         table.add("web", first)
         table.add("web", second)
-        self.assertIs(table.route("web"), second)
+        self.assertEqual(table.route("web"), Splice(second))
         self.assertIsNone(table.route("other"))
         table.remove("web")
         table.remove("web")
@@ -243,7 +243,7 @@ class TLSEchoShare:
         self.creator = server_context_factory(self.identity.cert, self.identity.key)
         self.received: RecordingTransport | None = None
 
-    def connect(self, protocol: Any) -> None:
+    def connect(self, protocol: Any, visitor: Any = None) -> None:
         factory = TLSMemoryBIOFactory(
             self.creator, False, Factory.forProtocol(Echo), clock=self.harness.clock
         )
@@ -308,10 +308,12 @@ class TLSPortTests(SynchronousTestCase):
         agent = self.link(agentName, agent_hello(agentKey, "web", [TcpShare(3000)]), trickle)
         client = self.link(clientName, client_hello(clientKey))
         self.assertEqual(
-            agent.handler.controls, [{"type": "welcome", "account": "acme", "name": "web"}]
+            agent.handler.controls,
+            [{"type": "welcome", "account": "acme", "name": "web", "shares": []}],
         )
         self.assertEqual(
-            client.handler.controls, [{"type": "welcome", "account": "acme", "name": None}]
+            client.handler.controls,
+            [{"type": "welcome", "account": "acme", "name": None, "shares": []}],
         )
         app = Recorder()
         client.openSession(client_target("web", 3000), app)

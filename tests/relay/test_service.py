@@ -100,7 +100,7 @@ class TCPBackend:
     def __init__(self, port: int) -> None:
         self.port = port
 
-    def connect(self, protocol: Any) -> None:
+    def connect(self, protocol: Any, visitor: Any = None) -> None:
         d = connectProtocol(TCP4ClientEndpoint(reactor, "127.0.0.1", self.port), protocol)
         d.addErrback(protocol.connectionLost)
 
@@ -233,8 +233,11 @@ class RelayServiceTests(TestCase):
         written = json.loads((self.dataDir / "relay.json").read_text())
         self.assertEqual(written, info.to_json())
         self.assertEqual(
-            set(written), {"tls", "admin", "ca", "fingerprint", "pid", "version"}
+            set(written),
+            {"tls", "admin", "http", "ca", "share_ca", "fingerprint", "pid", "version"},
         )
+        self.assertIsNone(info.http)
+        self.assertEqual(info.share_ca, str(self.dataDir / "tls" / "share-ca.crt"))
         for address in (info.tls, info.admin):
             host, port = address.rsplit(":", 1)
             self.assertEqual(host, "127.0.0.1")
@@ -327,9 +330,13 @@ class RelayServiceTests(TestCase):
         core.close()
         info = await self.startRelay()
         agent = await self.dial(info, agent_hello(agentKey, "web", [TcpShare(3000)]))
-        self.assertEqual(agent.controls, [{"type": "welcome", "account": "acme", "name": "web"}])
+        self.assertEqual(agent.controls, [
+            {"type": "welcome", "account": "acme", "name": "web", "shares": []}
+        ])
         client = await self.dial(info, client_hello(clientKey))
-        self.assertEqual(client.controls, [{"type": "welcome", "account": "acme", "name": None}])
+        self.assertEqual(client.controls, [
+            {"type": "welcome", "account": "acme", "name": None, "shares": []}
+        ])
         link = self.links[-1][0]
         collector = Collector(b"hello through the relay", 23)
         link.openSession(client_target("web", 3000), collector)

@@ -107,7 +107,7 @@ class FakeBackend:
         self.transports: list[HalfCloseTransport] = []
         self.raises: Exception | None = None
 
-    def connect(self, protocol: Any) -> None:
+    def connect(self, protocol: Any, visitor: Any = None) -> None:
         if self.raises is not None:
             raise self.raises
         self.pending.append(protocol)

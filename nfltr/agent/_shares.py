@@ -1,0 +1,231 @@
+# -*- test-case-name: tests.agent.test_shares -*-
+"""
+The agent's share URLs (C{nfltr http PORT}): what it asks the relay for, and
+how it serves each visitor session (C{share:NAME@VISITOR}) by the share's
+mode:
+
+  - C{e2ee}: the agent ends the visitor's TLS with its share key (kept in
+    the state directory, never sent) and the certificate the relay's share
+    CA signed from its request, then proxies HTTP/1.1 to the service
+    (L{nfltr.http}) through a pool of reused connections, adding
+    C{X-Forwarded-For}/C{Forwarded} for the visitor;
+  - C{inspect}: the relay ended TLS and added those headers; the agent
+    proxies HTTP the same way, adding none;
+  - C{passthrough}: the visitor's TLS bytes go to the service as they are
+    (it holds its own certificate), one connection each.
+
+The proxy rewrites C{Host} to C{localhost:PORT} by default, the name a
+development server expects (C{--host-header rewrite}); C{preserve} keeps the
+visitor's, any other value is sent as given.  The visitor's is kept in
+C{X-Forwarded-Host}.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric import ec
+from twisted.internet import defer
+from twisted.logger import Logger
+
+from nfltr.e2ee import E2EETLSFactory
+from nfltr.http import BackendPool, HTTPProxyFactory
+from nfltr.link import ErrorCode
+from nfltr.link.twisted import LinkSession
+from nfltr.messages import E2EE, INSPECT, MODES, NOT_FOUND_CODE, NOT_FOUND_REASON, HttpShare
+from nfltr.tls import (
+    PKIError,
+    load_share_key,
+    locked_directory,
+    server_tls_from_pem,
+    share_request,
+    write_atomically,
+)
+
+from ._local import splice_local
+from ._settings import ConfigError
+
+REWRITE, PRESERVE = "rewrite", "preserve"
+SHARE_KEY_FILE = "share.key"
+SHARE_CA_FILE = "share-ca.crt"
+_HOST = re.compile(r"^[A-Za-z0-9.\-]+(:[0-9]{1,5})?$|^\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?$")
+_PEM_END = "-----END CERTIFICATE-----"
+
+
+@dataclass(frozen=True)
+class HttpOption:
+    """
+    A share URL to publish: the service's port, the mode, and the C{Host}
+    header the service gets (L{REWRITE}, L{PRESERVE} or a value).
+    """
+
+    port: int
+    mode: str = E2EE
+    host_header: str = REWRITE
+
+    def host(self) -> bytes | None:
+        """
+        The C{Host} value to send, or L{None} to keep the visitor's.
+        """
+        if self.host_header == PRESERVE:
+            return None
+        if self.host_header == REWRITE:
+            return f"localhost:{self.port}".encode("ascii")
+        return self.host_header.encode("ascii")
+
+
+def check_http_option(port: int, mode: str | None, host_header: str | None) -> HttpOption:
+    """
+    Check C{--mode} and C{--host-header}.
+
+    @raise ConfigError: what is wrong.
+    """
+    mode = mode or E2EE
+    if mode not in MODES:
+        raise ConfigError(f"--mode {mode!r}: use one of {', '.join(MODES)}")
+    host = host_header or REWRITE
+    if host not in (REWRITE, PRESERVE) and not _HOST.match(host):
+        raise ConfigError(
+            f"--host-header {host!r}: give rewrite, preserve, or a HOST[:PORT] to send"
+        )
+    if mode not in (E2EE, INSPECT) and host_header is not None:
+        raise ConfigError(f"--host-header: a {mode} share's HTTP is not read by the agent")
+    return HttpOption(port, mode, host)
+
+
+def share_key(state_dir: Path) -> ec.EllipticCurvePrivateKey:
+    """
+    The agent's share key (C{STATE_DIR/share.key}, made on first use).
+
+    @raise ConfigError: it cannot be read or made.
+    """
+    try:
+        with locked_directory(state_dir):
+            return load_share_key(state_dir / SHARE_KEY_FILE)
+    except PKIError as e:
+        raise ConfigError(str(e)) from None
+
+
+class ShareServer:
+    """
+    Serves the visitor sessions of one share.
+
+    @ivar tls: ends visitors' TLS (e2ee), once the relay sent the
+        certificate.
+    @ivar url: the share's URL, once the relay welcomed it.
+    """
+
+    log = Logger()
+
+    def __init__(
+        self, name: str, option: HttpOption, connector: Any, reactor: Any,
+        key: ec.EllipticCurvePrivateKey | None,
+    ) -> None:
+        self.name = name
+        self.option = option
+        self.connector = connector
+        self.reactor = reactor
+        self.key = key
+        self.tls: E2EETLSFactory | None = None
+        self.url: str | None = None
+        self.pool: BackendPool | None = None
+        self.proxy: HTTPProxyFactory | None = None
+        if option.mode in (E2EE, INSPECT):
+            self.pool = BackendPool(_PortBackend(connector, option.port), reactor)
+            self.proxy = HTTPProxyFactory(
+                self.pool, reactor, host=option.host(), forwarded=option.mode == E2EE,
+            )
+
+    def hello(self) -> HttpShare:
+        """
+        The share as the hello declares it (with a fresh signing request).
+        """
+        csr = None
+        if self.option.mode == E2EE:
+            assert self.key is not None
+            csr = share_request(self.key, self.name)
+        return HttpShare(self.name, self.option.port, self.option.mode, csr)
+
+    def welcomed(self, answer: dict[str, Any]) -> None:
+        """
+        The relay published the share: keep its URL and (e2ee) certificate.
+
+        @raise PKIError: the certificate does not fit the key.
+        """
+        url = answer.get("url")
+        self.url = url if isinstance(url, str) else None
+        cert = answer.get("cert")
+        if self.option.mode == E2EE and isinstance(cert, str) and self.key is not None:
+            self.tls = E2EETLSFactory(server_tls_from_pem(self.key, cert), False, self.reactor)
+
+    def serve(self, session: LinkSession, visitor: str) -> None:
+        """
+        Serve one visitor's session.
+        """
+        mode = self.option.mode
+        if mode == E2EE:
+            if self.tls is None or self.proxy is None:
+                session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
+                return
+            session.accept(self.tls.wrap(self.proxy.proxyFor(visitor or None)))
+        elif mode == INSPECT:
+            assert self.proxy is not None
+            session.accept(self.proxy.proxyFor(None))
+        else:
+            local, remote = splice_local()
+            session.accept(remote)
+            d = self.connector.connect(self.option.port, local)
+            remote.onLost = lambda reason: d.cancel()
+            d.addErrback(self._failed, session)
+
+    def _failed(self, failure: Any, session: LinkSession) -> None:
+        if failure.check(defer.CancelledError):
+            return
+        self.log.debug(
+            "share {name}: cannot reach the service on port {port}: {why}",
+            name=self.name, port=self.option.port, why=failure.getErrorMessage(),
+        )
+        session.abortWith(ErrorCode.CONNECT_FAILED, f"service on port {self.option.port} is down")
+
+    def close(self) -> None:
+        """
+        Close the idle connections of the pool.
+        """
+        if self.pool is not None:
+            self.pool.close()
+
+
+class _PortBackend:
+    """
+    The local service on one port, for the proxy's pool.
+    """
+
+    def __init__(self, connector: Any, port: int) -> None:
+        self.connector = connector
+        self.port = port
+
+    def connect(self, protocol: Any) -> defer.Deferred[Any]:
+        """
+        Connect C{protocol} to the service.
+        """
+        result: defer.Deferred[Any] = self.connector.connect(self.port, protocol)
+        return result
+
+
+def save_share_ca(state_dir: Path, chain: str) -> Path | None:
+    """
+    Write the last certificate of C{chain} (the relay's share CA) to
+    C{STATE_DIR/share-ca.crt}, for visitors' C{--cacert}.
+    """
+    parts = [p for p in chain.split(_PEM_END) if p.strip()]
+    if not parts:
+        return None
+    path = state_dir / SHARE_CA_FILE
+    try:
+        write_atomically(path, (parts[-1].strip() + "\n" + _PEM_END + "\n").encode(), 0o644)
+    except OSError:
+        return None
+    return path

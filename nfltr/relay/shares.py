@@ -1,0 +1,247 @@
+# -*- test-case-name: tests.relay.test_shares -*-
+"""
+The share URLs an agent publishes, and where the TLS port sends their
+visitors.
+
+An agent's hello lists its shares (L{nfltr.messages.HttpShare}); once its
+key is verified the handler calls L{ShareRegistry.publish}, which checks
+every name (a lease of another account, a name that is the relay's own),
+signs the C{e2ee} shares' requests with the share CA, then installs one route
+per share, all or none:
+
+  - C{e2ee} and C{passthrough}: the visitor's raw bytes are spliced to a
+    session C{share:NAME@VISITOR} on the agent's link (L{AgentShareBackend}):
+    the relay reads nothing but the ClientHello;
+  - C{inspect}: the relay ends TLS with a certificate for the share (key in
+    memory) and proxies HTTP (L{nfltr.http}), adding C{X-Forwarded-For} and
+    C{Forwarded}, over sessions C{share:NAME} on the agent's link.
+
+A route belongs to the link that published it: a newer agent of the same
+account publishing the same name takes the route over, and a link that ends
+removes only the routes it still holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from twisted.internet import defer, interfaces
+from twisted.internet.error import ConnectionRefusedError
+from twisted.protocols.tls import TLSMemoryBIOFactory
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+from nfltr.http import HTTPProxyFactory
+from nfltr.link import RefusalReason
+from nfltr.link.twisted import LinkUnavailable
+from nfltr.messages import E2EE, INSPECT, HttpShare, share_target
+from nfltr.sni.twisted import HandOver, ISpliceBackend, Route, Splice
+from nfltr.tls import ShareCA, ShareCertError
+
+from .leases import Leases, NameLeased
+from .router import IShareRoutes, ShareRoutes
+from .state import format_address
+
+HTTPS_PORT = 443
+
+
+class ShareRefused(Exception):
+    """
+    A hello's shares cannot be published; the text says why, for the agent.
+
+    @ivar reason: the refusal's reason on the wire.
+    """
+
+    def __init__(self, reason: RefusalReason, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def share_in_use_message(name: str) -> str:
+    """
+    The refusal an agent gets for a share name another account holds.
+    """
+    return f"share name {name} is in use by another account"
+
+
+@implementer(ISpliceBackend)
+class AgentShareBackend:
+    """
+    Splices a share's visitors to sessions on the agent's link.
+
+    @ivar link: returns the agent's link (L{None} once it is gone).
+    """
+
+    def __init__(self, name: str, link: Callable[[], Any]) -> None:
+        self.name = name
+        self.link = link
+
+    def connect(self, protocol: interfaces.IProtocol, visitor: Any) -> None:
+        """
+        See L{ISpliceBackend.connect}.
+        """
+        link = self.link()
+        try:
+            if link is None:
+                raise LinkUnavailable("the agent's link is gone")
+            link.openSession(share_target(self.name, format_address(visitor)), protocol)
+        except LinkUnavailable as e:
+            protocol.connectionLost(Failure(ConnectionRefusedError(str(e))))
+
+
+class LinkSessionBackend:
+    """
+    The backend of an inspected share's HTTP proxy: each connection is a
+    new session C{share:NAME} on the agent's link.
+    """
+
+    def __init__(self, name: str, link: Callable[[], Any]) -> None:
+        self.name = name
+        self.link = link
+
+    def connect(self, protocol: interfaces.IProtocol) -> defer.Deferred[Any]:
+        """
+        Open a session for C{protocol}; fails if the agent's link is gone
+        or draining.
+        """
+        link = self.link()
+        try:
+            if link is None:
+                raise LinkUnavailable("the agent's link is gone")
+            link.openSession(f"share:{self.name}", protocol)
+        except LinkUnavailable as e:
+            return defer.fail(ConnectionRefusedError(str(e)))
+        return defer.succeed(protocol)
+
+
+@dataclass(eq=False)
+class ShareEntry:
+    """
+    One published share.
+
+    @ivar holder: the link handler that published it.
+    """
+
+    name: str
+    account: str
+    mode: str
+    holder: Any
+    route: Route
+
+
+@implementer(IShareRoutes)
+class ShareRegistry:
+    """
+    The shares of one relay: leases, routes, certificates.
+
+    @ivar url: the URL of a share name (see L{share_url}).
+    """
+
+    def __init__(
+        self, ca: ShareCA | None, clock: interfaces.IReactorTime, own: Iterable[str],
+        leases: Leases | None = None, static: ShareRoutes | None = None,
+    ) -> None:
+        """
+        @param ca: signs share certificates (L{None}: only fixed routes).
+        @param own: the relay's own names: no share may be called so.
+        @param static: fixed routes (see L{add}).
+        """
+        self.ca = ca
+        self.clock = clock
+        self.own = frozenset(own)
+        self.leases = leases if leases is not None else Leases()
+        self.port = HTTPS_PORT
+        self.static = static if static is not None else ShareRoutes()
+        self._entries: dict[str, ShareEntry] = {}
+
+    def add(self, name: str, backend: Any) -> None:
+        """
+        A fixed route, outside any agent's shares and leases (see
+        L{ShareRoutes.add}); published shares win over it.
+        """
+        self.static.add(name, backend)
+
+    def url(self, name: str) -> str:
+        """
+        The public URL of the share C{name}.
+        """
+        assert self.ca is not None
+        port = "" if self.port == HTTPS_PORT else f":{self.port}"
+        return f"https://{self.ca.fqdn(name)}{port}/"
+
+    def route(self, name: str) -> Route | None:
+        """
+        See L{nfltr.relay.router.IShareRoutes.route}.
+        """
+        entry = self._entries.get(name)
+        return self.static.route(name) if entry is None else entry.route
+
+    def publish(
+        self, holder: Any, account: str, shares: Sequence[HttpShare],
+        link: Callable[[], Any],
+    ) -> list[dict[str, Any]]:
+        """
+        Publish C{shares} for C{holder} (a link handler of C{account}
+        whose link C{link} returns): all of them or, with L{ShareRefused},
+        none.
+
+        @return: the C{shares} of the welcome message.
+        """
+        now = self.clock.seconds()
+        ca = self.ca
+        if ca is None:
+            raise ShareRefused(RefusalReason.UNAVAILABLE, "this relay does not publish share URLs")
+        for share in shares:
+            if ca.fqdn(share.name) in self.own:
+                why = f"share name {share.name} is reserved: it is the relay's own"
+                raise ShareRefused(RefusalReason.CONFLICT, why)
+            try:
+                self.leases.check(share.name, account, now)
+            except NameLeased:
+                why = share_in_use_message(share.name)
+                raise ShareRefused(RefusalReason.CONFLICT, why) from None
+        answers, entries = [], []
+        for share in shares:
+            answer = {"name": share.name, "mode": share.mode, "url": self.url(share.name)}
+            if share.mode == E2EE:
+                assert share.csr is not None
+                try:
+                    answer["cert"] = ca.sign(share.csr, share.name)
+                except ShareCertError as e:
+                    raise ShareRefused(RefusalReason.INVALID, f"share {share.name}: {e}") from None
+            route = self._route(ca, share, link)
+            answers.append(answer)
+            entries.append(ShareEntry(share.name, account, share.mode, holder, route))
+        for entry in entries:
+            self.leases.claim(entry.name, account, now)
+            old = self._entries.get(entry.name)
+            if old is not None:
+                self.leases.release(old.name, old.account, now)
+            self._entries[entry.name] = entry
+        return answers
+
+    def withdraw(self, holder: Any) -> list[str]:
+        """
+        Remove the routes C{holder} still holds; their leases start running.
+
+        @return: the names withdrawn.
+        """
+        now = self.clock.seconds()
+        names = [n for n, e in self._entries.items() if e.holder is holder]
+        for name in names:
+            entry = self._entries.pop(name)
+            self.leases.release(name, entry.account, now)
+        return names
+
+    def _route(self, ca: ShareCA, share: HttpShare, link: Callable[[], Any]) -> Route:
+        if share.mode != INSPECT:
+            return Splice(AgentShareBackend(share.name, link))
+        proxy = HTTPProxyFactory(LinkSessionBackend(share.name, link), self.clock)
+        tls = TLSMemoryBIOFactory(ca.issue(share.name), False, proxy, clock=self.clock)
+        tls.noisy = False
+        return HandOver(tls)
+
+    def __len__(self) -> int:
+        return len(self._entries)

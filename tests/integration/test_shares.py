@@ -1,0 +1,248 @@
+"""
+Share URLs end to end, with real processes: a relay, C{nfltr http} agents,
+a web service (L{tests.integration.web_service}), and real HTTP clients
+(curl, and the C{websockets} client).  The behaviour tests are written once
+(L{ShareBehaviour}) and run for each mode.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import socket
+import ssl
+import subprocess
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from websockets.sync.client import connect as ws_connect
+
+from .harness import StackTestCase
+from .web_service import pattern
+
+KIB, MIB = 1024, 1024 * 1024
+CURL_TIMEOUT = 120
+
+
+def make_tls_service_cert(directory: Path, host: str) -> tuple[Path, Path, Path]:
+    """
+    A CA and a certificate for C{host} signed by it, as a passthrough
+    service holds: (CA file, certificate file, key file).
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    now = datetime.now(UTC)
+    caKey = ec.generate_private_key(ec.SECP256R1())
+    caName = x509.Name([x509.NameAttribute(x509.NameOID.COMMON_NAME, "test service CA")])
+    ca = (
+        x509.CertificateBuilder().subject_name(caName).issuer_name(caName)
+        .public_key(caKey.public_key()).serial_number(1)
+        .not_valid_before(now - timedelta(hours=1)).not_valid_after(now + timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), True)
+        .sign(caKey, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    leaf = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(x509.NameOID.COMMON_NAME, host)]))
+        .issuer_name(caName).public_key(key.public_key()).serial_number(2)
+        .not_valid_before(now - timedelta(hours=1)).not_valid_after(now + timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), False)
+        .sign(caKey, hashes.SHA256())
+    )
+    paths = directory / "ca.crt", directory / "service.crt", directory / "service.key"
+    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    paths[1].write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
+    paths[2].write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ))
+    return paths
+
+
+class ShareBehaviour:
+    """
+    What every share mode must do.  Mixed into a L{StackTestCase} with
+    C{mode} set.
+    """
+
+    mode: str
+    name = "blog"
+    stack: any  # type: ignore[valid-type]
+
+    def publish(self, *service: str) -> str:
+        """
+        Start a web service and an agent publishing it; the share URL.
+        """
+        self.key = self.stack.key("alice")
+        extra: tuple[str, ...] = ()
+        self.ca = str(self.stack.data / "tls" / "share-ca.crt")
+        if self.mode == "passthrough":
+            host = f"{self.name}.localhost"
+            ca, cert, key = make_tls_service_cert(self.stack.tmp / "service-tls", host)
+            service = (*service, "--tls", str(cert), str(key))
+            self.ca = str(ca)
+        port = self.stack.web_service(*service)
+        self.agent, url = self.stack.http_agent(self.key, self.name, port, "--mode", self.mode,
+                                                *extra)
+        self.url = url
+        parts = urlsplit(url)
+        self.host, self.port = parts.hostname, parts.port
+        return url
+
+    def curl(self, *args: str, urls: list[str]) -> bytes:
+        """
+        Run curl against share URLs; the bodies it wrote, concatenated.
+        """
+        done = subprocess.run(
+            ["curl", "--silent", "--show-error", "--fail", "--cacert", self.ca,
+             "--resolve", f"{self.host}:{self.port}:127.0.0.1", *args, *urls],
+            capture_output=True, timeout=CURL_TIMEOUT, check=False,
+        )
+        if done.returncode != 0:
+            raise AssertionError(f"curl failed ({done.returncode}): {done.stderr.decode()}\n"
+                                 f"agent:\n{self.agent.output()}")
+        return done.stdout
+
+    def test_sizesWithAndWithoutKeepAlive(self) -> None:
+        """
+        1 KiB and 1 MiB responses arrive whole, three of each over one
+        kept-alive connection and three of each on a new connection per
+        request.
+        """
+        url = self.publish()
+        urls = [f"{url}bytes/{KIB}", f"{url}bytes/{MIB}"] * 3
+        expected = (pattern(KIB) + pattern(MIB)) * 3
+        for extra in ((), ("--header", "Connection: close")):
+            body = self.curl(*extra, urls=urls)
+            self.assertEqual(len(body), len(expected))
+            self.assertEqual(hashlib.sha256(body).digest(), hashlib.sha256(expected).digest())
+
+    def test_upload(self) -> None:
+        """
+        A 1 MiB request body reaches the service whole.
+        """
+        url = self.publish()
+        data = self.stack.tmp / "upload.bin"
+        data.write_bytes(pattern(MIB))
+        answer = self.curl("--data-binary", f"@{data}", urls=[f"{url}sha256"])
+        self.assertEqual(answer.decode(), hashlib.sha256(pattern(MIB)).hexdigest())
+
+    def test_closingService(self) -> None:
+        """
+        500 requests without keep-alive, from a service that sends each
+        response without a length and closes at once: no byte is lost.
+        """
+        url = self.publish("--close")
+        size = 4 * KIB + 17
+        body = self.curl("--header", "Connection: close", urls=[f"{url}bytes/{size}"] * 500)
+        self.assertEqual(len(body), size * 500)
+        self.assertEqual(body, pattern(size) * 500)
+
+    def test_websocket(self) -> None:
+        """
+        A WebSocket echo works through the share, for small and large
+        messages, text and binary.
+        """
+        url = self.publish()
+        context = ssl.create_default_context(cafile=self.ca)
+        sock = socket.create_connection(("127.0.0.1", self.port), timeout=30)
+        with ws_connect(
+            f"wss://{self.host}:{self.port}/ws", sock=sock, ssl=context,
+            server_hostname=self.host, max_size=4 * MIB, open_timeout=30,
+        ) as ws:
+            ws.send("hello")
+            self.assertEqual(ws.recv(timeout=30), "hello")
+            blob = pattern(MIB)
+            ws.send(blob)
+            self.assertEqual(ws.recv(timeout=30), blob)
+        del url
+
+
+class E2EEShareTests(ShareBehaviour, StackTestCase):
+    """
+    C{--mode e2ee}: the agent ends the visitor's TLS.
+    """
+
+    mode = "e2ee"
+
+    def test_agentHoldsTheKey(self) -> None:
+        """
+        The certificate a visitor is served holds the agent's share key
+        (from its state directory), not one of the relay's; the key's bytes
+        are nowhere in the relay's data directory.
+        """
+        self.publish()
+        keyFile = self.stack.tmp / f"agent-{self.name}" / "share.key"
+        key = serialization.load_pem_private_key(keyFile.read_bytes(), None)
+        context = ssl.create_default_context(cafile=self.ca)
+        with socket.create_connection(("127.0.0.1", self.port), timeout=30) as raw, \
+                context.wrap_socket(raw, server_hostname=self.host) as tls:
+            served = x509.load_der_x509_certificate(tls.getpeercert(binary_form=True))
+        self.assertEqual(
+            served.public_key().public_bytes(
+                serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo),
+            key.public_key().public_bytes(
+                serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo),
+        )
+        secret = key.private_numbers().private_value.to_bytes(32, "big")  # type: ignore[union-attr]
+        pem = keyFile.read_bytes()
+        for path in self.stack.data.rglob("*"):
+            if path.is_file():
+                content = path.read_bytes()
+                self.assertNotIn(secret, content, path)
+                self.assertNotIn(pem, content, path)
+
+    def test_forwardedHeaders(self) -> None:
+        """
+        The service gets Host rewritten to localhost:PORT, the visitor's
+        host in X-Forwarded-Host, and the visitor's address in
+        X-Forwarded-For and Forwarded.
+        """
+        url = self.publish()
+        head = self.curl(urls=[f"{url}headers"]).decode().lower()
+        self.assertIn("host: localhost:", head)
+        self.assertIn(f"x-forwarded-host: {self.host}:{self.port}", head)
+        self.assertIn("x-forwarded-for: 127.0.0.1", head)
+        self.assertIn("forwarded: for=127.0.0.1", head)
+
+
+class InspectShareTests(ShareBehaviour, StackTestCase):
+    """
+    C{--mode inspect}: the relay ends TLS and proxies HTTP.
+    """
+
+    mode = "inspect"
+
+    def test_forwardedHeaders(self) -> None:
+        """
+        The relay adds the visitor's address, the agent rewrites Host; the
+        agent adds no second X-Forwarded-For (it trusts the relay's).
+        """
+        url = self.publish()
+        head = self.curl(urls=[f"{url}headers"]).decode().lower()
+        self.assertIn("host: localhost:", head)
+        self.assertEqual(head.count("x-forwarded-for: 127.0.0.1\r\n"), 1)
+        self.assertIn("forwarded: for=127.0.0.1", head)
+
+
+class PassthroughShareTests(ShareBehaviour, StackTestCase):
+    """
+    C{--mode passthrough}: the service ends TLS with its own certificate.
+    """
+
+    mode = "passthrough"
+
+    def test_serviceCertificate(self) -> None:
+        """
+        The visitor is served the service's own certificate.
+        """
+        self.publish()
+        context = ssl.create_default_context(cafile=self.ca)
+        with socket.create_connection(("127.0.0.1", self.port), timeout=30) as raw, \
+                context.wrap_socket(raw, server_hostname=self.host) as tls:
+            served = x509.load_der_x509_certificate(tls.getpeercert(binary_form=True))
+        issuer = served.issuer.get_attributes_for_oid(x509.NameOID.COMMON_NAME)[0].value
+        self.assertEqual(issuer, "test service CA")

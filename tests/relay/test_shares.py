@@ -1,0 +1,188 @@
+"""
+Tests for L{nfltr.relay.shares}: publishing share URLs, leases, routes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import ec
+from twisted.internet.address import IPv4Address, IPv6Address
+from twisted.internet.task import Clock
+from twisted.python.failure import Failure
+from twisted.trial.unittest import SynchronousTestCase
+
+from nfltr.link import RefusalReason
+from nfltr.link.twisted import LinkUnavailable
+from nfltr.messages import E2EE, INSPECT, PASSTHROUGH, HttpShare
+from nfltr.relay.leases import Leases
+from nfltr.relay.shares import ShareRefused, ShareRegistry
+from nfltr.sni.twisted import HandOver, Splice
+from nfltr.tls import ShareCA, ensure_relay_pki, share_request
+
+
+class FakeLink:
+    """
+    Records the sessions opened on it, or refuses them.
+    """
+
+    def __init__(self) -> None:
+        self.opened: list[tuple[str, Any]] = []
+        self.unavailable = False
+
+    def openSession(self, target: str, protocol: Any) -> None:
+        if self.unavailable:
+            raise LinkUnavailable("draining")
+        self.opened.append((target, protocol))
+
+
+class Lost:
+    """
+    A protocol that records its connectionLost.
+    """
+
+    def __init__(self) -> None:
+        self.reason: Failure | None = None
+
+    def connectionLost(self, reason: Failure) -> None:
+        self.reason = reason
+
+
+class RegistryTests(SynchronousTestCase):
+    """
+    L{ShareRegistry} with a real share CA.
+    """
+
+    def setUp(self) -> None:
+        pki = ensure_relay_pki(Path(self.mktemp()), [], share_domain="localhost")
+        self.clock = Clock()
+        self.registry = ShareRegistry(
+            ShareCA.load(pki, "localhost"), self.clock, {"localhost", "relay.localhost"},
+            Leases(60),
+        )
+        self.registry.port = 8443
+        self.key = ec.generate_private_key(ec.SECP256R1())
+
+    def e2ee(self, name: str) -> HttpShare:
+        return HttpShare(name, 3000, E2EE, share_request(self.key, name))
+
+    def test_e2eeAnswer(self) -> None:
+        """
+        An e2ee share is answered with its URL and a certificate for its
+        name, and routed by splicing to a session C{share:NAME@VISITOR}.
+        """
+        link, holder = FakeLink(), object()
+        [answer] = self.registry.publish(holder, "acme", [self.e2ee("blog")], lambda: link)
+        self.assertEqual(answer["url"], "https://blog.localhost:8443/")
+        leaf = x509.load_pem_x509_certificates(answer["cert"].encode())[0]
+        self.assertEqual(
+            leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+            .value.get_values_for_type(x509.DNSName),
+            ["blog.localhost"],
+        )
+        route = self.registry.route("blog")
+        assert isinstance(route, Splice)
+        protocol = object()
+        route.backend.connect(protocol, IPv6Address("TCP", "2001:db8::5", 4711))
+        self.assertEqual(link.opened, [("share:blog@[2001:db8::5]:4711", protocol)])
+
+    def test_modes(self) -> None:
+        """
+        Passthrough splices (no certificate); inspect hands the connection to
+        a TLS stack of the relay.
+        """
+        link = FakeLink()
+        answers = self.registry.publish(
+            object(), "acme",
+            [HttpShare("raw", 443, PASSTHROUGH), HttpShare("seen", 80, INSPECT)], lambda: link,
+        )
+        self.assertEqual([("cert" in a) for a in answers], [False, False])
+        self.assertIsInstance(self.registry.route("raw"), Splice)
+        self.assertIsInstance(self.registry.route("seen"), HandOver)
+
+    def test_linkGone(self) -> None:
+        """
+        A visitor arriving while the agent's link refuses sessions has its
+        connection ended (connectionLost), nothing raised.
+        """
+        link = FakeLink()
+        self.registry.publish(object(), "acme", [HttpShare("raw", 443, PASSTHROUGH)], lambda: link)
+        link.unavailable = True
+        route = self.registry.route("raw")
+        assert isinstance(route, Splice)
+        lost = Lost()
+        route.backend.connect(lost, IPv4Address("TCP", "127.0.0.1", 1))
+        self.assertIsNotNone(lost.reason)
+
+    def test_leaseHeldAfterWithdraw(self) -> None:
+        """
+        Another account cannot publish a name while it is published nor
+        during the lease after; the owner can; all-or-nothing: a refused hello
+        publishes none of its shares.
+        """
+        holder = object()
+        self.registry.publish(holder, "acme", [self.e2ee("blog")], FakeLink)
+        refused = self.assertRaises(
+            ShareRefused, self.registry.publish, object(), "bravo",
+            [self.e2ee("fresh"), self.e2ee("blog")], FakeLink,
+        )
+        self.assertEqual(refused.reason, RefusalReason.CONFLICT)
+        self.assertIn("blog is in use", str(refused))
+        self.assertIsNone(self.registry.route("fresh"))
+        self.assertEqual(self.registry.withdraw(holder), ["blog"])
+        self.assertIsNone(self.registry.route("blog"))
+        self.clock.advance(59)
+        self.assertRaises(ShareRefused, self.registry.publish, object(), "bravo",
+                          [self.e2ee("blog")], FakeLink)
+        self.registry.publish(object(), "acme", [self.e2ee("blog")], FakeLink)
+
+    def test_leaseExpires(self) -> None:
+        """
+        After the lease time another account may take the name.
+        """
+        holder = object()
+        self.registry.publish(holder, "acme", [self.e2ee("blog")], FakeLink)
+        self.registry.withdraw(holder)
+        self.clock.advance(60)
+        self.registry.publish(object(), "bravo", [self.e2ee("blog")], FakeLink)
+
+    def test_takeOverSameAccount(self) -> None:
+        """
+        A newer agent of the same account takes the route over; the older
+        one's withdrawal then leaves it in place.
+        """
+        old, new = object(), object()
+        oldLink, newLink = FakeLink(), FakeLink()
+        self.registry.publish(old, "acme", [HttpShare("raw", 1, PASSTHROUGH)], lambda: oldLink)
+        self.registry.publish(new, "acme", [HttpShare("raw", 1, PASSTHROUGH)], lambda: newLink)
+        self.assertEqual(self.registry.withdraw(old), [])
+        route = self.registry.route("raw")
+        assert isinstance(route, Splice)
+        route.backend.connect(object(), IPv4Address("TCP", "127.0.0.1", 1))
+        self.assertEqual((len(oldLink.opened), len(newLink.opened)), (0, 1))
+        self.registry.withdraw(new)
+        self.clock.advance(1)
+        self.assertRaises(ShareRefused, self.registry.publish, object(), "bravo",
+                          [HttpShare("raw", 1, PASSTHROUGH)], FakeLink)
+
+    def test_ownNamesReserved(self) -> None:
+        """
+        A share whose host name is one of the relay's own is refused.
+        """
+        refused = self.assertRaises(
+            ShareRefused, self.registry.publish, object(), "acme",
+            [HttpShare("relay", 1, PASSTHROUGH)], FakeLink,
+        )
+        self.assertIn("reserved", str(refused))
+
+    def test_badRequest(self) -> None:
+        """
+        An unreadable signing request refuses the hello as invalid.
+        """
+        refused = self.assertRaises(
+            ShareRefused, self.registry.publish, object(), "acme",
+            [HttpShare("blog", 1, E2EE, "junk")], FakeLink,
+        )
+        self.assertEqual(refused.reason, RefusalReason.INVALID)
