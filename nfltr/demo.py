@@ -4,14 +4,18 @@ C{nfltr demo}: the whole path on this machine, as real processes.
 
 It starts a small web service (in this process), a relay, an agent next to
 the service and a connector, all on 127.0.0.1 with free ports in a
-temporary directory; fetches a page through the tunnel; prints what
-happened and the commands to do it by hand; and cleans everything up.
+temporary directory; fetches a page through the tunnel; publishes the same
+service at an end-to-end encrypted share URL and fetches it there; prints
+what happened and the commands to do it by hand; and cleans everything up.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import shutil
+import socket
+import ssl
 import tempfile
 import threading
 import urllib.request
@@ -19,6 +23,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from nfltr.processes import Child, nfltr_command, wait_for_file
 
@@ -56,6 +61,23 @@ def web_service() -> Iterator[int]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def fetch_share(url: str, cafile: str) -> tuple[int, bytes]:
+    """
+    GET C{url} (C{https://NAME.localhost:PORT/}) verified with C{cafile},
+    connecting to 127.0.0.1: C{*.localhost} names are not in every
+    resolver (curl and browsers resolve them to loopback themselves).
+    """
+    parts = urlsplit(url)
+    context = ssl.create_default_context(cafile=cafile)
+    with socket.create_connection(("127.0.0.1", parts.port or 443), timeout=30) as raw, \
+            context.wrap_socket(raw, server_hostname=parts.hostname) as tls:
+        connection = http.client.HTTPConnection(parts.hostname or "", parts.port)
+        connection.sock = tls
+        connection.request("GET", parts.path or "/")
+        response = connection.getresponse()
+        return response.status, response.read()
 
 
 class Demo:
@@ -117,8 +139,17 @@ class Demo:
             body = response.read()
             status = response.status
         say(f"6. GET {url} through the tunnel answered {status}: {body.decode().strip()!r}")
+        share = self.start("share", "http", str(service), "--name", "demo-site", "--relay",
+                           relay, "--ca", ca, "--state-dir", str(self.tmp / "site"), key=key)
+        shareURL = share.wait_for(r"share (https://\S+) ").group(1)
+        say(f"7. Another agent publishes the same service at {shareURL}: the agent ends the")
+        say("   visitor's TLS with a key only it holds; the relay routes by the TLS server name")
+        say("   and forwards ciphertext.")
+        shareStatus, shareBody = fetch_share(shareURL, info["share_ca"])
+        say(f"8. GET {shareURL} (trusting the relay's share CA) answered {shareStatus}: "
+            f"{shareBody.decode().strip()!r}")
         self._byHand()
-        return 0 if body == PAGE else 1
+        return 0 if body == PAGE and shareBody == PAGE else 1
 
     def _key(self, data: Path) -> str:
         for args in (("accounts", "create", "demo"), ("keys", "create", "--account", "demo")):
@@ -137,6 +168,10 @@ class Demo:
             "NFLTR_KEY=KEY nfltr tcp-connect web 3000 --listen 127.0.0.1:9000 --pin FP "
             "--relay localhost:8443 --ca ~/.local/share/nfltr/relay/tls/ca.crt",
             "curl http://127.0.0.1:9000/",
+            "NFLTR_KEY=KEY nfltr http 3000 --name site --relay localhost:8443 "
+            "--ca ~/.local/share/nfltr/relay/tls/ca.crt   # prints the share URL",
+            "curl --cacert ~/.local/share/nfltr/relay/tls/share-ca.crt "
+            "https://site.localhost:8443/",
         ):
             self.say(f"  $ {line}")
         self.say("More: docs/operating.md.  Everything this demo started is stopped now.")

@@ -67,7 +67,7 @@ def name_in_use_message(name: str) -> str:
     """
     The text of the refusal an agent gets for a name another account holds.
     """
-    return f"agent name {name} is in use"
+    return f"agent name {name} is in use by another account"
 
 
 class KeyVerifier(Protocol):

@@ -65,6 +65,17 @@ def start_service(tmp: Path, *extra: str) -> tuple[Process, int]:
     return process, int(wait_for_file(port_file))
 
 
+def start_web_service(tmp: Path, *extra: str) -> tuple[Process, int]:
+    """
+    Start a test web service (L{tests.integration.web_service}); it and its
+    port.
+    """
+    port_file = tmp / f"web-{time.monotonic_ns()}.port"
+    process = Process([sys.executable, "-m", "tests.integration.web_service", "--port-file",
+                       str(port_file), *extra], name="web service")
+    return process, int(wait_for_file(port_file))
+
+
 class Stack:
     """
     A relay with accounts, and the agents, connectors and services a test
@@ -136,11 +147,9 @@ class Stack:
         """
         Start a test web service (L{tests.integration.web_service}); its port.
         """
-        port_file = self.tmp / f"web-{time.monotonic_ns()}.port"
-        process = Process([sys.executable, "-m", "tests.integration.web_service", "--port-file",
-                           str(port_file), *extra], name="web service")
+        process, port = start_web_service(self.tmp, *extra)
         self.processes.append(process)
-        return int(wait_for_file(port_file))
+        return port
 
     def http_agent(self, key: str, name: str, port: int, *extra: str) -> tuple[Process, str]:
         """

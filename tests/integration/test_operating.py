@@ -15,11 +15,11 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr.processes import Child, wait_for_file
 
-from .harness import REPO, exchange, start_service
+from .harness import REPO, exchange, start_service, start_web_service
 
 DOC = REPO / "docs" / "operating.md"
 LONG_RUNNING = {"relay": r"relay listening", "tcp": r"connected to the relay",
-                "tcp-connect": r"listening on [\d.]+:(\d+)"}
+                "tcp-connect": r"listening on [\d.]+:(\d+)", "http": r"share (https://\S+)/ "}
 
 
 def console_commands(text: str) -> list[str]:
@@ -40,12 +40,12 @@ def free_ports(command: str) -> str:
     )
 
 
-def subcommand(command: str) -> str:
+def subcommand(command: str) -> str | None:
     """
-    The nfltr subcommand a doc line runs.
+    The nfltr subcommand a doc line runs (L{None} for another program).
     """
     words = [w for w in command.split() if "=" not in w or w.startswith("-")]
-    return words[words.index("nfltr") + 1]
+    return words[words.index("nfltr") + 1] if "nfltr" in words else None
 
 
 class OperatingDocTests(SynchronousTestCase):
@@ -66,6 +66,9 @@ class OperatingDocTests(SynchronousTestCase):
         service, port = start_service(self.tmp)
         self.children.append(service)
         self.env["SERVICE_PORT"] = str(port)
+        web, webPort = start_web_service(self.tmp)
+        self.children.append(web)
+        self.env["WEB_PORT"] = str(webPort)
 
     def shell(self, command: str) -> str:
         done = subprocess.run(["bash", "-c", command], env=self.env, capture_output=True,
@@ -87,12 +90,15 @@ class OperatingDocTests(SynchronousTestCase):
         commands = console_commands(DOC.read_text())
         self.assertGreaterEqual(len(commands), 6)
         local = None
+        fetched = None
         for command in map(free_ports, commands):
             sub = subcommand(command)
             if sub not in LONG_RUNNING:
                 out = self.shell(command)
                 if "keys create" in command:
                     self.env["KEY"] = out.strip()
+                if command.startswith("curl"):
+                    fetched = out
                 continue
             match = self.background(command).wait_for(LONG_RUNNING[sub])
             if sub == "relay":
@@ -100,7 +106,12 @@ class OperatingDocTests(SynchronousTestCase):
                 self.env["RELAY"] = info["tls"]
             elif sub == "tcp":
                 self.env["PIN"] = self.children[-1].wait_for(r"(sha256:[0-9a-f]{64})").group(1)
+            elif sub == "http":
+                self.env["SHARE_URL"] = match.group(1)
             else:
                 local = int(match.group(1))
         self.assertIsNotNone(local)
         self.assertEqual(exchange(local, b"MARKER operated\n"), b"operated\n")
+        assert fetched is not None
+        self.assertIn("GET /headers HTTP/1.1", fetched)
+        self.assertIn("X-Forwarded-For: 127.0.0.1", fetched)

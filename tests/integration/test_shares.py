@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from websockets.sync.client import connect as ws_connect
 
-from .harness import StackTestCase
+from .harness import StackTestCase, nfltr
 from .web_service import pattern
 
 KIB, MIB = 1024, 1024 * 1024
@@ -246,3 +246,30 @@ class PassthroughShareTests(ShareBehaviour, StackTestCase):
             served = x509.load_der_x509_certificate(tls.getpeercert(binary_form=True))
         issuer = served.issuer.get_attributes_for_oid(x509.NameOID.COMMON_NAME)[0].value
         self.assertEqual(issuer, "test service CA")
+
+
+class LeaseTests(StackTestCase):
+    """
+    Share names are leased to their account.
+    """
+
+    def test_nameOfAnotherAccount(self) -> None:
+        """
+        While alice's agent publishes C{blog}, and after it stopped, bob's
+        agent asking for C{blog} exits 1 with a message saying the name is
+        in use; alice's restarted agent gets it back.
+        """
+        alice, bob = self.stack.key("alice"), self.stack.key("bob")
+        port = self.stack.web_service()
+        first, url = self.stack.http_agent(alice, "blog", port)
+        for _ in range(2):
+            other = self.stack.start(
+                nfltr("http", str(port), "--name", "blog", "--state-dir",
+                      str(self.stack.tmp / "bob"), *self.stack.relay_args()),
+                "bob's agent", {"NFLTR_KEY": bob},
+            )
+            self.assertEqual(other.wait_exit(), 1, other.output())
+            self.assertIn("name blog is in use by another account", other.output())
+            first.stop()
+        _, again = self.stack.http_agent(alice, "blog", port)
+        self.assertEqual(again, url)

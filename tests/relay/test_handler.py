@@ -193,7 +193,9 @@ class AgentNameTests(_Base):
         """
         first = self.h.agent(self.keyA, "web")
         second = self.h.agent(self.keyB, "web")
-        self.assertRefusedAndClosed(second, RefusalReason.CONFLICT, "agent name web is in use")
+        self.assertRefusedAndClosed(
+            second, RefusalReason.CONFLICT, "agent name web is in use by another account"
+        )
         self.assertFalse(first.closed)
         self.assertIs(self.h.relay.directory.agent("web").holder, first.relayHandler)
 
