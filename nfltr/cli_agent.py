@@ -97,6 +97,11 @@ HTTP_OPTIONS: tuple[Option, ...] = (
         "visitor's), or a value",
     ),
     Option(
+        "plain-http", "BOOL",
+        "true: also serve the share in plain HTTP on the relay's HTTP port (the relay then "
+        "reads that traffic); default false: the HTTP port redirects to HTTPS",
+    ),
+    Option(
         "state-dir", "DIR",
         "where the name and the share key are kept (default: $XDG_STATE_HOME/nfltr/agent or "
         "~/.local/state/nfltr/agent)",

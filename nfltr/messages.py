@@ -8,7 +8,8 @@ Dialer hello (C{app} field of the link hello)::
 
     {"role": "agent", "key": KEY, "name": NAME, "version": V,
      "tcp": [{"port": 3000, "e2ee": true}, ...],
-     "http": [{"name": SHARE, "port": 3000, "mode": "e2ee", "csr": PEM}, ...]}
+     "http": [{"name": SHARE, "port": 3000, "mode": "e2ee", "csr": PEM,
+               "plain": false}, ...]}
     {"role": "client", "key": KEY, "version": V}
 
 C{http} lists the agent's share URLs (L{HttpShare}); C{csr} is the
@@ -25,7 +26,9 @@ agent, another account's agent, a port the agent does not share), the relay
 refuses a client's session with the same RESET: L{NOT_FOUND_CODE} and
 L{NOT_FOUND_REASON}.  A visitor of a share URL becomes a session
 C{share:NAME@ADDRESS} on the agent's link (L{share_target}), ADDRESS the
-visitor's, as C{HOST:PORT} (C{[V6]:PORT}).
+visitor's, as C{HOST:PORT} (C{[V6]:PORT}); a connection of the relay's own
+HTTP proxy for a share (C{inspect}, or plain HTTP on the relay's HTTP port)
+a session C{http:NAME} (L{http_target}).
 
 The API key travels in the hello: never log a hello's fields.
 """
@@ -113,12 +116,15 @@ class HttpShare:
     @ivar port: the local service's port.
     @ivar mode: one of L{MODES}.
     @ivar csr: the PEM signing request of an C{e2ee} share.
+    @ivar plain: also serve the share in plain HTTP on the relay's HTTP port
+        (not for C{passthrough}, whose HTTP nobody but the service reads).
     """
 
     name: str
     port: int
     mode: str = E2EE
     csr: str | None = None
+    plain: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """
@@ -127,6 +133,8 @@ class HttpShare:
         data: dict[str, Any] = {"name": self.name, "port": self.port, "mode": self.mode}
         if self.csr is not None:
             data["csr"] = self.csr
+        if self.plain:
+            data["plain"] = True
         return data
 
 
@@ -155,8 +163,11 @@ def parse_http_shares(raw: Any) -> tuple[HttpShare, ...]:
         csr = item.get("csr")
         if (mode == E2EE) != isinstance(csr, str):
             raise MessageError("an e2ee share needs a signing request (csr); other modes none")
+        plain = item.get("plain", False)
+        if not isinstance(plain, bool) or (plain and mode == PASSTHROUGH):
+            raise MessageError("plain must be true or false, and false for passthrough")
         name, port = check_name(str(item.get("name"))), check_port(item.get("port"))
-        shares.append(HttpShare(name, port, mode, csr))
+        shares.append(HttpShare(name, port, mode, csr, plain))
     if len({s.name for s in shares}) != len(shares):
         raise MessageError("a share name is given twice")
     return tuple(shares)
@@ -287,6 +298,25 @@ def parse_agent_target(target: str) -> int:
 
 
 SHARE = "share"
+HTTP = "http"
+
+
+def http_target(name: str) -> str:
+    """
+    The target of a session of the relay's HTTP proxy for the share
+    C{name}: plain HTTP/1.1, the visitor headers added by the relay.
+    """
+    return f"{HTTP}:{check_name(name)}"
+
+
+def parse_http_target(target: str) -> str | None:
+    """
+    The share name of an HTTP target, or L{None} if C{target} is not one.
+
+    @raise MessageError: an HTTP target with a bad name.
+    """
+    kind, _, name = target.partition(":")
+    return check_name(name) if kind == HTTP else None
 
 
 def share_target(name: str, visitor: str) -> str:

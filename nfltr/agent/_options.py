@@ -87,7 +87,8 @@ def http_option(port: str | int, values: Mapping[str, str | None]) -> HttpOption
         checked = check_port(int(text) if text.isdigit() else text)
     except MessageError as e:
         raise ConfigError(str(e)) from None
-    return check_http_option(checked, values.get("mode"), values.get("host-header"))
+    plain = parse_bool(values.get("plain-http") or "false", "--plain-http")
+    return check_http_option(checked, values.get("mode"), values.get("host-header"), plain)
 
 
 def http_agent_options(

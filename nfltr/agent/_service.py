@@ -35,6 +35,7 @@ from nfltr.messages import (
     TcpShare,
     agent_hello,
     parse_agent_target,
+    parse_http_target,
     parse_share_target,
 )
 from nfltr.tls import PKIError, ServerTLS, ensure_self_signed, server_context_factory
@@ -81,8 +82,16 @@ class AgentSessions:
         """
         try:
             share = parse_share_target(session.target)
+            relayed = parse_http_target(session.target)
         except MessageError:
-            share = None
+            share = relayed = None
+        if relayed is not None:
+            server = self.shares.get(relayed)
+            if server is None:
+                session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
+            else:
+                server.serveRelayed(session)
+            return
         if share is not None:
             server = self.shares.get(share[0])
             if server is None:
@@ -281,6 +290,10 @@ class AgentService(Service, DiallerObserver):
             PASSTHROUGH: "the service on port {port} ends TLS itself",
         }[mode].format(port=server.option.port)
         self.announce(f"share {server.url} -> port {server.option.port} ({mode}: {how})")
+        plain = answer.get("plain_url")
+        if isinstance(plain, str):
+            self.announce(f"share {plain} -> port {server.option.port} (plain HTTP: the relay "
+                          "reads it)")
         cert = answer.get("cert")
         if isinstance(cert, str):
             path = save_share_ca(self.setup.options.state_dir, cert)

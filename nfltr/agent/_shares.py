@@ -10,7 +10,9 @@ mode:
     (L{nfltr.http}) through a pool of reused connections, adding
     C{X-Forwarded-For}/C{Forwarded} for the visitor;
   - C{inspect}: the relay ended TLS and added those headers; the agent
-    proxies HTTP the same way, adding none;
+    proxies HTTP the same way, adding none (sessions C{http:NAME}, as for
+    a share served in plain HTTP on the relay's HTTP port with
+    C{--plain-http});
   - C{passthrough}: the visitor's TLS bytes go to the service as they are
     (it holds its own certificate), one connection each.
 
@@ -35,7 +37,15 @@ from nfltr.e2ee import E2EETLSFactory
 from nfltr.http import BackendPool, HTTPProxyFactory
 from nfltr.link import ErrorCode
 from nfltr.link.twisted import LinkSession
-from nfltr.messages import E2EE, INSPECT, MODES, NOT_FOUND_CODE, NOT_FOUND_REASON, HttpShare
+from nfltr.messages import (
+    E2EE,
+    INSPECT,
+    MODES,
+    NOT_FOUND_CODE,
+    NOT_FOUND_REASON,
+    PASSTHROUGH,
+    HttpShare,
+)
 from nfltr.tls import (
     PKIError,
     load_share_key,
@@ -58,13 +68,15 @@ _PEM_END = "-----END CERTIFICATE-----"
 @dataclass(frozen=True)
 class HttpOption:
     """
-    A share URL to publish: the service's port, the mode, and the C{Host}
-    header the service gets (L{REWRITE}, L{PRESERVE} or a value).
+    A share URL to publish: the service's port, the mode, the C{Host}
+    header the service gets (L{REWRITE}, L{PRESERVE} or a value), and
+    whether the relay's HTTP port serves it in plain HTTP too.
     """
 
     port: int
     mode: str = E2EE
     host_header: str = REWRITE
+    plain: bool = False
 
     def host(self) -> bytes | None:
         """
@@ -77,9 +89,11 @@ class HttpOption:
         return self.host_header.encode("ascii")
 
 
-def check_http_option(port: int, mode: str | None, host_header: str | None) -> HttpOption:
+def check_http_option(
+    port: int, mode: str | None, host_header: str | None, plain: bool = False
+) -> HttpOption:
     """
-    Check C{--mode} and C{--host-header}.
+    Check C{--mode}, C{--host-header} and C{--plain-http}.
 
     @raise ConfigError: what is wrong.
     """
@@ -93,7 +107,9 @@ def check_http_option(port: int, mode: str | None, host_header: str | None) -> H
         )
     if mode not in (E2EE, INSPECT) and host_header is not None:
         raise ConfigError(f"--host-header: a {mode} share's HTTP is not read by the agent")
-    return HttpOption(port, mode, host)
+    if plain and mode == PASSTHROUGH:
+        raise ConfigError("--plain-http: a passthrough share's service speaks TLS only")
+    return HttpOption(port, mode, host, plain)
 
 
 def share_key(state_dir: Path) -> ec.EllipticCurvePrivateKey:
@@ -133,10 +149,15 @@ class ShareServer:
         self.url: str | None = None
         self.pool: BackendPool | None = None
         self.proxy: HTTPProxyFactory | None = None
+        self.relayed: HTTPProxyFactory | None = None
         if option.mode in (E2EE, INSPECT):
             self.pool = BackendPool(_PortBackend(connector, option.port), reactor)
             self.proxy = HTTPProxyFactory(
                 self.pool, reactor, host=option.host(), forwarded=option.mode == E2EE,
+            )
+            # Sessions of the relay's own proxy: the relay added the visitor headers.
+            self.relayed = HTTPProxyFactory(
+                self.pool, reactor, host=option.host(), forwarded=False
             )
 
     def hello(self) -> HttpShare:
@@ -147,7 +168,7 @@ class ShareServer:
         if self.option.mode == E2EE:
             assert self.key is not None
             csr = share_request(self.key, self.name)
-        return HttpShare(self.name, self.option.port, self.option.mode, csr)
+        return HttpShare(self.name, self.option.port, self.option.mode, csr, self.option.plain)
 
     def welcomed(self, answer: dict[str, Any]) -> None:
         """
@@ -172,14 +193,23 @@ class ShareServer:
                 return
             session.accept(self.tls.wrap(self.proxy.proxyFor(visitor or None)))
         elif mode == INSPECT:
-            assert self.proxy is not None
-            session.accept(self.proxy.proxyFor(None))
+            self.serveRelayed(session)
         else:
             local, remote = splice_local()
             session.accept(remote)
             d = self.connector.connect(self.option.port, local)
             remote.onLost = lambda reason: d.cancel()
             d.addErrback(self._failed, session)
+
+    def serveRelayed(self, session: LinkSession) -> None:
+        """
+        Serve a session of the relay's HTTP proxy (C{http:NAME}): an
+        C{inspect} share's, or a plain-HTTP one's if the share asked for it.
+        """
+        if self.relayed is None or not (self.option.mode == INSPECT or self.option.plain):
+            session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
+            return
+        session.accept(self.relayed.proxyFor(None))
 
     def _failed(self, failure: Any, session: LinkSession) -> None:
         if failure.check(defer.CancelledError):

@@ -54,6 +54,7 @@ from .revocation import RevocationPoller
 from .router import LOCAL_NAME, check_share_domain, own_names, tls_port_factory
 from .shares import ShareRegistry
 from .state import RelayInfo, format_address, remove_state_file, write_state_file
+from .vhost import HostRouterFactory
 
 DATA_DIR_MODE = 0o700
 STORE_THREADS = 1
@@ -152,6 +153,15 @@ class RelayService(Service):
         revision = await store.revision()
         relay = self.relay = Relay(store, self.reactor, self.shares)
         self._cleanups.append(lambda: relay.closeAll(config.drain_timeout))
+        httpPort = None
+        # Bound before the TLS port, so share URLs name its port from the first agent on.
+        if config.http is not None:
+            fallback = config.names[0] if config.names else LOCAL_NAME
+            site = redirect_site(fallback, lambda: self.shares.port, self.reactor)
+            front = HostRouterFactory(self.shares.plainRoute, site, self.reactor)
+            httpPort = await serverFromString(self.reactor, config.http).listen(front)
+            self._cleanups.append(httpPort.stopListening)
+            self.shares.httpPort = httpPort.getHost().port
         tlsPort = await serverFromString(self.reactor, config.tls).listen(
             self._tlsFactory(relay, creator)
         )
@@ -159,12 +169,6 @@ class RelayService(Service):
         self.shares.port = config.public_port or tlsPort.getHost().port
         adminPort = await serverFromString(self.reactor, config.admin).listen(admin_site())
         self._cleanups.append(adminPort.stopListening)
-        httpPort = None
-        if config.http is not None:
-            fallback = config.names[0] if config.names else LOCAL_NAME
-            site = redirect_site(fallback, lambda: self.shares.port, self.reactor)
-            httpPort = await serverFromString(self.reactor, config.http).listen(site)
-            self._cleanups.append(httpPort.stopListening)
         poller = RevocationPoller(store, relay, self.reactor, config.revocation_poll, revision)
         poller.start()
         self._cleanups.append(poller.stop)

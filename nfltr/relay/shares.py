@@ -14,7 +14,11 @@ per share, all or none:
     the relay reads nothing but the ClientHello;
   - C{inspect}: the relay ends TLS with a certificate for the share (key in
     memory) and proxies HTTP (L{nfltr.http}), adding C{X-Forwarded-For} and
-    C{Forwarded}, over sessions C{share:NAME} on the agent's link.
+    C{Forwarded}, over sessions C{http:NAME} on the agent's link.
+
+A share that asks for plain HTTP (C{plain}, not for C{passthrough}) is also
+served on the relay's HTTP port by the same kind of proxy
+(L{ShareRegistry.plainRoute}, used by L{nfltr.relay.vhost}).
 
 A route belongs to the link that published it: a newer agent of the same
 account publishing the same name takes the route over, and a link that ends
@@ -36,7 +40,7 @@ from zope.interface import implementer
 from nfltr.http import HTTPProxyFactory
 from nfltr.link import RefusalReason
 from nfltr.link.twisted import LinkUnavailable
-from nfltr.messages import E2EE, INSPECT, HttpShare, share_target
+from nfltr.messages import E2EE, INSPECT, HttpShare, http_target, share_target
 from nfltr.sni.twisted import HandOver, ISpliceBackend, Route, Splice
 from nfltr.tls import ShareCA, ShareCertError
 
@@ -45,6 +49,7 @@ from .router import IShareRoutes, ShareRoutes
 from .state import format_address
 
 HTTPS_PORT = 443
+HTTP_PORT = 80
 
 
 class ShareRefused(Exception):
@@ -93,8 +98,8 @@ class AgentShareBackend:
 
 class LinkSessionBackend:
     """
-    The backend of an inspected share's HTTP proxy: each connection is a
-    new session C{share:NAME} on the agent's link.
+    The backend of the relay's HTTP proxy for a share: each connection is a
+    new session C{http:NAME} on the agent's link.
     """
 
     def __init__(self, name: str, link: Callable[[], Any]) -> None:
@@ -110,7 +115,7 @@ class LinkSessionBackend:
         try:
             if link is None:
                 raise LinkUnavailable("the agent's link is gone")
-            link.openSession(f"share:{self.name}", protocol)
+            link.openSession(http_target(self.name), protocol)
         except LinkUnavailable as e:
             return defer.fail(ConnectionRefusedError(str(e)))
         return defer.succeed(protocol)
@@ -122,6 +127,8 @@ class ShareEntry:
     One published share.
 
     @ivar holder: the link handler that published it.
+    @ivar route: where the TLS port sends its visitors.
+    @ivar plain: serves it in plain HTTP on the HTTP port, if it asked.
     """
 
     name: str
@@ -129,6 +136,7 @@ class ShareEntry:
     mode: str
     holder: Any
     route: Route
+    plain: HTTPProxyFactory | None = None
 
 
 @implementer(IShareRoutes)
@@ -136,7 +144,8 @@ class ShareRegistry:
     """
     The shares of one relay: leases, routes, certificates.
 
-    @ivar url: the URL of a share name (see L{share_url}).
+    @ivar port: the HTTPS port share URLs name.
+    @ivar httpPort: the HTTP port's, if there is one.
     """
 
     def __init__(
@@ -153,6 +162,7 @@ class ShareRegistry:
         self.own = frozenset(own)
         self.leases = leases if leases is not None else Leases()
         self.port = HTTPS_PORT
+        self.httpPort: int | None = None
         self.static = static if static is not None else ShareRoutes()
         self._entries: dict[str, ShareEntry] = {}
 
@@ -170,6 +180,24 @@ class ShareRegistry:
         assert self.ca is not None
         port = "" if self.port == HTTPS_PORT else f":{self.port}"
         return f"https://{self.ca.fqdn(name)}{port}/"
+
+    def plainURL(self, name: str) -> str:
+        """
+        The plain-HTTP URL of the share C{name} on the HTTP port.
+        """
+        assert self.ca is not None
+        port = "" if self.httpPort in (None, HTTP_PORT) else f":{self.httpPort}"
+        return f"http://{self.ca.fqdn(name)}{port}/"
+
+    def plainRoute(self, host: str) -> HTTPProxyFactory | None:
+        """
+        The plain-HTTP proxy of the share whose host name is C{host}, if it
+        asked for one.
+        """
+        if self.ca is None or not host.endswith("." + self.ca.domain):
+            return None
+        entry = self._entries.get(host[: -len(self.ca.domain) - 1])
+        return None if entry is None else entry.plain
 
     def route(self, name: str) -> Route | None:
         """
@@ -212,8 +240,13 @@ class ShareRegistry:
                 except ShareCertError as e:
                     raise ShareRefused(RefusalReason.INVALID, f"share {share.name}: {e}") from None
             route = self._route(ca, share, link)
+            plain = None
+            if share.plain:
+                backend = LinkSessionBackend(share.name, link)
+                plain = HTTPProxyFactory(backend, self.clock, scheme=b"http")
+                answer["plain_url"] = self.plainURL(share.name)
             answers.append(answer)
-            entries.append(ShareEntry(share.name, account, share.mode, holder, route))
+            entries.append(ShareEntry(share.name, account, share.mode, holder, route, plain))
         for entry in entries:
             self.leases.claim(entry.name, account, now)
             old = self._entries.get(entry.name)

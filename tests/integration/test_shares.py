@@ -72,12 +72,12 @@ class ShareBehaviour:
     name = "blog"
     stack: any  # type: ignore[valid-type]
 
-    def publish(self, *service: str) -> str:
+    def publish(self, *service: str, extra: tuple[str, ...] = ()) -> str:
         """
-        Start a web service and an agent publishing it; the share URL.
+        Start a web service and an agent publishing it (with C{extra}
+        options); the share URL.
         """
         self.key = self.stack.key("alice")
-        extra: tuple[str, ...] = ()
         self.ca = str(self.stack.data / "tls" / "share-ca.crt")
         if self.mode == "passthrough":
             host = f"{self.name}.localhost"
@@ -207,6 +207,29 @@ class E2EEShareTests(ShareBehaviour, StackTestCase):
         self.assertIn(f"x-forwarded-host: {self.host}:{self.port}", head)
         self.assertIn("x-forwarded-for: 127.0.0.1", head)
         self.assertIn("forwarded: for=127.0.0.1", head)
+
+
+    def test_plainHTTP(self) -> None:
+        """
+        With C{--plain-http true} the relay's HTTP port serves the share in
+        plain HTTP (visitor headers added by the relay); without it, the HTTP
+        port redirects to the HTTPS URL.
+        """
+        url = self.publish(extra=("--plain-http", "true"))
+        plain = self.agent.wait_for(r"share (http://\S+) ").group(1)
+        httpPort = int(self.stack.info["http"].rsplit(":", 1)[1])
+        self.assertEqual(plain, f"http://{self.host}:{httpPort}/")
+        body = self.curl("--resolve", f"{self.host}:{httpPort}:127.0.0.1",
+                         urls=[f"{plain}bytes/{KIB}", f"{plain}headers"])
+        self.assertTrue(body.startswith(pattern(KIB)))
+        self.assertIn(b"X-Forwarded-For: 127.0.0.1", body)
+        redirect = subprocess.run(
+            ["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code} %{redirect_url}",
+             f"http://other.localhost:{httpPort}/x"],
+            capture_output=True, text=True, timeout=CURL_TIMEOUT, check=True,
+        ).stdout
+        self.assertEqual(redirect, f"308 https://other.localhost:{self.port}/x")
+        del url
 
 
 class InspectShareTests(ShareBehaviour, StackTestCase):

@@ -1,0 +1,116 @@
+# -*- test-case-name: tests.relay.test_vhost -*-
+"""
+The HTTP port's front: reads the first request head of each connection
+(at most L{MAX_HEAD} bytes, under a timeout) and picks who serves the
+connection by its C{Host}:
+
+  - C{NAME.SHARE_DOMAIN} for a share that asked for plain HTTP: the relay's
+    HTTP proxy for that share (the relay reads the traffic; the share chose
+    it);
+  - anything else: the redirect to HTTPS (L{nfltr.relay.redirect}), which
+    also answers a malformed request.
+
+The whole connection goes to the one chosen: a client that sends a second
+request with another C{Host} on the same connection stays with the first
+choice (browsers open a connection per host).  Parsing is h11's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import h11
+from twisted.internet import interfaces
+from twisted.internet.protocol import Factory
+
+from nfltr.handover import PrefixReader
+
+#: Bytes of a first request head the front reads before it gives up
+#: choosing (the redirect then answers).
+MAX_HEAD = 64 * 1024
+#: Seconds a connection has to send its first request head.
+HEAD_TIMEOUT = 30.0
+
+#: Returns the factory serving a host name (lowercase, no port), or None.
+Chooser = Callable[[str], interfaces.IProtocolFactory | None]
+
+
+def request_host(head: bytes) -> str | bool | None:
+    """
+    The host name (lowercase, port dropped) of the first request in
+    C{head}; L{False} while the head is incomplete; L{None} if it is
+    malformed or has no C{Host}.
+    """
+    connection = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
+    try:
+        connection.receive_data(head)
+        event = connection.next_event()
+    except h11.RemoteProtocolError:
+        return None
+    if event is h11.NEED_DATA:
+        return False
+    if not isinstance(event, h11.Request):
+        return None
+    for name, value in event.headers:
+        if name == b"host":
+            host = value.decode("ascii", "replace").lower()
+            if host.startswith("["):
+                return host.partition("]")[0] + "]"
+            return host.rpartition(":")[0] if ":" in host else host
+    return None
+
+
+class HostRouter(PrefixReader):
+    """
+    Routes one connection of the HTTP port by its first C{Host}.
+    """
+
+    def __init__(self, factory: HostRouterFactory, addr: Any) -> None:
+        super().__init__(factory, addr)
+        self._buffer = bytearray()
+
+    def prefixReceived(self, data: bytes) -> None:
+        """
+        Read until the head is whole (or too long), then hand over.
+        """
+        self._buffer += data
+        host = request_host(bytes(self._buffer))
+        if host is False and len(self._buffer) <= MAX_HEAD:
+            return
+        self.cancelTimer()
+        chosen = self.factory.choose(host) if isinstance(host, str) else None
+        received, self._buffer = bytes(self._buffer), bytearray()
+        self.handOver(chosen or self.factory.fallback, received)
+
+    def timedOut(self) -> None:
+        """
+        No whole head in time: close.
+        """
+        self.transport.abortConnection()
+
+
+class HostRouterFactory(Factory):
+    """
+    Builds a L{HostRouter} per connection.
+
+    @ivar choose: the factory of a host's share, or L{None}.
+    @ivar fallback: serves every other connection (the redirect site).
+    """
+
+    noisy = False
+
+    def __init__(
+        self, choose: Chooser, fallback: interfaces.IProtocolFactory,
+        clock: interfaces.IReactorTime, timeout: float = HEAD_TIMEOUT,
+    ) -> None:
+        self.choose = choose
+        self.fallback = fallback
+        self.clock = clock
+        self.timeout = timeout
+
+    def buildProtocol(self, addr: Any) -> HostRouter:
+        """
+        A router for one connection.
+        """
+        return HostRouter(self, addr)

@@ -1,0 +1,111 @@
+"""
+Tests for L{nfltr.relay.vhost}, the HTTP port's front.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet.address import IPv4Address
+from twisted.internet.protocol import Factory, Protocol
+from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
+from twisted.trial.unittest import SynchronousTestCase
+
+from nfltr.relay.vhost import HEAD_TIMEOUT, MAX_HEAD, HostRouterFactory, request_host
+
+ADDRESS = IPv4Address("TCP", "192.0.2.1", 1234)
+
+
+class Recorder(Protocol):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.received = b""
+
+    def dataReceived(self, data: bytes) -> None:
+        self.received += data
+
+
+class HostTests(SynchronousTestCase):
+    """
+    L{request_host}.
+    """
+
+    def test_hosts(self) -> None:
+        """
+        The Host's name, lowercase, without its port; IPv6 literals keep
+        their brackets; incomplete heads say so; malformed or host-less
+        requests give None.
+        """
+        self.assertEqual(request_host(b"GET / HTTP/1.1\r\nHost: Blog.Localhost:8080\r\n\r\n"),
+                         "blog.localhost")
+        self.assertEqual(request_host(b"GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n"), "[::1]")
+        self.assertIs(request_host(b"GET / HTTP/1.1\r\nHost: blog"), False)
+        self.assertIsNone(request_host(b"NOT HTTP\r\n\r\n"))
+        self.assertIsNone(request_host(b"GET / HTTP/1.0\r\n\r\n"))
+
+
+class RouterTests(SynchronousTestCase):
+    """
+    L{HostRouterFactory} hands each connection to the share of its first
+    Host, or to the fallback.
+    """
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.made: list[Recorder] = []
+        share = self.factory("share")
+        self.router = HostRouterFactory(
+            lambda host: share if host == "blog.localhost" else None, self.factory("fallback"),
+            self.clock,
+        )
+
+    def factory(self, name: str) -> Factory:
+        made = self.made
+
+        class Made(Factory):
+            def buildProtocol(self, addr: Any) -> Recorder:
+                protocol = Recorder(name)
+                made.append(protocol)
+                return protocol
+
+        return Made()
+
+    def connect(self, *chunks: bytes) -> StringTransport:
+        protocol = self.router.buildProtocol(ADDRESS)
+        transport = StringTransport()
+        protocol.makeConnection(transport)
+        for chunk in chunks:
+            protocol.dataReceived(chunk)
+        return transport
+
+    def test_share(self) -> None:
+        """
+        A head for a share's host, split over reads, goes whole to the
+        share's protocol, followed by what comes after.
+        """
+        head = b"GET / HTTP/1.1\r\nHost: blog.localhost:8080\r\n\r\n"
+        self.connect(head[:10], head[10:], b"more")
+        [protocol] = self.made
+        self.assertEqual((protocol.name, protocol.received), ("share", head + b"more"))
+
+    def test_fallback(self) -> None:
+        """
+        Other hosts, malformed heads, and heads over the limit go to the
+        fallback with every byte read.
+        """
+        for raw in (b"GET / HTTP/1.1\r\nHost: other.localhost\r\n\r\n", b"junk\r\n\r\n",
+                    b"GET /" + b"a" * MAX_HEAD):
+            self.made.clear()
+            self.connect(raw)
+            [protocol] = self.made
+            self.assertEqual((protocol.name, protocol.received), ("fallback", raw))
+
+    def test_timeout(self) -> None:
+        """
+        A connection without a whole head within the timeout is aborted.
+        """
+        transport = self.connect(b"GET / HTTP/1.1\r\n")
+        self.clock.advance(HEAD_TIMEOUT)
+        self.assertTrue(transport.disconnecting)
+        self.assertEqual(self.made, [])
