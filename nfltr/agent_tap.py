@@ -50,7 +50,10 @@ class _Permuting(usage.Options):
         """
         if options is None:
             options = sys.argv[1:]
-        valued = {f"--{p[0]}" for p in self.optParameters}
+        valued = {f"--{p[0]}" for p in self.optParameters} | {
+            f"--{name[4:].replace('_', '-')}" for name in dir(self)
+            if name.startswith("opt_") and _takesValue(getattr(self, name))
+        }
         flags: list[str] = []
         positional: list[str] = []
         args = iter(options)
@@ -64,6 +67,12 @@ class _Permuting(usage.Options):
             else:
                 positional.append(arg)
         super().parseOptions([*flags, "--", *positional])
+
+
+def _takesValue(method: Any) -> bool:
+    import inspect
+
+    return len(inspect.signature(method).parameters) == 1
 
 
 class TcpOptions(_Permuting):
@@ -99,6 +108,22 @@ class HttpOptions(_Permuting):
 
     synopsis = "PORT [options]"
     optParameters = opt_parameters(HTTP_OPTIONS)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self["allow-ip"], self["require-header"] = [], []
+
+    def opt_allow_ip(self, value: str) -> None:
+        """
+        Only visitors from this network (or address) may connect; repeatable.
+        """
+        self["allow-ip"].append(value)
+
+    def opt_require_header(self, value: str) -> None:
+        """
+        Requests must carry this NAME:VALUE header; repeatable.
+        """
+        self["require-header"].append(value)
 
     def parseArgs(self, port: str) -> None:  # type: ignore[override]  # usage.Options reads the positional arguments from this signature
         """

@@ -35,11 +35,13 @@ EXIT_USAGE = 2
 class Option:
     """
     One C{--name VALUE} option; a missing value means the checker's default.
+    A repeatable one (C{repeat}) gives a list, empty when absent.
     """
 
     name: str
     metavar: str
     help: str
+    repeat: bool = False
 
 
 RELAY_OPTIONS: tuple[Option, ...] = (
@@ -97,6 +99,24 @@ HTTP_OPTIONS: tuple[Option, ...] = (
         "visitor's), or a value",
     ),
     Option(
+        "basic-auth", "USER:PASS",
+        "visitors must log in with this user and password (HTTP Basic; browsers prompt)",
+    ),
+    Option(
+        "bearer", "TOKEN",
+        "visitors must send Authorization: Bearer TOKEN (for API clients; no prompt)",
+    ),
+    Option(
+        "require-header", "NAME:VALUE",
+        "visitors' requests must carry this header with this value (webhook secrets); "
+        "repeatable", repeat=True,
+    ),
+    Option(
+        "allow-ip", "CIDR",
+        "only visitors from this network (or address) may connect; repeatable",
+        repeat=True,
+    ),
+    Option(
         "plain-http", "BOOL",
         "true: also serve the share in plain HTTP on the relay's HTTP port (the relay then "
         "reads that traffic); default false: the HTTP port redirects to HTTPS",
@@ -129,17 +149,22 @@ def add_arguments(parser: argparse.ArgumentParser, options: Sequence[Option]) ->
     Add C{options} to an C{argparse} parser.
     """
     for option in options:
-        parser.add_argument(f"--{option.name}", metavar=option.metavar, help=option.help)
+        if option.repeat:
+            parser.add_argument(f"--{option.name}", metavar=option.metavar, help=option.help,
+                                action="append", default=[])
+        else:
+            parser.add_argument(f"--{option.name}", metavar=option.metavar, help=option.help)
 
 
 def opt_parameters(options: Sequence[Option]) -> list[list[Any]]:
     """
-    C{options} as C{usage.Options.optParameters}.
+    C{options} as C{usage.Options.optParameters}; repeatable ones are left
+    to C{opt_} methods (see L{nfltr.agent_tap.HttpOptions}).
     """
-    return [[option.name, None, None, option.help] for option in options]
+    return [[option.name, None, None, option.help] for option in options if not option.repeat]
 
 
-def option_values(source: Any, options: Sequence[Option]) -> dict[str, str | None]:
+def option_values(source: Any, options: Sequence[Option]) -> dict[str, Any]:
     """
     The values of C{options}, keyed by option name, from an C{argparse}
     namespace or a C{usage.Options}.

@@ -41,6 +41,7 @@ from typing import Any
 
 from nfltr import __version__
 from nfltr.link import ErrorCode, RefusalReason
+from nfltr.policy import KINDS, PolicyError, SharePolicy, parse_policy
 
 AGENT = "agent"
 CLIENT = "client"
@@ -54,6 +55,9 @@ MAX_SHARES = 64
 #: Share URLs per agent: each costs a signing request in the hello and a
 #: certificate chain in the welcome, and both must fit one control frame.
 MAX_HTTP_SHARES = 16
+
+#: The policy of a share open to everyone.
+OPEN = SharePolicy()
 
 #: Share modes: who ends the visitor's TLS (see docs/shares.md).
 E2EE, INSPECT, PASSTHROUGH = "e2ee", "inspect", "passthrough"
@@ -118,6 +122,12 @@ class HttpShare:
     @ivar csr: the PEM signing request of an C{e2ee} share.
     @ivar plain: also serve the share in plain HTTP on the relay's HTTP port
         (not for C{passthrough}, whose HTTP nobody but the service reads).
+    @ivar policy: who may reach it (L{nfltr.policy}): the allow list, and the
+        credentials' digests where the relay checks them (C{inspect}, plain
+        HTTP); none in C{e2ee}, where only the agent does.
+    @ivar auth: the kinds of credentials the share requires (C{basic},
+        C{bearer}, C{headers}).
+    @ivar agent_enforces: the agent checks them itself.
     """
 
     name: str
@@ -125,6 +135,9 @@ class HttpShare:
     mode: str = E2EE
     csr: str | None = None
     plain: bool = False
+    policy: SharePolicy = OPEN
+    auth: tuple[str, ...] = ()
+    agent_enforces: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """
@@ -135,6 +148,11 @@ class HttpShare:
             data["csr"] = self.csr
         if self.plain:
             data["plain"] = True
+        if self.policy != OPEN or self.auth or self.agent_enforces:
+            data["policy"] = {
+                **self.policy.to_json(), "auth": list(self.auth),
+                "agent_enforces": self.agent_enforces,
+            }
         return data
 
 
@@ -167,10 +185,27 @@ def parse_http_shares(raw: Any) -> tuple[HttpShare, ...]:
         if not isinstance(plain, bool) or (plain and mode == PASSTHROUGH):
             raise MessageError("plain must be true or false, and false for passthrough")
         name, port = check_name(str(item.get("name"))), check_port(item.get("port"))
-        shares.append(HttpShare(name, port, mode, csr, plain))
+        policy, auth, enforces = _share_policy(item.get("policy", {}), name)
+        shares.append(HttpShare(name, port, mode, csr, plain, policy, auth, enforces))
     if len({s.name for s in shares}) != len(shares):
         raise MessageError("a share name is given twice")
     return tuple(shares)
+
+
+def _share_policy(raw: Any, name: str) -> tuple[SharePolicy, tuple[str, ...], bool]:
+    if not isinstance(raw, dict):
+        raise MessageError("a share's policy is an object")
+    auth, enforces = raw.get("auth", []), raw.get("agent_enforces", False)
+    if not isinstance(auth, list) or not set(auth) <= set(KINDS) or len(set(auth)) != len(auth):
+        raise MessageError(f"policy auth: a list of {', '.join(KINDS)}")
+    if not isinstance(enforces, bool):
+        raise MessageError("policy agent_enforces: true or false")
+    fields = {k: v for k, v in raw.items() if k not in ("auth", "agent_enforces")}
+    try:
+        policy = parse_policy(fields, realm=name)
+    except PolicyError as e:
+        raise MessageError(f"policy {e}") from None
+    return policy, tuple(auth), enforces
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,14 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from nfltr.messages import MAX_SHARES, MessageError, check_name, check_port
+from nfltr.policy import PolicyError, policy_from_options
 
 from ._names import default_state_dir
 from ._settings import ConfigError, RelaySettings, parse_bool, relay_settings
-from ._shares import HttpOption, check_http_option
+from ._shares import HttpOption, check_http_option, check_policy
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,7 @@ def agent_options(
     )
 
 
-def http_option(port: str | int, values: Mapping[str, str | None]) -> HttpOption:
+def http_option(port: str | int, values: Mapping[str, Any]) -> HttpOption:
     """
     Check C{nfltr http PORT}'s port, C{--mode} and C{--host-header}.
 
@@ -88,11 +90,19 @@ def http_option(port: str | int, values: Mapping[str, str | None]) -> HttpOption
     except MessageError as e:
         raise ConfigError(str(e)) from None
     plain = parse_bool(values.get("plain-http") or "false", "--plain-http")
-    return check_http_option(checked, values.get("mode"), values.get("host-header"), plain)
+    try:
+        policy = policy_from_options(
+            values.get("basic-auth"), values.get("bearer"), values.get("require-header") or [],
+            values.get("allow-ip") or [],
+        )
+    except PolicyError as e:
+        raise ConfigError(str(e)) from None
+    option = check_http_option(checked, values.get("mode"), values.get("host-header"), plain)
+    return check_policy(option, policy)
 
 
 def http_agent_options(
-    port: str | int, values: Mapping[str, str | None], environ: Mapping[str, str] = os.environ
+    port: str | int, values: Mapping[str, Any], environ: Mapping[str, str] = os.environ
 ) -> AgentOptions:
     """
     The options of C{nfltr http PORT}: one share URL, no TCP port.

@@ -25,7 +25,7 @@ C{X-Forwarded-Host}.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +43,11 @@ from nfltr.messages import (
     MODES,
     NOT_FOUND_CODE,
     NOT_FOUND_REASON,
+    OPEN,
     PASSTHROUGH,
     HttpShare,
 )
+from nfltr.policy import SharePolicy, visitor_ip
 from nfltr.tls import (
     PKIError,
     load_share_key,
@@ -77,6 +79,7 @@ class HttpOption:
     mode: str = E2EE
     host_header: str = REWRITE
     plain: bool = False
+    policy: SharePolicy = OPEN
 
     def host(self) -> bytes | None:
         """
@@ -110,6 +113,22 @@ def check_http_option(
     if plain and mode == PASSTHROUGH:
         raise ConfigError("--plain-http: a passthrough share's service speaks TLS only")
     return HttpOption(port, mode, host, plain)
+
+
+def check_policy(option: HttpOption, policy: SharePolicy) -> HttpOption:
+    """
+    Attach C{policy} to C{option}, refusing credentials on a passthrough
+    share (nobody but the service reads its requests).
+
+    @raise ConfigError: saying why.
+    """
+    if policy.credentials and option.mode == PASSTHROUGH:
+        raise ConfigError(
+            "--basic-auth, --bearer and --require-header need someone to read the requests: "
+            "in passthrough only the service does (its TLS ends there). Use --mode e2ee, or "
+            "check credentials in the service"
+        )
+    return replace(option, policy=policy)
 
 
 def share_key(state_dir: Path) -> ec.EllipticCurvePrivateKey:
@@ -152,8 +171,11 @@ class ShareServer:
         self.relayed: HTTPProxyFactory | None = None
         if option.mode in (E2EE, INSPECT):
             self.pool = BackendPool(_PortBackend(connector, option.port), reactor)
+            # In e2ee the agent is the only hop that reads requests: it checks them.
+            policy = replace(option.policy, realm=name)
+            gate = policy.gate if option.mode == E2EE and policy != OPEN else None
             self.proxy = HTTPProxyFactory(
-                self.pool, reactor, host=option.host(), forwarded=option.mode == E2EE,
+                self.pool, reactor, host=option.host(), forwarded=option.mode == E2EE, gate=gate,
             )
             # Sessions of the relay's own proxy: the relay added the visitor headers.
             self.relayed = HTTPProxyFactory(
@@ -164,11 +186,18 @@ class ShareServer:
         """
         The share as the hello declares it (with a fresh signing request).
         """
+        option = self.option
         csr = None
-        if self.option.mode == E2EE:
+        if option.mode == E2EE:
             assert self.key is not None
             csr = share_request(self.key, self.name)
-        return HttpShare(self.name, self.option.port, self.option.mode, csr, self.option.plain)
+        # The credentials' digests go to the relay only where it checks them.
+        relayChecks = option.mode == INSPECT or option.plain
+        policy = option.policy if relayChecks else option.policy.without_secrets()
+        return HttpShare(
+            self.name, option.port, option.mode, csr, option.plain, policy,
+            option.policy.kinds, agent_enforces=option.mode == E2EE,
+        )
 
     def welcomed(self, answer: dict[str, Any]) -> None:
         """
@@ -187,6 +216,9 @@ class ShareServer:
         Serve one visitor's session.
         """
         mode = self.option.mode
+        if not self.option.policy.allows(visitor_ip(visitor)) and visitor:
+            session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
+            return
         if mode == E2EE:
             if self.tls is None or self.proxy is None:
                 session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)

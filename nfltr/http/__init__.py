@@ -11,7 +11,7 @@ for each visitor connection (or listen on the factory directly); the backend
 is an L{IBackend} or a L{BackendPool} around one.
 """
 
-from ._exchange import Exchange
+from ._exchange import Exchange, Gate, Refusal
 from ._io import ExchangeIO, Phase
 from ._limits import (
     IDLE_TIMEOUT,
@@ -42,4 +42,6 @@ __all__ = [
     "Exchange",
     "ExchangeIO",
     "Phase",
+    "Gate",
+    "Refusal",
 ]

@@ -28,13 +28,36 @@ safe (GET, HEAD, OPTIONS, TRACE) and none of its body went out.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from http import HTTPStatus
-from typing import Any
+from typing import Any, Protocol
 
 import h11
 
 from ._io import ExchangeIO, Phase, errorResponse, forwardedRequest, forwardedResponse
 from ._limits import DEFAULT_LIMITS, HTTPLimits
+
+
+class Refusal(Protocol):
+    """
+    What a gate answers a request it turns away with.
+    """
+
+    @property
+    def status(self) -> int:
+        """
+        The response status.
+        """
+
+    @property
+    def headers(self) -> tuple[tuple[bytes, bytes], ...]:
+        """
+        Extra response headers.
+        """
+
+
+#: Decides whether a request (its headers, the visitor's address) passes.
+Gate = Callable[[Sequence[tuple[bytes, bytes]], "str | None"], "Refusal | None"]
 
 #: Methods whose request may be sent again on a new backend connection when
 #: a reused one closed before answering.
@@ -59,8 +82,16 @@ class Exchange:
         forwarded: bool = True,
         scheme: bytes = b"https",
         limits: HTTPLimits = DEFAULT_LIMITS,
+        gate: Gate | None = None,
     ) -> None:
+        """
+        @param gate: decides, from each request's headers and the visitor's
+            address, whether it may pass (L{None}) or is answered at once
+            (a L{Refusal}) without reaching the backend.
+        """
         self.io = io
+        self._gate = gate
+        self._visitor = visitor
         self.server = h11.Connection(h11.SERVER, max_incomplete_event_size=limits.requestHeadSize)
         self.client: h11.Connection | None = None
         self.phase = Phase.IDLE
@@ -173,6 +204,11 @@ class Exchange:
         if request.method == b"CONNECT":
             self._respondError(HTTPStatus.METHOD_NOT_ALLOWED)
             return
+        if self._gate is not None:
+            refusal = self._gate(request.headers, self._visitor)
+            if refusal is not None:
+                self._respondError(refusal.status, refusal.headers)
+                return
         try:
             self._request = forwardedRequest(request, **self._rewrite)
         except h11.LocalProtocolError:
@@ -383,11 +419,14 @@ class Exchange:
             self.io.writeVisitor(data)
         return True
 
-    def _respondError(self, status: HTTPStatus | int) -> None:
+    def _respondError(
+        self, status: HTTPStatus | int, headers: Sequence[tuple[bytes, bytes]] = ()
+    ) -> None:
         server = self.server
         try:
             data = b"".join(
-                server.send(event) for event in errorResponse(status, self._method == b"HEAD")
+                server.send(event)
+                for event in errorResponse(status, self._method == b"HEAD", headers)
             )
         except h11.LocalProtocolError:
             self._abort()

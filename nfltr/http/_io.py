@@ -9,6 +9,7 @@ other side, error responses.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from http import HTTPStatus
 from typing import Protocol, TypeVar
 
@@ -109,13 +110,15 @@ class ExchangeIO(Protocol):
 
 
 def errorResponse(
-    status: HTTPStatus | int, head: bool = False
+    status: HTTPStatus | int, head: bool = False,
+    extra: Sequence[tuple[bytes, bytes]] = (),
 ) -> list[h11.Response | h11.Data | h11.EndOfMessage]:
     """
     The events of a short C{text/plain} error response that closes the
     connection.
 
     @param head: the request was a C{HEAD}: no body.
+    @param extra: more headers (a C{WWW-Authenticate} challenge, say).
     """
     status = HTTPStatus(status)
     body = f"{status.value} {status.phrase}\n".encode("ascii")
@@ -123,6 +126,7 @@ def errorResponse(
         (b"Content-Type", b"text/plain; charset=utf-8"),
         (b"Content-Length", str(len(body)).encode("ascii")),
         (b"Connection", b"close"),
+        *extra,
     ]
     events: list[h11.Response | h11.Data | h11.EndOfMessage] = [
         h11.Response(status_code=status.value, headers=headers, reason=status.phrase)

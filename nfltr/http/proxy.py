@@ -30,7 +30,7 @@ from zope.interface import implementer
 
 from nfltr.splice import SpliceEnd
 
-from ._exchange import Exchange, Phase
+from ._exchange import Exchange, Gate, Phase
 from ._limits import DEFAULT_LIMITS, HTTPLimits
 from .backend import BackendConnection, IBackend
 from .flow import BackendSpliceEnd, Valve, ValveProducer
@@ -103,7 +103,7 @@ class HTTPProxyProtocol(Protocol):
         self.source, self.clock, self.limits = source, factory.clock, factory.limits
         self.exchange = Exchange(
             self, visitor=visitor, host=factory.host, forwarded=factory.forwarded,
-            scheme=factory.scheme, limits=factory.limits,
+            scheme=factory.scheme, limits=factory.limits, gate=factory.gate,
         )
         self.backend: BackendConnection | None = None
         self.visitorFull = False
@@ -361,8 +361,14 @@ class HTTPProxyFactory(Factory):
         forwarded: bool = True,
         scheme: bytes = b"https",
         limits: HTTPLimits = DEFAULT_LIMITS,
+        gate: Gate | None = None,
     ) -> None:
+        """
+        @param gate: checks each request before it is forwarded (see
+            L{nfltr.http.Exchange}); a share's policy, say.
+        """
         self.backend = backend
+        self.gate = gate
         self.clock = clock
         self.host = host
         self.forwarded = forwarded

@@ -37,13 +37,15 @@ from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from nfltr.http import HTTPProxyFactory
+from nfltr.http import Gate, HTTPProxyFactory
 from nfltr.link import RefusalReason
 from nfltr.link.twisted import LinkUnavailable
-from nfltr.messages import E2EE, INSPECT, HttpShare, http_target, share_target
+from nfltr.messages import E2EE, INSPECT, OPEN, HttpShare, http_target, share_target
+from nfltr.policy import SharePolicy
 from nfltr.sni.twisted import HandOver, ISpliceBackend, Route, Splice
 from nfltr.tls import ShareCA, ShareCertError
 
+from .guard import AllowListFactory, allowed, enforcement_problem
 from .leases import Leases, NameLeased
 from .router import IShareRoutes, ShareRoutes
 from .state import format_address
@@ -79,14 +81,19 @@ class AgentShareBackend:
     @ivar link: returns the agent's link (L{None} once it is gone).
     """
 
-    def __init__(self, name: str, link: Callable[[], Any]) -> None:
+    def __init__(self, name: str, link: Callable[[], Any], policy: SharePolicy = OPEN) -> None:
         self.name = name
         self.link = link
+        self.policy = policy
 
     def connect(self, protocol: interfaces.IProtocol, visitor: Any) -> None:
         """
-        See L{ISpliceBackend.connect}.
+        See L{ISpliceBackend.connect}.  A visitor outside the share's allow
+        list is turned away here, before anything reaches the agent.
         """
+        if not allowed(self.policy, visitor):
+            protocol.connectionLost(Failure(ConnectionRefusedError("not on the allow list")))
+            return
         link = self.link()
         try:
             if link is None:
@@ -136,7 +143,7 @@ class ShareEntry:
     mode: str
     holder: Any
     route: Route
-    plain: HTTPProxyFactory | None = None
+    plain: interfaces.IProtocolFactory | None = None
 
 
 @implementer(IShareRoutes)
@@ -189,7 +196,7 @@ class ShareRegistry:
         port = "" if self.httpPort in (None, HTTP_PORT) else f":{self.httpPort}"
         return f"http://{self.ca.fqdn(name)}{port}/"
 
-    def plainRoute(self, host: str) -> HTTPProxyFactory | None:
+    def plainRoute(self, host: str) -> interfaces.IProtocolFactory | None:
         """
         The plain-HTTP proxy of the share whose host name is C{host}, if it
         asked for one.
@@ -222,6 +229,9 @@ class ShareRegistry:
         if ca is None:
             raise ShareRefused(RefusalReason.UNAVAILABLE, "this relay does not publish share URLs")
         for share in shares:
+            problem = enforcement_problem(share)
+            if problem is not None:
+                raise ShareRefused(RefusalReason.INVALID, problem)
             if ca.fqdn(share.name) in self.own:
                 why = f"share name {share.name} is reserved: it is the relay's own"
                 raise ShareRefused(RefusalReason.CONFLICT, why)
@@ -243,7 +253,10 @@ class ShareRegistry:
             plain = None
             if share.plain:
                 backend = LinkSessionBackend(share.name, link)
-                plain = HTTPProxyFactory(backend, self.clock, scheme=b"http")
+                plain = AllowListFactory(
+                    HTTPProxyFactory(backend, self.clock, scheme=b"http", gate=_gate(share)),
+                    share.policy,
+                )
                 answer["plain_url"] = self.plainURL(share.name)
             answers.append(answer)
             entries.append(ShareEntry(share.name, account, share.mode, holder, route, plain))
@@ -270,11 +283,21 @@ class ShareRegistry:
 
     def _route(self, ca: ShareCA, share: HttpShare, link: Callable[[], Any]) -> Route:
         if share.mode != INSPECT:
-            return Splice(AgentShareBackend(share.name, link))
-        proxy = HTTPProxyFactory(LinkSessionBackend(share.name, link), self.clock)
+            return Splice(AgentShareBackend(share.name, link, share.policy))
+        proxy = HTTPProxyFactory(
+            LinkSessionBackend(share.name, link), self.clock, gate=_gate(share)
+        )
         tls = TLSMemoryBIOFactory(ca.issue(share.name), False, proxy, clock=self.clock)
         tls.noisy = False
-        return HandOver(tls)
+        return HandOver(AllowListFactory(tls, share.policy))
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+def _gate(share: HttpShare) -> Gate | None:
+    """
+    The relay's check of each request of C{share} it proxies (credentials
+    and allow list), or L{None} for an open share.
+    """
+    return share.policy.gate if share.policy != OPEN else None

@@ -109,6 +109,30 @@ class TapTests(SynchronousTestCase):
         self.assertIsInstance(service, AgentService)
         self.assertTrue((Path(state) / "e2ee.key").exists())
 
+    def test_http(self) -> None:
+        """
+        C{http PORT} takes its mode and its repeatable policy options (before
+        or after the port) and makes an agent with a share key.
+        """
+        import ipaddress
+
+        options = Options()
+        state = self.mktemp()
+        options.parseOptions(
+            ["http", "--allow-ip", "10.0.0.0/8", "3000", "--mode", "inspect", "--allow-ip",
+             "::1", "--require-header", "X-A:1", "--bearer", "t", "--state-dir", state,
+             "--relay-pin", PIN, "--key", KEY]
+        )
+        [share] = options.subOptions.checked.http
+        self.assertEqual((share.port, share.mode), (3000, "inspect"))
+        self.assertEqual(
+            share.policy.allow,
+            (ipaddress.ip_network("10.0.0.0/8"), ipaddress.ip_network("::1")),
+        )
+        self.assertEqual(share.policy.kinds, ("bearer", "headers"))
+        service = build_service("http", options.subOptions.checked, Clock(), None, lambda m: None)
+        self.assertIsInstance(service, AgentService)
+
     def test_tcpConnect(self) -> None:
         """
         C{tcp-connect AGENT PORT} with its options makes a connector.

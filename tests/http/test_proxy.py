@@ -568,3 +568,33 @@ class TimeoutTests(SynchronousTestCase):
         h.backend.servers[0].transport.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
         h.network.run()
         self.assertEqual(parseResponses(bytes(visitor.received), closed=False)[0][1], b"ok")
+
+
+class GateTests(SynchronousTestCase):
+    """
+    A gate (a share's policy) answers refused requests itself: they never
+    reach the backend.
+    """
+
+    def test_refusedNeverReachesBackend(self) -> None:
+        """
+        A request the gate refuses gets the gate's status and challenge
+        header and no backend connection is made; one it lets through is
+        forwarded.
+        """
+        from nfltr.policy import policy_from_options
+
+        policy = policy_from_options("ann:s3cret", None, [], [])
+        h = Harness(fixed(b"secret page"), gate=policy.gate)
+        visitor, _ = h.visit(request())
+        [(response, body, _)] = parseResponses(bytes(visitor.received), closed=True)
+        self.assertEqual(response.status_code, 401)
+        self.assertEqual(
+            headersOf(response)[b"www-authenticate"], [b'Basic realm="nfltr", charset="UTF-8"']
+        )
+        self.assertNotIn(b"secret page", body)
+        self.assertEqual(h.backend.servers, [])
+        good = request(headers=b"Authorization: Basic YW5uOnMzY3JldA==\r\n")
+        visitor, _ = h.visit(good)
+        [(response, body, _)] = parseResponses(bytes(visitor.received), closed=False)
+        self.assertEqual((response.status_code, body), (200, b"secret page"))

@@ -8,6 +8,7 @@ a web service (L{tests.integration.web_service}), and real HTTP clients
 from __future__ import annotations
 
 import hashlib
+import os
 import socket
 import ssl
 import subprocess
@@ -161,7 +162,64 @@ class ShareBehaviour:
         del url
 
 
-class E2EEShareTests(ShareBehaviour, StackTestCase):
+class PolicyBehaviour(ShareBehaviour):
+    """
+    Share policies, for the modes that read HTTP (e2ee: the agent checks;
+    inspect: the relay does).
+    """
+
+    def status(self, url: str, *args: str) -> tuple[int, str]:
+        """
+        The status of a GET of C{url}, and its headers.
+        """
+        done = subprocess.run(
+            ["curl", "--silent", "--show-error", "--cacert", self.ca, "--resolve",
+             f"{self.host}:{self.port}:127.0.0.1", "--dump-header", "-", "--output",
+             "/dev/null", "--write-out", "%{http_code}", *args, url],
+            capture_output=True, text=True, timeout=CURL_TIMEOUT, check=True,
+        )
+        return int(done.stdout[-3:]), done.stdout[:-3]
+
+    def test_credentials(self) -> None:
+        """
+        With Basic auth and a bearer token: no credentials or wrong ones get
+        401 with both challenges; either right one gets the page.
+        """
+        url = self.publish(extra=("--basic-auth", "ann:s3cret", "--bearer", "tok-9"))
+        page = f"{url}bytes/{KIB}"
+        code, head = self.status(page)
+        self.assertEqual(code, 401)
+        self.assertIn("www-authenticate: basic realm=\"blog\"", head.lower())
+        self.assertIn("www-authenticate: bearer", head.lower())
+        self.assertEqual(self.status(page, "--user", "ann:wrong")[0], 401)
+        self.assertEqual(self.status(page, "--user", "ann:s3cret")[0], 200)
+        self.assertEqual(self.status(page, "--oauth2-bearer", "tok-9")[0], 200)
+        self.assertEqual(self.status(page, "--oauth2-bearer", "tok-8")[0], 401)
+        self.assertNotIn("s3cret", self.agent.output())
+        self.assertNotIn("tok-9", self.agent.output())
+
+    def test_requiredHeaderAndAllowList(self) -> None:
+        """
+        A required header must be present with its value (403 otherwise);
+        an allow list without the visitor's address turns it away before
+        any HTTP.
+        """
+        url = self.publish(extra=("--require-header", "X-Hook: abc"))
+        self.assertEqual(self.status(url + "headers")[0], 403)
+        self.assertEqual(self.status(url + "headers", "--header", "X-Hook: abc")[0], 200)
+        self.agent.stop()
+        self.stack.http_agent(self.key, "fenced", self.stack.web_service(), "--mode",
+                              self.mode, "--allow-ip", "192.0.2.0/24", "--allow-ip", "::1")
+        fenced = subprocess.run(
+            ["curl", "--silent", "--cacert", self.ca, "--resolve",
+             f"fenced.localhost:{self.port}:127.0.0.1", f"https://fenced.localhost:{self.port}/"],
+            capture_output=True, timeout=CURL_TIMEOUT, check=False,
+        )
+        self.assertNotEqual(fenced.returncode, 0)
+        self.assertEqual(fenced.stdout, b"")
+
+
+class E2EEShareTests(PolicyBehaviour, StackTestCase):
     """
     C{--mode e2ee}: the agent ends the visitor's TLS.
     """
@@ -232,7 +290,7 @@ class E2EEShareTests(ShareBehaviour, StackTestCase):
         del url
 
 
-class InspectShareTests(ShareBehaviour, StackTestCase):
+class InspectShareTests(PolicyBehaviour, StackTestCase):
     """
     C{--mode inspect}: the relay ends TLS and proxies HTTP.
     """
@@ -257,6 +315,19 @@ class PassthroughShareTests(ShareBehaviour, StackTestCase):
     """
 
     mode = "passthrough"
+
+    def test_credentialsRefused(self) -> None:
+        """
+        Credentials on a passthrough share are refused at start, saying why.
+        """
+        done = subprocess.run(
+            nfltr("http", "443", "--mode", "passthrough", "--basic-auth", "a:b",
+                  *self.stack.relay_args()),
+            capture_output=True, text=True, timeout=CURL_TIMEOUT, check=False,
+            env={**os.environ, "NFLTR_KEY": "x"},
+        )
+        self.assertEqual(done.returncode, 2)
+        self.assertIn("in passthrough only the service does", done.stderr)
 
     def test_serviceCertificate(self) -> None:
         """

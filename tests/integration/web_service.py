@@ -10,7 +10,10 @@ It listens on 127.0.0.1, port 0, writes the bound port to F, and answers:
     service that writes and closes at once: the classic data-and-close race);
   - C{POST /sha256}: the hex SHA-256 of the body (Content-Length bodies);
   - C{GET /headers}: the request's head, as received;
-  - C{GET /ws}: a WebSocket echo (RFC 6455 framing, text and binary, close).
+  - C{GET /ws}: a WebSocket echo (RFC 6455 framing, text and binary, close);
+  - C{GET /page}: a small HTML page (L{PAGE}) for browsers: a title, the
+    marker L{PAGE_MARKER}, and a script that writes the protocol the
+    browser fetched it with (C{nextHopProtocol}) into C{<p id="protocol">}.
 
 With C{--tls} it ends TLS itself (a passthrough share's service).
 """
@@ -27,6 +30,16 @@ import struct
 
 WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 MAX_HEAD = 64 * 1024
+PAGE_TITLE = "nfltr share page"
+PAGE_MARKER = "nfltr-page-marker-6c1f0e"
+PAGE = f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>{PAGE_TITLE}</title></head>
+<body><p id="marker">{PAGE_MARKER}</p><p id="protocol"></p>
+<script>
+document.getElementById("protocol").textContent =
+  performance.getEntriesByType("navigation")[0].nextHopProtocol;
+</script></body></html>
+""".encode()
 
 
 def pattern(size: int) -> bytes:
@@ -84,11 +97,14 @@ async def _websocket(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
             return
 
 
-def _response(status: str, body: bytes, close: bool) -> bytes:
+def _response(status: str, body: bytes, close: bool,
+              content_type: str = "application/octet-stream") -> bytes:
     if close:
-        return f"HTTP/1.1 {status}\r\nConnection: close\r\n\r\n".encode() + body
+        return (
+            f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nConnection: close\r\n\r\n"
+        ).encode() + body
     return (
-        f"HTTP/1.1 {status}\r\nContent-Type: application/octet-stream\r\n"
+        f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\n"
         f"Content-Length: {len(body)}\r\n\r\n"
     ).encode() + body
 
@@ -110,6 +126,9 @@ async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, clos
                 answer = pattern(int(target.removeprefix("/bytes/")))
             elif target.split("?")[0] == "/headers":
                 answer = head
+            elif target == "/page":
+                writer.write(_response("200 OK", PAGE, close, "text/html; charset=utf-8"))
+                answer = None
             else:
                 writer.write(_response("404 Not Found", b"no such path\n", close))
                 answer = None

@@ -186,3 +186,57 @@ class RegistryTests(SynchronousTestCase):
             [HttpShare("blog", 1, E2EE, "junk")], FakeLink,
         )
         self.assertEqual(refused.reason, RefusalReason.INVALID)
+
+
+class EnforcementTests(RegistryTests):
+    """
+    A protected share is published only if someone checks its credentials.
+    """
+
+    def test_failClosed(self) -> None:
+        """
+        Refused as invalid: an e2ee share requiring credentials whose agent
+        does not declare it enforces them (an older agent); an inspect share
+        whose hello lacks the digests the relay must check; a passthrough
+        share with credentials.  Accepted: the same e2ee share declaring
+        enforcement, and an inspect share with its digests.
+        """
+        from nfltr.policy import policy_from_options
+
+        full = policy_from_options("a:b", None, [], [])
+        csr = self.e2ee("blog").csr
+        refused = [
+            HttpShare("blog", 1, E2EE, csr, auth=("basic",)),
+            HttpShare("blog", 1, INSPECT, auth=("basic",), policy=full.without_secrets()),
+            HttpShare("blog", 1, PASSTHROUGH, auth=("basic",)),
+        ]
+        for share in refused:
+            error = self.assertRaises(
+                ShareRefused, self.registry.publish, object(), "acme", [share], FakeLink
+            )
+            self.assertEqual(error.reason, RefusalReason.INVALID)
+            self.assertIsNone(self.registry.route("blog"))
+        self.registry.publish(object(), "acme", [
+            HttpShare("blog", 1, E2EE, csr, auth=("basic",), agent_enforces=True),
+            HttpShare("shop", 1, INSPECT, auth=("basic",), policy=full),
+        ], FakeLink)
+
+    def test_allowListAtAccept(self) -> None:
+        """
+        A visitor outside a spliced share's allow list is turned away before
+        a session is opened on the agent's link.
+        """
+        from nfltr.policy import policy_from_options
+
+        link = FakeLink()
+        share = HttpShare("raw", 1, PASSTHROUGH, policy=policy_from_options(
+            None, None, [], ["10.0.0.0/8"]))
+        self.registry.publish(object(), "acme", [share], lambda: link)
+        route = self.registry.route("raw")
+        assert isinstance(route, Splice)
+        lost = Lost()
+        route.backend.connect(lost, IPv4Address("TCP", "192.0.2.1", 1))
+        self.assertIsNotNone(lost.reason)
+        self.assertEqual(link.opened, [])
+        route.backend.connect(Lost(), IPv4Address("TCP", "10.1.1.1", 1))
+        self.assertEqual(len(link.opened), 1)
