@@ -11,8 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from twisted.internet import error, interfaces
-from twisted.internet.protocol import Protocol
+from twisted.internet.protocol import Factory, Protocol
+from twisted.logger import Logger
 from twisted.python.failure import Failure
+
+from nfltr.admission import Admission
+
+_log = Logger()
 
 
 class PrefixReader(Protocol):
@@ -36,6 +41,9 @@ class PrefixReader(Protocol):
         self.addr = addr
         self.inner: Any = None
         self._timer: interfaces.IDelayedCall | None = None
+        # Set by an AdmittingFactory that admitted this connection.
+        self.admission: Admission | None = None
+        self._handshaking = True
 
     def connectionMade(self) -> None:
         """
@@ -86,11 +94,15 @@ class PrefixReader(Protocol):
 
     def cancelTimer(self) -> None:
         """
-        Stop the timeout: a decision was made.
+        Stop the timeout: a decision was made (the connection no longer
+        counts as in its handshake).
         """
         if self._timer is not None and self._timer.active():
             self._timer.cancel()
         self._timer = None
+        if self._handshaking and self.admission is not None:
+            self.admission.routed()
+        self._handshaking = False
 
     def peer(self) -> str:
         """
@@ -102,6 +114,54 @@ class PrefixReader(Protocol):
         """
         Pass the loss on to the protocol that took over, if any.
         """
+        if self.admission is not None:
+            self.admission.closed(source_of(self.addr), self.factory.clock.seconds(),
+                                  self._handshaking)
+            self._handshaking = False
         self.cancelTimer()
         if self.inner is not None:
             self.inner.connectionLost(reason)
+
+
+def source_of(addr: Any) -> str:
+    """
+    The source address a connection is counted under: its IP address (a
+    UNIX socket's peers are all one source).
+    """
+    host = getattr(addr, "host", None)
+    return host if isinstance(host, str) else "local"
+
+
+class AdmittingFactory(Factory):
+    """
+    A factory of L{PrefixReader}s that admits each connection first
+    (L{nfltr.admission}): a refused one gets no protocol, so it is closed
+    before a byte is read.
+
+    @ivar admission: the admission limits, or L{None} for none.
+    @ivar clock: the time.
+    """
+
+    noisy = False
+    admission: Admission | None = None
+    clock: interfaces.IReactorTime
+
+    def buildProtocol(self, addr: Any) -> PrefixReader | None:
+        """
+        A protocol if C{addr} is admitted; L{None} (closing it) otherwise.
+        """
+        admission = self.admission
+        if admission is not None:
+            reason = admission.admit(source_of(addr), self.clock.seconds())
+            if reason is not None:
+                _log.debug("refused a connection from {peer}: {reason}", peer=addr, reason=reason)
+                return None
+        protocol = self.makeReader(addr)
+        protocol.admission = admission
+        return protocol
+
+    def makeReader(self, addr: Any) -> PrefixReader:
+        """
+        The protocol of one admitted connection.
+        """
+        raise NotImplementedError  # pragma: no cover

@@ -17,6 +17,7 @@ from twisted.internet.endpoints import serverFromString
 from twisted.python import usage
 from twisted.python.failure import Failure
 
+from nfltr.admission import AdmissionLimits
 from nfltr.relay.config import (
     DEFAULT_ADMIN,
     DEFAULT_DRAIN_TIMEOUT,
@@ -93,6 +94,20 @@ class Options(usage.Options):
         ["lease-time", None, DEFAULT_LEASE_TIME,
          "Seconds a share name stays its account's after its agent left: meanwhile no other "
          "account can publish it (0: released at once)."],
+        ["per-source-connections", None, "2000",
+         "Connections one source address may have open at once on each public port "
+         "(none: no limit)."],
+        ["per-source-rate", None, "200",
+         "New connections per second one source address may open on each public port, on "
+         "average (none: no limit)."],
+        ["per-source-burst", None, "2000",
+         "New connections one source address may open at once after a quiet spell."],
+        ["max-handshakes", None, "10000",
+         "Connections over all sources that may be in their handshake at once on each "
+         "public port (none: no limit)."],
+        ["max-agents", None, "none",
+         "Agents that may be connected at once; one more is refused (and exits) with a "
+         "message naming this option (none: no limit)."],
         ["public-port", None, None,
          "The port share URLs name, when visitors reach the TLS port through another port "
          "(a port mapping, a load balancer) [default: the TLS port's]."],
@@ -141,6 +156,13 @@ class Options(usage.Options):
             if not str(public).isdigit() or not 1 <= int(public) <= _MAX_PORT:
                 raise usage.UsageError(f"--public-port {public}: give a port, 1..{_MAX_PORT}")
             public = int(public)
+        admission = AdmissionLimits(
+            per_source_open=_limit(self["per-source-connections"], "--per-source-connections"),
+            per_source_rate=_limit(self["per-source-rate"], "--per-source-rate", float),
+            per_source_burst=_limit(self["per-source-burst"], "--per-source-burst", none=False)
+            or 1,
+            handshakes=_limit(self["max-handshakes"], "--max-handshakes"),
+        )
         admin = check_endpoint(self["admin"], "--admin")
         http = self["http"]
         http = None if http.strip().lower() == "none" else check_endpoint(http, "--http")
@@ -150,7 +172,27 @@ class Options(usage.Options):
             data_dir=path.absolute(), tls=tls, admin=admin, names=names,
             revocation_poll=poll, drain_timeout=drain, share_domain=shareDomain,
             handshake_timeout=handshake, lease_time=lease, public_port=public, http=http,
+            admission=admission, max_agents=_limit(self["max-agents"], "--max-agents"),
         )
+
+
+def _limit(value: object, option: str, kind: type = int, none: bool = True) -> Any:
+    """
+    A positive limit, or L{None} for C{none} where allowed.
+
+    @raise usage.UsageError: naming C{option}.
+    """
+    text = str(value).strip().lower()
+    if none and text == "none":
+        return None
+    try:
+        number = kind(text)
+    except ValueError:
+        number = 0
+    if not number > 0:
+        also = " or none" if none else ""
+        raise usage.UsageError(f"{option} {value}: give a number more than 0{also}")
+    return number
 
 
 def check_endpoint(spec: str, option: str) -> str:

@@ -34,7 +34,7 @@ from nfltr.tls import VerificationFailed
 # Refusals that retrying cannot cure: the dialler stops.
 NON_HEALING = frozenset({
     RefusalReason.UNAUTHORIZED, RefusalReason.REVOKED, RefusalReason.CONFLICT,
-    RefusalReason.INVALID, RefusalReason.VERSION,
+    RefusalReason.INVALID, RefusalReason.VERSION, RefusalReason.LIMIT,
 })
 # Seconds the relay has, after the link hello, to welcome or refuse us.
 WELCOME_TIMEOUT = 30.0

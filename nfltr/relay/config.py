@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nfltr.admission import AdmissionLimits
+
 DEFAULT_TLS = "tcp:8443"
 DEFAULT_ADMIN = "tcp:9090:interface=127.0.0.1"
 DEFAULT_HTTP = "tcp:8080"
@@ -26,6 +28,7 @@ DEFAULT_SHARE_DOMAIN = "localhost"
 # for the relay's own name, then its first bytes after the handshake).
 DEFAULT_HANDSHAKE_TIMEOUT = 10.0
 DEFAULT_LEASE_TIME = 24 * 3600.0
+DEFAULT_ADMISSION = AdmissionLimits()
 DATABASE_NAME = "nfltr.sqlite3"
 STATE_FILE_NAME = "relay.json"
 
@@ -84,6 +87,10 @@ class RelayConfig:
         L{None}: the port the TLS listener bound.
     @ivar http: the endpoint string of the HTTP port, which redirects to
         HTTPS (L{nfltr.relay.redirect}); L{None}: none.
+    @ivar admission: the per-source and handshake limits of each public
+        port (the TLS port and the HTTP port), L{nfltr.admission}.
+    @ivar max_agents: how many agents may be connected at once (L{None}:
+        no limit).
     """
 
     data_dir: Path
@@ -97,3 +104,5 @@ class RelayConfig:
     lease_time: float = DEFAULT_LEASE_TIME
     public_port: int | None = None
     http: str | None = None
+    admission: AdmissionLimits = DEFAULT_ADMISSION
+    max_agents: int | None = None

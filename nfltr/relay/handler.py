@@ -63,6 +63,13 @@ def revoked_message(keyid: str) -> str:
     return f"API key {keyid} was revoked"
 
 
+def agent_limit_message(limit: int) -> str:
+    """
+    The refusal an agent gets when the relay holds its most agents.
+    """
+    return f"the relay's agent limit is reached ({limit} agents, --max-agents)"
+
+
 def name_in_use_message(name: str) -> str:
     """
     The text of the refusal an agent gets for a name another account holds.
@@ -91,16 +98,22 @@ class Relay:
     @ivar handlers: the handlers of every established link.
     @ivar shares: the share URLs agents publish (L{None}: this relay
         publishes none, and refuses agents that ask).
+    @ivar maxAgents: how many agents may be connected at once (L{None}: no
+        limit).  Checked when an agent's key is verified, on the reactor
+        thread, so admission is atomic: agents racing for the last places
+        get exactly as many as there are.
     """
 
     log = Logger()
 
     def __init__(
-        self, store: KeyVerifier, clock: IReactorTime, shares: ShareRegistry | None = None
+        self, store: KeyVerifier, clock: IReactorTime, shares: ShareRegistry | None = None,
+        maxAgents: int | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
         self.shares = shares
+        self.maxAgents = maxAgents
         self.directory = Directory()
         self.handlers: set[RelayLinkHandler] = set()
 
@@ -269,6 +282,10 @@ class RelayLinkHandler(LinkHandler):
         holder = self.relay.directory.agent(hello.name)
         if holder is not None and holder.account != key.account:
             self.refuse(RefusalReason.CONFLICT, name_in_use_message(hello.name))
+            return
+        limit = self.relay.maxAgents
+        if limit is not None and holder is None and self.relay.directory.counts()[0] >= limit:
+            self.refuse(RefusalReason.LIMIT, agent_limit_message(limit))
             return
         try:
             shares = self._publish(hello, key)

@@ -35,6 +35,7 @@ from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 
 from nfltr import __version__
+from nfltr.admission import Admission
 from nfltr.sni.twisted import SNIRouterFactory
 from nfltr.store import SQLiteStore, StoreError
 from nfltr.tls import (
@@ -77,6 +78,8 @@ class RelayService(Service):
         added with its C{add} (kept across a restart of the service).
     @ivar router: the TLS port's router factory (its C{refused} and
         C{routed} counters), once started.
+    @ivar tlsAdmission: the TLS port's admission (its C{refused} counters).
+    @ivar httpAdmission: the HTTP port's, if there is one.
     """
 
     name = "relay"
@@ -89,6 +92,8 @@ class RelayService(Service):
         self.info: RelayInfo | None = None
         self.shares = ShareRegistry(None, reactor, ())
         self.router: SNIRouterFactory | None = None
+        self.tlsAdmission: Admission | None = None
+        self.httpAdmission: Admission | None = None
         self._cleanups: list[Cleanup] = []
         self._starting: Deferred[RelayInfo] | None = None
         self._outcome: RelayInfo | Failure | None = None
@@ -151,7 +156,7 @@ class RelayService(Service):
         store = SQLiteStore(database_path(dataDir), self.reactor, pool)
         self._cleanups.append(store.close)
         revision = await store.revision()
-        relay = self.relay = Relay(store, self.reactor, self.shares)
+        relay = self.relay = Relay(store, self.reactor, self.shares, config.max_agents)
         self._cleanups.append(lambda: relay.closeAll(config.drain_timeout))
         httpPort = None
         # Bound before the TLS port, so share URLs name its port from the first agent on.
@@ -159,6 +164,7 @@ class RelayService(Service):
             fallback = config.names[0] if config.names else LOCAL_NAME
             site = redirect_site(fallback, lambda: self.shares.port, self.reactor)
             front = HostRouterFactory(self.shares.plainRoute, site, self.reactor)
+            front.admission = self.httpAdmission = Admission(config.admission)
             httpPort = await serverFromString(self.reactor, config.http).listen(front)
             self._cleanups.append(httpPort.stopListening)
             self.shares.httpPort = httpPort.getHost().port
@@ -181,6 +187,7 @@ class RelayService(Service):
 
     def _tlsFactory(self, relay: Relay, creator: Any) -> SNIRouterFactory:
         self.router = tls_port_factory(relay, creator, self.config, self.shares, self.reactor)
+        self.router.admission = self.tlsAdmission = Admission(self.config.admission)
         return self.router
 
     def _describe(self, pki: RelayPKI, tlsPort: Any, adminPort: Any, httpPort: Any) -> RelayInfo:

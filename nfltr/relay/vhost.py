@@ -22,9 +22,8 @@ from typing import Any
 
 import h11
 from twisted.internet import interfaces
-from twisted.internet.protocol import Factory
 
-from nfltr.handover import PrefixReader
+from nfltr.handover import AdmittingFactory, PrefixReader
 
 #: Bytes of a first request head the front reads before it gives up
 #: choosing (the redirect then answers).
@@ -90,7 +89,7 @@ class HostRouter(PrefixReader):
         self.transport.abortConnection()
 
 
-class HostRouterFactory(Factory):
+class HostRouterFactory(AdmittingFactory):
     """
     Builds a L{HostRouter} per connection.
 
@@ -109,8 +108,8 @@ class HostRouterFactory(Factory):
         self.clock = clock
         self.timeout = timeout
 
-    def buildProtocol(self, addr: Any) -> HostRouter:
+    def makeReader(self, addr: Any) -> HostRouter:
         """
-        A router for one connection.
+        A router for one admitted connection.
         """
         return HostRouter(self, addr)

@@ -35,12 +35,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from twisted.internet import error, interfaces
-from twisted.internet.protocol import Factory
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import Interface, implementer
 
-from nfltr.handover import PrefixReader
+from nfltr.handover import AdmittingFactory, PrefixReader
 from nfltr.splice import SpliceEnd
 
 from ._errors import ClientHelloError, Reason
@@ -289,7 +288,7 @@ class SNIRouter(PrefixReader):
         self.log.debug("TLS port: {peer} left before its ClientHello", peer=self.peer())
 
 
-class SNIRouterFactory(Factory):
+class SNIRouterFactory(AdmittingFactory):
     """
     Builds an L{SNIRouter} for each connection.
 
@@ -313,9 +312,9 @@ class SNIRouterFactory(Factory):
         self.refused: dict[str, int] = dict.fromkeys(REFUSALS, 0)
         self.routed: dict[str, int] = dict.fromkeys((HANDED_OVER, SPLICED), 0)
 
-    def buildProtocol(self, addr: Any) -> SNIRouter:
+    def makeReader(self, addr: Any) -> SNIRouter:
         """
-        A router for one connection.
+        A router for one admitted connection.
         """
         return SNIRouter(self, addr)
 

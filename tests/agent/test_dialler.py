@@ -149,7 +149,7 @@ class RefusalTests(SynchronousTestCase):
         self.assertEqual(
             set(NON_HEALING),
             {RefusalReason.UNAUTHORIZED, RefusalReason.REVOKED, RefusalReason.CONFLICT,
-             RefusalReason.INVALID, RefusalReason.VERSION},
+             RefusalReason.INVALID, RefusalReason.VERSION, RefusalReason.LIMIT},
         )
         for reason in NON_HEALING:
             f = DiallerFixture(self, policy=lambda app, r=reason: (r, "API key abc was revoked"))

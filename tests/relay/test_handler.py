@@ -588,3 +588,36 @@ class ShareTests(SynchronousTestCase):
         self.assertEqual(answer["type"], "refused")
         self.assertEqual(answer["message"], message)
         self.assertTrue(dialer.closed)
+
+
+class AgentLimitTests(SynchronousTestCase):
+    """
+    C{maxAgents}: at most that many agents at once, admitted atomically.
+    """
+
+    def test_racingAgents(self) -> None:
+        """
+        32 agents whose keys are verified at the same moment into room for 2:
+        exactly 2 are welcomed, the others refused with C{limit} and a
+        message naming the option; an agent of the same account replacing a
+        connected one is not counted twice.
+        """
+        h = RelayHarness()
+        h.relay.maxAgents = 2
+        key = h.store.addKey(A_KEY, "acme")
+        h.store.hold = True
+        agents = [h.agent(key, f"a{i}") for i in range(32)]
+        h.store.release()
+        h.run()
+        welcomed = [a for a in agents if a.controls and a.controls[0]["type"] == "welcome"]
+        refused = [a for a in agents if a.controls and a.controls[0]["type"] == "refused"]
+        self.assertEqual((len(welcomed), len(refused)), (2, 30))
+        self.assertEqual(
+            refused[0].controls[0],
+            {"type": "refused", "reason": "limit",
+             "message": "the relay's agent limit is reached (2 agents, --max-agents)"},
+        )
+        h.store.hold = False
+        name = welcomed[0].controls[0]["name"]
+        again = h.agent(key, name)
+        self.assertEqual(again.controls[0]["type"], "welcome")

@@ -24,11 +24,13 @@ from twisted.internet.endpoints import (
 )
 from twisted.internet.error import CannotListenError, ConnectionRefusedError
 from twisted.internet.protocol import Factory, Protocol
+from twisted.internet.task import deferLater
 from twisted.logger import Logger, LogLevel
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 from zope.interface import implementer
 
+from nfltr.admission import AdmissionLimits
 from nfltr.link import DIALER, ErrorCode
 from nfltr.link.twisted import LinkHandler, LinkProtocol, SessionResetError
 from nfltr.messages import (
@@ -103,6 +105,9 @@ class TCPBackend:
     def connect(self, protocol: Any, visitor: Any = None) -> None:
         d = connectProtocol(TCP4ClientEndpoint(reactor, "127.0.0.1", self.port), protocol)
         d.addErrback(protocol.connectionLost)
+
+
+NOT_TLS_PROBE = b"GET / HTTP/1.1\r\nHost: r\r\n\r\n"
 
 
 class Collector(Protocol):
@@ -219,6 +224,43 @@ class RelayServiceTests(TestCase):
         collector = Collector(request, expect)
         await connectProtocol(endpoint, collector)
         return await collector.done
+
+    @asyncTest
+    async def test_perSourceLimit(self) -> None:
+        """
+        With C{per_source_open=2} on the TLS port, a third connection from
+        the same address is closed unread while the first two are held (and
+        counted); after one of them ends, a new one is admitted.
+        """
+        info = await self.startRelay(
+            handshake_timeout=30,
+            admission=AdmissionLimits(per_source_open=2, per_source_rate=None),
+        )
+        host, port = info.tls.rsplit(":", 1)
+        endpoint = TCP4ClientEndpoint(reactor, host, int(port))
+        held = [Collector(b"", 1), Collector(b"", 1)]
+        for collector in held:
+            await connectProtocol(endpoint, collector)
+        third = Collector(b"\x16\x03\x01", 1)
+        await connectProtocol(endpoint, third)
+        self.assertEqual(await third.done, b"")
+        self.assertFalse(held[0].done.called)
+        admission = self.service.tlsAdmission
+        assert admission is not None
+        self.assertEqual(admission.refused["per_source_open"], 1)
+        held[0].transport.loseConnection()
+        await held[0].done
+        # The relay's side of the close is seen in a later turn of this reactor.
+        for _ in range(1000):
+            if admission.handshaking == 1:
+                break
+            await deferLater(reactor, 0)
+        self.assertEqual(admission.handshaking, 1)
+        fourth = Collector(NOT_TLS_PROBE, len(NOT_TLS_RESPONSE))
+        await connectProtocol(endpoint, fourth)
+        self.assertEqual(await fourth.done, NOT_TLS_RESPONSE)
+        held[1].transport.loseConnection()
+        await held[1].done
 
     @asyncTest
     async def test_relayJson(self) -> None:
