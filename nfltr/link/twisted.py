@@ -127,6 +127,8 @@ class LinkProtocol(Protocol):
     @ivar peerHello: the peer's L{Hello} once established.
     @ivar rtt: the last measured round-trip time, seconds, or C{None}.
     @ivar failure: the link-level error that ended the link, if any.
+    @ivar bytesReceived: bytes read from the transport, framing included.
+    @ivar bytesSent: bytes written to the transport, framing included.
     """
 
     # Set by makeConnection; stream transports with the whole ITCPTransport
@@ -148,6 +150,8 @@ class LinkProtocol(Protocol):
         self.peerHello: Hello | None = None
         self.rtt: float | None = None
         self.failure: Exception | None = None
+        self.bytesReceived = 0
+        self.bytesSent = 0
         self._sessions: dict[int, LinkSession] = {}
         self._events: deque[Any] = deque()
         self._dispatching = False
@@ -193,6 +197,7 @@ class LinkProtocol(Protocol):
         conn = self.connection
         if conn is None or self._lost or self.failure is not None:
             return
+        self.bytesReceived += len(data)
         try:
             events = conn.receive_data(data)
         except RemoteProtocolError as e:
@@ -480,6 +485,7 @@ class LinkProtocol(Protocol):
             return
         data = self.connection.data_to_send()
         if data:
+            self.bytesSent += len(data)
             self.transport.write(data)
 
     def _armTimer(self) -> None:

@@ -1,12 +1,16 @@
 # -*- test-case-name: tests.relay.test_admin -*-
 """
 The admin listener's web site: C{/healthz} answers C{200 ok} while the relay
-runs.  Every other path is a plain 404; there is no directory listing, no
-traceback in responses and no access log.
+process runs (liveness); C{/readyz} answers C{200 ready} once the relay
+listens and until it starts to stop, C{503} otherwise (readiness: take it
+out of a load balancer while it drains); C{/metrics} serves Prometheus
+metrics (L{nfltr.relay.metrics}).  Every other path is a plain 404; there
+is no directory listing, no traceback in responses and no access log.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from twisted.web import resource, server
@@ -32,6 +36,31 @@ class Healthz(resource.Resource):
     render_HEAD = render_GET
 
 
+class Readyz(resource.Resource):
+    """
+    C{GET /readyz}: C{200 ready} while C{ready()} is true, else C{503}.
+    """
+
+    isLeaf = True
+
+    def __init__(self, ready: Callable[[], bool]) -> None:
+        super().__init__()
+        self.ready = ready
+
+    def render_GET(self, request: Request) -> bytes:
+        """
+        Say whether the relay takes traffic.
+        """
+        request.setHeader(b"content-type", b"text/plain; charset=utf-8")
+        request.setHeader(b"cache-control", b"no-store")
+        if self.ready():
+            return b"ready\n"
+        request.setResponseCode(503)
+        return b"not ready\n"
+
+    render_HEAD = render_GET
+
+
 class AdminSite(server.Site):
     """
     A L{server.Site} without tracebacks in responses and without an access
@@ -47,11 +76,20 @@ class AdminSite(server.Site):
         """
 
 
-def admin_site() -> AdminSite:
+def admin_site(
+    ready: Callable[[], bool] | None = None, metrics: resource.Resource | None = None,
+    reactor: Any = None,
+) -> AdminSite:
     """
-    The admin site: C{/healthz}, and 404 for anything else (C{/} included).
+    The admin site: C{/healthz}, C{/readyz} (if C{ready} is given),
+    C{/metrics} (if C{metrics} is), and 404 for anything else (C{/}
+    included); its connection timeouts on C{reactor}.
     """
     root = resource.Resource()
     root.putChild(b"", resource.NoResource())
     root.putChild(b"healthz", Healthz())
-    return AdminSite(root)
+    if ready is not None:
+        root.putChild(b"readyz", Readyz(ready))
+    if metrics is not None:
+        root.putChild(b"metrics", metrics)
+    return AdminSite(root, reactor=reactor)

@@ -83,6 +83,12 @@ class Directory:
             return True
         return False
 
+    def agents(self) -> list[AgentEntry]:
+        """
+        The live agents.
+        """
+        return list(self._agents.values())
+
     def agent(self, name: str) -> AgentEntry | None:
         """
         The live agent called C{name}, if any.

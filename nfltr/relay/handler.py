@@ -40,6 +40,7 @@ from nfltr.messages import (
 )
 from nfltr.store import KeyInfo
 
+from .counters import AGENT_UNAVAILABLE, NOT_FOUND, ROUTED, TCP, RelayCounters
 from .directory import AgentEntry, Directory
 from .routing import join_sessions
 from .shares import ShareRefused, ShareRegistry
@@ -102,20 +103,33 @@ class Relay:
         limit).  Checked when an agent's key is verified, on the reactor
         thread, so admission is atomic: agents racing for the last places
         get exactly as many as there are.
+    @ivar counters: running totals for the metrics.
     """
 
     log = Logger()
 
     def __init__(
         self, store: KeyVerifier, clock: IReactorTime, shares: ShareRegistry | None = None,
-        maxAgents: int | None = None,
+        maxAgents: int | None = None, counters: RelayCounters | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
         self.shares = shares
         self.maxAgents = maxAgents
+        self.counters = counters if counters is not None else RelayCounters()
         self.directory = Directory()
         self.handlers: set[RelayLinkHandler] = set()
+
+    def agentLinks(self) -> list[tuple[str, LinkProtocol]]:
+        """
+        The name and link of each live agent.
+        """
+        result = []
+        for entry in self.directory.agents():
+            link = getattr(entry.holder, "link", None)
+            if link is not None:
+                result.append((entry.name, link))
+        return result
 
     def handler(self) -> RelayLinkHandler:
         """
@@ -236,6 +250,9 @@ class RelayLinkHandler(LinkHandler):
         Forget the link.
         """
         agent = self.agent
+        counters = self.relay.counters
+        counters.closedBytesIn += link.bytesReceived
+        counters.closedBytesOut += link.bytesSent
         self.relay.handlers.discard(self)
         self._withdraw()
         self._forget()
@@ -297,6 +314,7 @@ class RelayLinkHandler(LinkHandler):
             assert isinstance(old.holder, RelayLinkHandler)
             old.holder.refuse(RefusalReason.CONFLICT, REPLACED)
         self.key, self.agent, self.state = key, entry, AGENT_READY
+        self.relay.counters.agentConnects += 1
         self._send(welcome(key.account, hello.name, shares))
         self.log.info(
             "agent {name} (account {account}) connected from {peer}, sharing ports {ports} "
@@ -345,6 +363,7 @@ class RelayLinkHandler(LinkHandler):
         if self.state == CLOSED:
             return
         role = self.hello.role if self.hello is not None else "dialer"
+        self.relay.counters.refusals[reason.value] += 1
         self.log.info(
             "refused {role} from {peer}: {reason}: {message}",
             role=role, peer=self._peer(), reason=reason.value, message=message,
@@ -369,13 +388,16 @@ class RelayLinkHandler(LinkHandler):
         except MessageError as e:
             session.refuse(ErrorCode.REFUSED, str(e))
             return
+        counters = self.relay.counters
         entry = self.relay.directory.reachable(name, self.key.account, port)
         if entry is None:
+            counters.session(TCP, NOT_FOUND)
             session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
             return
         assert isinstance(entry.holder, RelayLinkHandler)
         self.log.debug("session to {name}:{port}", name=name, port=port)
-        join_sessions(session, entry.holder.link, agent_target(port))
+        joined = join_sessions(session, entry.holder.link, agent_target(port))
+        counters.session(TCP, ROUTED if joined else AGENT_UNAVAILABLE)
 
     def _send(self, message: dict[str, Any]) -> None:
         if self.link is None:

@@ -62,12 +62,14 @@ class SessionEnd(SpliceEnd):
         super().connectionLost(reason)
 
 
-def join_sessions(clientSession: LinkSession, agentLink: Any, target: str) -> None:
+def join_sessions(clientSession: LinkSession, agentLink: Any, target: str) -> bool:
     """
     Open C{target} on C{agentLink} and splice it to C{clientSession}, which
     the client opened and nobody accepted yet.  If no session can be opened
     on the agent's link, reset the client's with C{GOING_AWAY}: not the
     service's refusal (C{CONNECT_FAILED}), which only the agent can report.
+
+    @return: whether the sessions were joined.
     """
     clientEnd, agentEnd = SessionEnd("client link lost"), SessionEnd("agent link lost")
     clientEnd.other, agentEnd.other = agentEnd, clientEnd
@@ -75,9 +77,10 @@ def join_sessions(clientSession: LinkSession, agentLink: Any, target: str) -> No
         agentLink.openSession(target, agentEnd)
     except LinkUnavailable:
         clientSession.abortWith(ErrorCode.GOING_AWAY, AGENT_UNAVAILABLE)
-        return
+        return False
     if agentEnd.closed:
         # The link went away while the OPEN was being prepared.
         clientSession.abortWith(ErrorCode.GOING_AWAY, AGENT_UNAVAILABLE)
-        return
+        return False
     clientSession.accept(clientEnd)
+    return True

@@ -50,6 +50,7 @@ from .admin import admin_site
 from .config import RelayConfig, database_path, state_file_path
 from .handler import Relay
 from .leases import Leases
+from .metrics import MetricsResource, metrics_registry
 from .redirect import redirect_site
 from .revocation import RevocationPoller
 from .router import LOCAL_NAME, check_share_domain, own_names, tls_port_factory
@@ -79,6 +80,7 @@ class RelayService(Service):
     @ivar router: the TLS port's router factory (its C{refused} and
         C{routed} counters), once started.
     @ivar tlsAdmission: the TLS port's admission (its C{refused} counters).
+    @ivar ready: listening and not stopping (C{/readyz}).
     @ivar httpAdmission: the HTTP port's, if there is one.
     """
 
@@ -93,6 +95,7 @@ class RelayService(Service):
         self.shares = ShareRegistry(None, reactor, ())
         self.router: SNIRouterFactory | None = None
         self.tlsAdmission: Admission | None = None
+        self.ready = False
         self.httpAdmission: Admission | None = None
         self._cleanups: list[Cleanup] = []
         self._starting: Deferred[RelayInfo] | None = None
@@ -156,7 +159,9 @@ class RelayService(Service):
         store = SQLiteStore(database_path(dataDir), self.reactor, pool)
         self._cleanups.append(store.close)
         revision = await store.revision()
-        relay = self.relay = Relay(store, self.reactor, self.shares, config.max_agents)
+        relay = self.relay = Relay(
+            store, self.reactor, self.shares, config.max_agents, self.shares.counters
+        )
         self._cleanups.append(lambda: relay.closeAll(config.drain_timeout))
         httpPort = None
         # Bound before the TLS port, so share URLs name its port from the first agent on.
@@ -173,7 +178,10 @@ class RelayService(Service):
         )
         self._cleanups.append(tlsPort.stopListening)
         self.shares.port = config.public_port or tlsPort.getHost().port
-        adminPort = await serverFromString(self.reactor, config.admin).listen(admin_site())
+        admin = admin_site(
+            lambda: self.ready, MetricsResource(metrics_registry(self)), self.reactor
+        )
+        adminPort = await serverFromString(self.reactor, config.admin).listen(admin)
         self._cleanups.append(adminPort.stopListening)
         poller = RevocationPoller(store, relay, self.reactor, config.revocation_poll, revision)
         poller.start()
@@ -183,6 +191,7 @@ class RelayService(Service):
         write_state_file(path, info)
         self._cleanups.append(lambda: remove_state_file(path, info.pid))
         self._announce(info)
+        self.ready = True
         return info
 
     def _tlsFactory(self, relay: Relay, creator: Any) -> SNIRouterFactory:
@@ -224,6 +233,7 @@ class RelayService(Service):
         Stop: cancel a start in progress, then undo what was done.
         """
         super().stopService()
+        self.ready = False
         if self._starting is not None:
             self._starting.cancel()
         return self._undo()

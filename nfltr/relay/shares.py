@@ -45,6 +45,7 @@ from nfltr.policy import SharePolicy
 from nfltr.sni.twisted import HandOver, ISpliceBackend, Route, Splice
 from nfltr.tls import ShareCA, ShareCertError
 
+from .counters import AGENT_UNAVAILABLE, HTTP, NOT_ALLOWED, ROUTED, SHARE, RelayCounters
 from .guard import AllowListFactory, allowed, enforcement_problem
 from .leases import Leases, NameLeased
 from .router import IShareRoutes, ShareRoutes
@@ -81,10 +82,14 @@ class AgentShareBackend:
     @ivar link: returns the agent's link (L{None} once it is gone).
     """
 
-    def __init__(self, name: str, link: Callable[[], Any], policy: SharePolicy = OPEN) -> None:
+    def __init__(
+        self, name: str, link: Callable[[], Any], policy: SharePolicy = OPEN,
+        counters: RelayCounters | None = None,
+    ) -> None:
         self.name = name
         self.link = link
         self.policy = policy
+        self.counters = counters or RelayCounters()
 
     def connect(self, protocol: interfaces.IProtocol, visitor: Any) -> None:
         """
@@ -92,6 +97,7 @@ class AgentShareBackend:
         list is turned away here, before anything reaches the agent.
         """
         if not allowed(self.policy, visitor):
+            self.counters.session(SHARE, NOT_ALLOWED)
             protocol.connectionLost(Failure(ConnectionRefusedError("not on the allow list")))
             return
         link = self.link()
@@ -100,7 +106,10 @@ class AgentShareBackend:
                 raise LinkUnavailable("the agent's link is gone")
             link.openSession(share_target(self.name, format_address(visitor)), protocol)
         except LinkUnavailable as e:
+            self.counters.session(SHARE, AGENT_UNAVAILABLE)
             protocol.connectionLost(Failure(ConnectionRefusedError(str(e))))
+            return
+        self.counters.session(SHARE, ROUTED)
 
 
 class LinkSessionBackend:
@@ -109,9 +118,12 @@ class LinkSessionBackend:
     new session C{http:NAME} on the agent's link.
     """
 
-    def __init__(self, name: str, link: Callable[[], Any]) -> None:
+    def __init__(
+        self, name: str, link: Callable[[], Any], counters: RelayCounters | None = None
+    ) -> None:
         self.name = name
         self.link = link
+        self.counters = counters or RelayCounters()
 
     def connect(self, protocol: interfaces.IProtocol) -> defer.Deferred[Any]:
         """
@@ -124,7 +136,9 @@ class LinkSessionBackend:
                 raise LinkUnavailable("the agent's link is gone")
             link.openSession(http_target(self.name), protocol)
         except LinkUnavailable as e:
+            self.counters.session(HTTP, AGENT_UNAVAILABLE)
             return defer.fail(ConnectionRefusedError(str(e)))
+        self.counters.session(HTTP, ROUTED)
         return defer.succeed(protocol)
 
 
@@ -151,6 +165,7 @@ class ShareRegistry:
     """
     The shares of one relay: leases, routes, certificates.
 
+    @ivar counters: the relay's running totals (shared with its L{Relay}).
     @ivar port: the HTTPS port share URLs name.
     @ivar httpPort: the HTTP port's, if there is one.
     """
@@ -170,6 +185,7 @@ class ShareRegistry:
         self.leases = leases if leases is not None else Leases()
         self.port = HTTPS_PORT
         self.httpPort: int | None = None
+        self.counters = RelayCounters()
         self.static = static if static is not None else ShareRoutes()
         self._entries: dict[str, ShareEntry] = {}
 
@@ -252,7 +268,7 @@ class ShareRegistry:
             route = self._route(ca, share, link)
             plain = None
             if share.plain:
-                backend = LinkSessionBackend(share.name, link)
+                backend = LinkSessionBackend(share.name, link, self.counters)
                 plain = AllowListFactory(
                     HTTPProxyFactory(backend, self.clock, scheme=b"http", gate=_gate(share)),
                     share.policy,
@@ -283,9 +299,9 @@ class ShareRegistry:
 
     def _route(self, ca: ShareCA, share: HttpShare, link: Callable[[], Any]) -> Route:
         if share.mode != INSPECT:
-            return Splice(AgentShareBackend(share.name, link, share.policy))
+            return Splice(AgentShareBackend(share.name, link, share.policy, self.counters))
         proxy = HTTPProxyFactory(
-            LinkSessionBackend(share.name, link), self.clock, gate=_gate(share)
+            LinkSessionBackend(share.name, link, self.counters), self.clock, gate=_gate(share)
         )
         tls = TLSMemoryBIOFactory(ca.issue(share.name), False, proxy, clock=self.clock)
         tls.noisy = False

@@ -12,6 +12,8 @@ import os
 import socket
 import ssl
 import subprocess
+import time
+import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -252,6 +254,32 @@ class E2EEShareTests(PolicyBehaviour, StackTestCase):
                 content = path.read_bytes()
                 self.assertNotIn(secret, content, path)
                 self.assertNotIn(pem, content, path)
+
+    def scrape(self) -> str:
+        """
+        The relay's metrics, from its admin listener.
+        """
+        admin = self.stack.info["admin"]
+        with urllib.request.urlopen(f"http://{admin}/metrics", timeout=30) as response:
+            return response.read().decode()
+
+    def test_metrics(self) -> None:
+        """
+        A scrape during a run counts the share's visitors and shows the
+        agent's series; once the agent is gone, no series names it.
+        """
+        url = self.publish()
+        self.curl("--header", "Connection: close", urls=[f"{url}bytes/{KIB}"] * 3)
+        text = self.scrape()
+        self.assertIn('nfltr_sessions_total{kind="share",outcome="routed"} 3.0', text)
+        self.assertIn('nfltr_agent_sessions_open{agent="blog"}', text)
+        self.assertIn("nfltr_agents_connected 1.0", text)
+        self.agent.stop()
+        deadline = time.monotonic() + 30
+        while 'agent="blog"' in (text := self.scrape()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertNotIn('agent="blog"', text)
+        self.assertIn("nfltr_agents_connected 0.0", text)
 
     def test_forwardedHeaders(self) -> None:
         """

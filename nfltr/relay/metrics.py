@@ -1,0 +1,188 @@
+# -*- test-case-name: tests.relay.test_metrics -*-
+"""
+The relay's Prometheus metrics, served on the admin listener at
+C{/metrics}.
+
+A custom collector reads the relay's state when scraped (agents and links
+in the directory, the counters of L{nfltr.relay.counters}, the TLS port's
+router and the admission of each public port): nothing is paid per byte or
+per request, and per-agent series exist exactly while their agent does, so
+none outlives it.  Every label has a closed set of values, except C{agent},
+bounded by the agents connected (and by C{--max-agents}).
+
+| metric | type | labels |
+|---|---|---|
+| C{nfltr_agents_connected} | gauge | |
+| C{nfltr_links} | gauge | C{role} (agent, client, pending) |
+| C{nfltr_sessions_open} | gauge | C{role} of the link (agent, client) |
+| C{nfltr_sessions_total} | counter | C{kind} (tcp, share, http), C{outcome} (see below) |
+| C{nfltr_link_bytes_total} | counter | C{direction} (in, out): link bytes, framing included |
+| C{nfltr_agent_connects_total} | counter | |
+| C{nfltr_dialers_refused_total} | counter | C{reason} (the refusal reasons) |
+| C{nfltr_tls_port_connections_total} | counter | C{route} (hand_over, splice) |
+| C{nfltr_tls_port_refused_total} | counter | C{reason} (the SNI router's) |
+| C{nfltr_admission_refused_total} | counter | C{port} (tls, http), C{reason} |
+| C{nfltr_agent_link_rtt_seconds} | gauge | C{agent} |
+| C{nfltr_agent_sessions_open} | gauge | C{agent} |
+| C{nfltr_agent_link_bytes_total} | counter | C{agent}, C{direction} |
+
+Session outcomes: C{routed}, C{not_found}, C{not_allowed} (an allow list),
+C{agent_unavailable} (the agent's link is draining or gone).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
+from twisted.web import resource
+from twisted.web.server import Request
+
+from .handler import AGENT_READY, CLIENT_READY
+
+
+class RelayCollector(Collector):
+    """
+    Reads a running L{nfltr.relay.service.RelayService}'s state.
+    """
+
+    def __init__(self, service: Any) -> None:
+        self.service = service
+
+    def collect(self) -> Iterator[Metric]:
+        """
+        The metrics, now.
+        """
+        service = self.service
+        relay = service.relay
+        if relay is None:
+            return
+        yield from self._links(relay)
+        yield from self._counters(relay.counters)
+        yield from self._ports(service)
+        yield from self._agents(relay)
+
+    def _links(self, relay: Any) -> Iterator[Metric]:
+        agents = GaugeMetricFamily("nfltr_agents_connected", "Agents connected now.")
+        agents.add_metric([], relay.directory.counts()[0])
+        yield agents
+        links = GaugeMetricFamily("nfltr_links", "Links by the role of their dialer.",
+                                  labels=["role"])
+        sessions = GaugeMetricFamily("nfltr_sessions_open", "Sessions open on links.",
+                                     labels=["role"])
+        byRole = {"agent": [0, 0], "client": [0, 0], "pending": [0, 0]}
+        bytesIn, bytesOut = relay.counters.closedBytesIn, relay.counters.closedBytesOut
+        for handler in list(relay.handlers):
+            role = {AGENT_READY: "agent", CLIENT_READY: "client"}.get(handler.state, "pending")
+            byRole[role][0] += 1
+            link = handler.link
+            if link is not None:
+                bytesIn += link.bytesReceived
+                bytesOut += link.bytesSent
+                if link.connection is not None:
+                    byRole[role][1] += link.connection.session_count
+        for role, (count, open_) in byRole.items():
+            links.add_metric([role], count)
+            if role != "pending":
+                sessions.add_metric([role], open_)
+        yield links
+        yield sessions
+        traffic = CounterMetricFamily("nfltr_link_bytes", "Bytes on links, framing included.",
+                                      labels=["direction"])
+        traffic.add_metric(["in"], bytesIn)
+        traffic.add_metric(["out"], bytesOut)
+        yield traffic
+
+    def _counters(self, counters: Any) -> Iterator[Metric]:
+        sessions = CounterMetricFamily(
+            "nfltr_sessions", "Sessions by kind and routing outcome.", labels=["kind", "outcome"]
+        )
+        for (kind, outcome), count in counters.sessions.items():
+            sessions.add_metric([kind, outcome], count)
+        yield sessions
+        connects = CounterMetricFamily("nfltr_agent_connects", "Agents welcomed.")
+        connects.add_metric([], counters.agentConnects)
+        yield connects
+        refused = CounterMetricFamily(
+            "nfltr_dialers_refused", "Agents and clients turned away.", labels=["reason"]
+        )
+        for reason, count in counters.refusals.items():
+            refused.add_metric([reason], count)
+        yield refused
+
+    def _ports(self, service: Any) -> Iterator[Metric]:
+        router = service.router
+        if router is not None:
+            routed = CounterMetricFamily(
+                "nfltr_tls_port_connections", "TLS port connections routed.", labels=["route"]
+            )
+            for route, count in router.routed.items():
+                routed.add_metric([route], count)
+            yield routed
+            refused = CounterMetricFamily(
+                "nfltr_tls_port_refused", "TLS port connections refused.", labels=["reason"]
+            )
+            for reason, count in router.refused.items():
+                refused.add_metric([reason], count)
+            yield refused
+        admission = CounterMetricFamily(
+            "nfltr_admission_refused", "Connections refused before a byte was read.",
+            labels=["port", "reason"],
+        )
+        for port, counted in (("tls", service.tlsAdmission), ("http", service.httpAdmission)):
+            if counted is not None:
+                for reason, count in counted.refused.items():
+                    admission.add_metric([port, reason], count)
+        yield admission
+
+    def _agents(self, relay: Any) -> Iterator[Metric]:
+        rtt = GaugeMetricFamily("nfltr_agent_link_rtt_seconds",
+                                "Last round-trip time of an agent's link.", labels=["agent"])
+        open_ = GaugeMetricFamily("nfltr_agent_sessions_open", "Sessions open to an agent.",
+                                  labels=["agent"])
+        traffic = CounterMetricFamily("nfltr_agent_link_bytes",
+                                      "Bytes on an agent's link, framing included.",
+                                      labels=["agent", "direction"])
+        for name, link in relay.agentLinks():
+            if link.rtt is not None:
+                rtt.add_metric([name], link.rtt)
+            if link.connection is not None:
+                open_.add_metric([name], link.connection.session_count)
+            traffic.add_metric([name, "in"], link.bytesReceived)
+            traffic.add_metric([name, "out"], link.bytesSent)
+        yield rtt
+        yield open_
+        yield traffic
+
+
+def metrics_registry(service: Any) -> CollectorRegistry:
+    """
+    A registry (not the global one) with the relay's collector.
+    """
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(RelayCollector(service))
+    return registry
+
+
+class MetricsResource(resource.Resource):
+    """
+    C{GET /metrics}: the registry in Prometheus' text format.
+    """
+
+    isLeaf = True
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        super().__init__()
+        self.registry = registry
+
+    def render_GET(self, request: Request) -> bytes:
+        """
+        The metrics, now.
+        """
+        request.setHeader(b"content-type", CONTENT_TYPE_LATEST.encode("ascii"))
+        request.setHeader(b"cache-control", b"no-store")
+        return generate_latest(self.registry)

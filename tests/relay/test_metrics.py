@@ -1,0 +1,136 @@
+"""
+Tests for L{nfltr.relay.metrics} and L{nfltr.relay.counters}: the relay's
+Prometheus metrics, read from the state of real links over iosim.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+from twisted.internet import error
+from twisted.internet.address import IPv4Address
+from twisted.internet.protocol import Protocol
+from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
+from twisted.trial.unittest import SynchronousTestCase
+
+from nfltr.admission import Admission
+from nfltr.messages import client_target
+from nfltr.relay.admin import admin_site
+from nfltr.relay.metrics import MetricsResource, metrics_registry
+
+from .helpers import RelayHarness
+
+A_KEY = "aaaaaaaaaaaa"
+
+
+def samples(registry: Any) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """
+    Every sample, by name and sorted labels.
+    """
+    from prometheus_client import generate_latest
+
+    text = generate_latest(registry).decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text) for s in family.samples
+    }
+
+
+class MetricsTests(SynchronousTestCase):
+    """
+    The collector reads agents, links, sessions and refusals.
+    """
+
+    def setUp(self) -> None:
+        self.h = RelayHarness()
+        self.key = self.h.store.addKey(A_KEY, "acme")
+        self.service = SimpleNamespace(
+            relay=self.h.relay, router=None, tlsAdmission=Admission(), httpAdmission=None
+        )
+        self.registry = metrics_registry(self.service)
+
+    def test_agentSeriesLiveWithTheirAgent(self) -> None:
+        """
+        An agent's labelled series exist while it is connected and are gone
+        once it disconnects; no sample names it then.
+        """
+        agent = self.h.agent(self.key, "web")
+        seen = samples(self.registry)
+        self.assertEqual(seen[("nfltr_agents_connected", ())], 1)
+        self.assertIn(("nfltr_agent_sessions_open", (("agent", "web"),)), seen)
+        self.assertGreater(
+            seen[("nfltr_agent_link_bytes_total", (("agent", "web"), ("direction", "in")))], 0
+        )
+        agent.cut(error.ConnectionLost("gone"))
+        self.h.run()
+        after = samples(self.registry)
+        self.assertEqual(after[("nfltr_agents_connected", ())], 0)
+        self.assertEqual([k for k in after if ("agent", "web") in k[1]], [])
+        # What the agent's link carried stays in the totals.
+        self.assertGreaterEqual(
+            after[("nfltr_link_bytes_total", (("direction", "in"),))],
+            seen[("nfltr_agent_link_bytes_total", (("agent", "web"), ("direction", "in")))],
+        )
+
+    def test_sessionsAndRefusals(self) -> None:
+        """
+        A routed session and a session to nobody are counted by kind and
+        outcome; a refused dialer by reason; admission refusals by port and
+        reason.
+        """
+        self.h.agent(self.key, "web")
+        client = self.h.client(self.key)
+        client.link.openSession(client_target("web", 3000), Protocol())
+        client.link.openSession(client_target("nobody", 3000), Protocol())
+        self.h.run()
+        self.h.agent("nfltr_cccccccccccc_" + "B" * 43, "x")
+        self.service.tlsAdmission.refused["per_source_rate"] += 2
+        seen = samples(self.registry)
+        self.assertEqual(
+            seen[("nfltr_sessions_total", (("kind", "tcp"), ("outcome", "routed")))], 1
+        )
+        self.assertEqual(
+            seen[("nfltr_sessions_total", (("kind", "tcp"), ("outcome", "not_found")))], 1
+        )
+        self.assertEqual(
+            seen[("nfltr_dialers_refused_total", (("reason", "unauthorized"),))], 1
+        )
+        self.assertEqual(seen[("nfltr_agent_connects_total", ())], 1)
+        self.assertEqual(
+            seen[("nfltr_admission_refused_total",
+                  (("port", "tls"), ("reason", "per_source_rate")))], 2
+        )
+        self.assertEqual(seen[("nfltr_links", (("role", "client"),))], 1)
+
+
+class AdminTests(SynchronousTestCase):
+    """
+    C{/metrics} and C{/readyz} on the admin site.
+    """
+
+    def get(self, site: Any, path: bytes) -> bytes:
+        protocol = site.buildProtocol(IPv4Address("TCP", "127.0.0.1", 1))
+        transport = StringTransport()
+        protocol.makeConnection(transport)
+        protocol.dataReceived(b"GET " + path + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+        return transport.value()
+
+    def test_readyzAndMetrics(self) -> None:
+        """
+        C{/readyz} follows the readiness flag (200, then 503); C{/metrics}
+        answers in Prometheus' text format.
+        """
+        state = {"ready": True}
+        h = RelayHarness()
+        registry = metrics_registry(SimpleNamespace(
+            relay=h.relay, router=None, tlsAdmission=None, httpAdmission=None))
+        site = admin_site(lambda: state["ready"], MetricsResource(registry), Clock())
+        self.assertTrue(self.get(site, b"/readyz").startswith(b"HTTP/1.1 200 "))
+        state["ready"] = False
+        self.assertTrue(self.get(site, b"/readyz").startswith(b"HTTP/1.1 503 "))
+        answer = self.get(site, b"/metrics")
+        self.assertIn(b"content-type: text/plain; version=", answer.lower())
+        self.assertIn(b"nfltr_agents_connected 0.0", answer)
