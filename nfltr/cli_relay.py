@@ -94,7 +94,7 @@ async def _main(reactor: Any, options: Any) -> None:
         textFileLogObserver,
     )
 
-    from nfltr.relay_tap import buildService
+    from nfltr.relay_tap import buildService, reload_on_sighup
 
     observer = FilteringLogObserver(
         textFileLogObserver(sys.stderr),
@@ -105,6 +105,7 @@ async def _main(reactor: Any, options: Any) -> None:
     top.startService()
     reactor.addSystemEventTrigger("before", "shutdown", top.stopService)
     relay = top.getServiceNamed("relay")
+    reload_on_sighup(relay, reactor)
     try:
         await relay.whenReady()
     except Exception:  # noqa: BLE001 - the service has logged why

@@ -18,6 +18,7 @@ from twisted.python import usage
 from twisted.python.failure import Failure
 
 from nfltr.admission import AdmissionLimits
+from nfltr.relay.certs import RelayCertificate
 from nfltr.relay.config import (
     DEFAULT_ADMIN,
     DEFAULT_DRAIN_TIMEOUT,
@@ -108,6 +109,11 @@ class Options(usage.Options):
         ["max-agents", None, "none",
          "Agents that may be connected at once; one more is refused (and exits) with a "
          "message naming this option (none: no limit)."],
+        ["cert", None, None,
+         "A certificate chain (PEM) to serve for the relay's names instead of the one it "
+         "makes, e.g. a wildcard for a real domain; it also serves the inspect shares it "
+         "covers. Read at start and again on SIGHUP."],
+        ["key", None, None, "The private key (PEM) of --cert."],
         ["public-port", None, None,
          "The port share URLs name, when visitors reach the TLS port through another port "
          "(a port mapping, a load balancer) [default: the TLS port's]."],
@@ -163,6 +169,15 @@ class Options(usage.Options):
             or 1,
             handshakes=_limit(self["max-handshakes"], "--max-handshakes"),
         )
+        cert, key = self["cert"], self["key"]
+        if (cert is None) != (key is None):
+            raise usage.UsageError("--cert and --key go together")
+        if cert is not None:
+            try:
+                RelayCertificate(cert, key)
+            except PKIError as e:
+                raise usage.UsageError(f"--cert/--key: {e}") from None
+            cert, key = Path(cert).absolute(), Path(key).absolute()
         admin = check_endpoint(self["admin"], "--admin")
         http = self["http"]
         http = None if http.strip().lower() == "none" else check_endpoint(http, "--http")
@@ -173,6 +188,7 @@ class Options(usage.Options):
             revocation_poll=poll, drain_timeout=drain, share_domain=shareDomain,
             handshake_timeout=handshake, lease_time=lease, public_port=public, http=http,
             admission=admission, max_agents=_limit(self["max-agents"], "--max-agents"),
+            cert=cert, key=key,
         )
 
 
@@ -236,4 +252,17 @@ def makeService(options: Options) -> MultiService:
         reactor.callWhenRunning(reactor.stop)
 
     relay.whenReady().addErrback(stop)
+    reload_on_sighup(relay, reactor)
     return top
+
+
+def reload_on_sighup(relay: RelayService, reactor: Any) -> None:
+    """
+    Reload the relay's certificate on SIGHUP (from the reactor thread).
+    """
+    import signal
+
+    def hup(signum: int, frame: Any) -> None:
+        reactor.callFromThread(relay.reload)
+
+    signal.signal(signal.SIGHUP, hup)

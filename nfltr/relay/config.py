@@ -91,6 +91,10 @@ class RelayConfig:
         port (the TLS port and the HTTP port), L{nfltr.admission}.
     @ivar max_agents: how many agents may be connected at once (L{None}:
         no limit).
+    @ivar cert: the operator's certificate chain for the relay's names (and
+        the inspect shares it covers), instead of the one the relay makes;
+        read at start and on SIGHUP.
+    @ivar key: its private key.
     """
 
     data_dir: Path
@@ -106,3 +110,5 @@ class RelayConfig:
     http: str | None = None
     admission: AdmissionLimits = DEFAULT_ADMISSION
     max_agents: int | None = None
+    cert: Path | None = None
+    key: Path | None = None

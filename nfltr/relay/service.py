@@ -43,10 +43,10 @@ from nfltr.tls import (
     RelayPKI,
     ShareCA,
     ensure_relay_pki,
-    server_context_factory,
 )
 
 from .admin import admin_site
+from .certs import RelayCertificate
 from .config import RelayConfig, database_path, state_file_path
 from .handler import Relay
 from .leases import Leases
@@ -97,6 +97,7 @@ class RelayService(Service):
         self.tlsAdmission: Admission | None = None
         self.ready = False
         self.httpAdmission: Admission | None = None
+        self.certificate: RelayCertificate | None = None
         self._cleanups: list[Cleanup] = []
         self._starting: Deferred[RelayInfo] | None = None
         self._outcome: RelayInfo | Failure | None = None
@@ -148,10 +149,14 @@ class RelayService(Service):
         dataDir.mkdir(mode=DATA_DIR_MODE, parents=True, exist_ok=True)
         domain = check_share_domain(config.share_domain)
         pki = ensure_relay_pki(dataDir, list(config.names), share_domain=domain)
-        creator = server_context_factory(pki.cert, pki.key)
+        own = self.certificate = RelayCertificate(
+            config.cert or pki.cert, config.key or pki.key
+        )
+        creator = own.tls
         self.shares = ShareRegistry(
             ShareCA.load(pki, domain), self.reactor, own_names(config.names),
             Leases(config.lease_time), self.shares.static,
+            operator=own if config.cert is not None else None,
         )
         pool = ThreadPool(minthreads=STORE_THREADS, maxthreads=STORE_THREADS, name="nfltr-store")
         pool.start()
@@ -206,7 +211,7 @@ class RelayService(Service):
             http=None if httpPort is None else format_address(httpPort.getHost()),
             share_ca=str(pki.share_ca_cert),
             ca=str(pki.ca_cert),
-            fingerprint=pki.fingerprint,
+            fingerprint=self.certificate.fingerprint if self.certificate else pki.fingerprint,
             pid=os.getpid(),
             version=__version__,
         )
@@ -227,6 +232,17 @@ class RelayService(Service):
             "with --ca {ca} or --relay-pin {fingerprint}",
             fingerprint=info.fingerprint, ca=info.ca,
         )
+
+    def reload(self) -> bool:
+        """
+        Read the relay's certificate and key again (SIGHUP): new connections
+        get them; a failure keeps those in use.
+
+        @return: whether the new ones are in use.
+        """
+        if self.certificate is None:
+            return False
+        return self.certificate.reload()
 
     def stopService(self) -> Deferred[None]:
         """

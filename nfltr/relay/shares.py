@@ -45,6 +45,7 @@ from nfltr.policy import SharePolicy
 from nfltr.sni.twisted import HandOver, ISpliceBackend, Route, Splice
 from nfltr.tls import ShareCA, ShareCertError
 
+from .certs import RelayCertificate
 from .counters import AGENT_UNAVAILABLE, HTTP, NOT_ALLOWED, ROUTED, SHARE, RelayCounters
 from .guard import AllowListFactory, allowed, enforcement_problem
 from .leases import Leases, NameLeased
@@ -173,12 +174,16 @@ class ShareRegistry:
     def __init__(
         self, ca: ShareCA | None, clock: interfaces.IReactorTime, own: Iterable[str],
         leases: Leases | None = None, static: ShareRoutes | None = None,
+        operator: RelayCertificate | None = None,
     ) -> None:
         """
         @param ca: signs share certificates (L{None}: only fixed routes).
         @param own: the relay's own names: no share may be called so.
         @param static: fixed routes (see L{add}).
+        @param operator: the operator's certificate (C{--cert}); it serves
+            the C{inspect} shares it covers.
         """
+        self.operator = operator
         self.ca = ca
         self.clock = clock
         self.own = frozenset(own)
@@ -303,7 +308,12 @@ class ShareRegistry:
         proxy = HTTPProxyFactory(
             LinkSessionBackend(share.name, link, self.counters), self.clock, gate=_gate(share)
         )
-        tls = TLSMemoryBIOFactory(ca.issue(share.name), False, proxy, clock=self.clock)
+        operator = self.operator
+        if operator is not None and operator.covers(ca.fqdn(share.name)):
+            creator = operator.tls
+        else:
+            creator = ca.issue(share.name)
+        tls = TLSMemoryBIOFactory(creator, False, proxy, clock=self.clock)
         tls.noisy = False
         return HandOver(AllowListFactory(tls, share.policy))
 

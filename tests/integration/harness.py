@@ -82,13 +82,15 @@ class Stack:
     starts on it; everything is stopped by L{close}.
     """
 
-    def __init__(self, tmp: Path, relay_command: list[str] | None = None) -> None:
+    def __init__(self, tmp: Path, relay_command: list[str] | None = None,
+                 relay_extra: tuple[str, ...] = ()) -> None:
         self.tmp = tmp
         tmp.mkdir(parents=True, exist_ok=True)
         self.data = tmp / "relay"
         self.processes: list[Process] = []
         args = ["relay", "--data-dir", str(self.data), "--tls", "tcp:0:interface=127.0.0.1",
-                "--admin", "tcp:0:interface=127.0.0.1", "--http", "tcp:0:interface=127.0.0.1"]
+                "--admin", "tcp:0:interface=127.0.0.1", "--http", "tcp:0:interface=127.0.0.1",
+                *relay_extra]
         self.relay = self.start(relay_command + args if relay_command else nfltr(*args), "relay")
         info = json.loads(wait_for_file(self.data / "relay.json"))
         self.info: dict[str, Any] = info
