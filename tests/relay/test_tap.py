@@ -180,3 +180,52 @@ class MakeServiceTests(SynchronousTestCase):
         self.assertIs(relay.reactor, reactor)
         self.assertFalse(relay.running)
         self.assertFalse(Path("/nowhere").exists())
+
+
+class LimitAndCertificateOptionTests(SynchronousTestCase):
+    """
+    The limits, share and certificate options.
+    """
+
+    def test_limits(self) -> None:
+        """
+        Defaults, values and C{none}; zero, negative and junk are usage
+        errors naming the option.
+        """
+        config = parse().config
+        assert config is not None
+        self.assertEqual(
+            (config.admission.per_source_open, config.admission.per_source_rate,
+             config.admission.per_source_burst, config.admission.handshakes, config.max_agents),
+            (2000, 200.0, 2000, 10000, None),
+        )
+        config = parse("--per-source-connections", "none", "--per-source-rate", "2.5",
+                       "--max-handshakes", "5", "--max-agents", "3", "--lease-time", "60",
+                       "--public-port", "443", "--http", "none").config
+        assert config is not None
+        self.assertEqual(
+            (config.admission.per_source_open, config.admission.per_source_rate,
+             config.admission.handshakes, config.max_agents, config.lease_time,
+             config.public_port, config.http),
+            (None, 2.5, 5, 3, 60.0, 443, None),
+        )
+        for option, value in (("--per-source-connections", "0"), ("--per-source-rate", "-1"),
+                              ("--max-agents", "many"), ("--per-source-burst", "none"),
+                              ("--public-port", "70000"), ("--lease-time", "-5")):
+            error = self.assertRaises(usage.UsageError, parse, option, value)
+            self.assertIn(option, str(error))
+
+    def test_certificate(self) -> None:
+        """
+        C{--cert} and C{--key} go together and must load.
+        """
+        from .test_certs import self_signed
+
+        cert, key = self_signed(Path(self.mktemp()), ["relay.example.com"])
+        config = parse("--cert", str(cert), "--key", str(key)).config
+        assert config is not None
+        self.assertEqual((config.cert, config.key), (cert.absolute(), key.absolute()))
+        self.assertIn("go together", str(self.assertRaises(usage.UsageError, parse,
+                                                           "--cert", str(cert))))
+        error = self.assertRaises(usage.UsageError, parse, "--cert", str(key), "--key", str(key))
+        self.assertIn("--cert/--key", str(error))
