@@ -206,13 +206,20 @@ def makeService(options: Options) -> IService:
         if reactor.running:
             reactor.stop()
 
+    def done(message: str) -> None:
+        _log.info("{message}", message=message)
+        if reactor.running:
+            reactor.stop()
+
     assert options.subCommand is not None
-    return build_service(options.subCommand, options.subOptions.checked, reactor, None, fatal)
+    return build_service(
+        options.subCommand, options.subOptions.checked, reactor, None, fatal, done
+    )
 
 
 def build_service(
     command: str, checked: Any, reactor: Any, announce: Callable[[str], None] | None,
-    fatal: Callable[[str], None],
+    fatal: Callable[[str], None], done: Callable[[str], None] | None = None,
 ) -> IService:
     """
     The service of C{command} (C{tcp} or C{tcp-connect}) for its checked
@@ -228,7 +235,7 @@ def build_service(
             setup = prepare_agent(checked)
         except ConfigError as e:
             raise SystemExit(f"nfltr {command}: {e}") from None
-        return AgentService(reactor, setup, announce, fatal)
+        return AgentService(reactor, setup, announce, fatal, onDone=done)
     return TcpConnector(reactor, checked, announce, fatal)
 
 
@@ -244,13 +251,13 @@ def _exitNonZeroAtExit() -> None:
     atexit.register(exit)
 
 
-def serve(make: Callable[[Any, Callable[[str], None], Callable[[str], None]], IService],
-          verbose: bool) -> int:
+def serve(make: Callable[..., IService], verbose: bool) -> int:
     """
-    Run the service C{make(reactor, announce, onFatal)} returns on the
-    global reactor, with the log on standard error and announcements on
-    standard output, until a signal stops it (status 0) or C{onFatal} does
-    (status 1, its message on standard error as the last line).
+    Run the service C{make(reactor, announce, onFatal, onDone)} returns on
+    the global reactor, with the log on standard error and announcements on
+    standard output, until a signal or C{onDone} stops it (status 0; the
+    latter's message on standard output) or C{onFatal} does (status 1, its
+    message on standard error as the last line).
     """
     from twisted.internet import reactor
     from twisted.internet.error import ReactorNotRunning
@@ -266,7 +273,12 @@ def serve(make: Callable[[Any, Callable[[str], None], Callable[[str], None]], IS
         with suppress(ReactorNotRunning):
             reactor.stop()
 
-    service = make(reactor, announce, fatal)
+    def done(message: str) -> None:
+        print(message, flush=True)
+        with suppress(ReactorNotRunning):
+            reactor.stop()
+
+    service = make(reactor, announce, fatal, done)
     reactor.callWhenRunning(service.startService)
     reactor.addSystemEventTrigger("before", "shutdown", service.stopService)
     reactor.run()

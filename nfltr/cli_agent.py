@@ -117,6 +117,10 @@ HTTP_OPTIONS: tuple[Option, ...] = (
         repeat=True,
     ),
     Option(
+        "idle-expiry", "DURATION",
+        "end the share (and exit 0) once nobody visited it for DURATION: 90s, 30m, 12h, 7d",
+    ),
+    Option(
         "plain-http", "BOOL",
         "true: also serve the share in plain HTTP on the relay's HTTP port (the relay then "
         "reads that traffic); default false: the HTTP port redirects to HTTPS",
@@ -238,7 +242,9 @@ def run_http(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     from nfltr.agent_tap import serve
 
-    return serve(lambda *a: AgentService(a[0], setup, a[1], a[2]), args.verbose)
+    return serve(
+        lambda *a: AgentService(a[0], setup, a[1], a[2], onDone=a[3]), args.verbose
+    )
 
 
 def run_connect(args: argparse.Namespace) -> int:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from nfltr.messages import MAX_SHARES, MessageError, check_name, check_port
 from nfltr.policy import PolicyError, policy_from_options
 
+from ._expiry import parse_idle_expiry
 from ._names import default_state_dir
 from ._settings import ConfigError, RelaySettings, parse_bool, relay_settings
 from ._shares import HttpOption, check_http_option, check_policy
@@ -98,6 +99,9 @@ def http_option(port: str | int, values: Mapping[str, Any]) -> HttpOption:
     except PolicyError as e:
         raise ConfigError(str(e)) from None
     option = check_http_option(checked, values.get("mode"), values.get("host-header"), plain)
+    idle = values.get("idle-expiry")
+    if idle is not None:
+        option = replace(option, idle_expiry=parse_idle_expiry(idle))
     return check_policy(option, policy)
 
 

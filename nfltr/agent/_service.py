@@ -41,6 +41,7 @@ from nfltr.messages import (
 from nfltr.tls import PKIError, ServerTLS, ensure_self_signed, server_context_factory
 
 from ._dialler import DiallerObserver, RelayDialler
+from ._expiry import IdleExpiry
 from ._local import ServiceConnector, splice_local
 from ._names import agent_name
 from ._options import AgentOptions
@@ -185,11 +186,13 @@ class AgentService(Service, DiallerObserver):
     def __init__(
         self, reactor: Any, setup: AgentSetup, announce: Callable[[str], None] | None = None,
         onFatal: Callable[[str], None] | None = None, endpoint: Any = None,
-        connector: Any = None,
+        connector: Any = None, onDone: Callable[[str], None] | None = None,
     ) -> None:
         """
         @param announce: shows a line to the user (default: log it).
         @param onFatal: told the one line the agent stopped with.
+        @param onDone: told why the agent ends normally (its share expired);
+            it should stop the service (default: C{onFatal}).
         @param endpoint: connects to the relay (default: from the options).
         @param connector: connects to local services (default:
             L{ServiceConnector}).
@@ -198,6 +201,11 @@ class AgentService(Service, DiallerObserver):
         self.setup = setup
         self.announce = announce or (lambda line: _log.info("{line}", line=line))
         self.onFatal = onFatal or (lambda message: None)
+        self.onDone = onDone or self.onFatal
+        self.expiry: IdleExpiry | None = None
+        idle = options.http[0].idle_expiry if options.http else None
+        if idle is not None:
+            self.expiry = IdleExpiry(reactor, idle, self._busy, self._expired)
         tls = None
         if setup.server_tls is not None:
             tls = E2EETLSFactory(setup.server_tls, False, reactor)
@@ -252,12 +260,16 @@ class AgentService(Service, DiallerObserver):
         for line in self.connectLines():
             self.announce(line)
         self.dialler.start()
+        if self.expiry is not None:
+            self.expiry.start()
 
     def stopService(self) -> defer.Deferred[None]:
         """
         Drain the link to the relay, then close it.
         """
         super().stopService()
+        if self.expiry is not None:
+            self.expiry.stop()
         d = self.dialler.stop(self.drainTimeout)
         for server in self.shares.values():
             d.addBoth(_passing(server.close))
@@ -306,7 +318,20 @@ class AgentService(Service, DiallerObserver):
         """
         A session from the relay: serve it.
         """
+        if self.expiry is not None:
+            self.expiry.touched()
         self.sessions.sessionRequested(session)
+
+    def _busy(self) -> bool:
+        link = self.dialler.link
+        return link is not None and link.connection is not None and bool(
+            link.connection.session_count
+        )
+
+    def _expired(self) -> None:
+        assert self.expiry is not None
+        idle = self.expiry.idle
+        self.onDone(f"share expired: no visitor for {idle:g}s (--idle-expiry)")
 
     def relayFatal(self, message: str) -> None:
         """

@@ -80,6 +80,7 @@ class HttpOption:
     host_header: str = REWRITE
     plain: bool = False
     policy: SharePolicy = OPEN
+    idle_expiry: float | None = None
 
     def host(self) -> bytes | None:
         """

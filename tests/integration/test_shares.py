@@ -255,6 +255,16 @@ class E2EEShareTests(PolicyBehaviour, StackTestCase):
                 self.assertNotIn(secret, content, path)
                 self.assertNotIn(pem, content, path)
 
+    def test_idleExpiry(self) -> None:
+        """
+        With C{--idle-expiry 2s} the share serves while visited, then the
+        agent ends by itself, exit status 0, saying why; the URL is gone.
+        """
+        url = self.publish(extra=("--idle-expiry", "2s"))
+        self.assertEqual(self.curl(urls=[f"{url}bytes/{KIB}"]), pattern(KIB))
+        self.assertEqual(self.agent.wait_exit(timeout=30), 0, self.agent.output())
+        self.assertIn("share expired: no visitor for 2s (--idle-expiry)", self.agent.output())
+
     def scrape(self) -> str:
         """
         The relay's metrics, from its admin listener.
