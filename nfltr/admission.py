@@ -143,3 +143,26 @@ class Admission:
     def _refuse(self, reason: str) -> str:
         self.refused[reason] += 1
         return reason
+
+
+class TokenBucket:
+    """
+    C{rate} events per second on average, C{burst} at once.
+    """
+
+    def __init__(self, rate: float, burst: int, now: float = 0.0) -> None:
+        self.rate = rate
+        self.burst = burst
+        self.tokens = float(burst)
+        self.stamp = now
+
+    def take(self, now: float) -> bool:
+        """
+        Whether one more event may happen at C{now} (and count it).
+        """
+        self.tokens = min(float(self.burst), self.tokens + max(0.0, now - self.stamp) * self.rate)
+        self.stamp = now
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True

@@ -114,6 +114,11 @@ class Options(usage.Options):
          "makes, e.g. a wildcard for a real domain; it also serves the inspect shares it "
          "covers. Read at start and again on SIGHUP."],
         ["key", None, None, "The private key (PEM) of --cert."],
+        ["inspect-rate", None, "none",
+         "HTTP requests per second each inspect (or plain-HTTP) share may take through the "
+         "relay; more get 429 (none: no limit)."],
+        ["inspect-burst", None, "100",
+         "How many requests such a share may send at once after a quiet spell."],
         ["public-port", None, None,
          "The port share URLs name, when visitors reach the TLS port through another port "
          "(a port mapping, a load balancer) [default: the TLS port's]."],
@@ -169,6 +174,9 @@ class Options(usage.Options):
             or 1,
             handshakes=_limit(self["max-handshakes"], "--max-handshakes"),
         )
+        rate = _limit(self["inspect-rate"], "--inspect-rate", float)
+        burst = _limit(self["inspect-burst"], "--inspect-burst", none=False)
+        inspectRate = None if rate is None else (rate, burst)
         cert, key = self["cert"], self["key"]
         if (cert is None) != (key is None):
             raise usage.UsageError("--cert and --key go together")
@@ -188,7 +196,7 @@ class Options(usage.Options):
             revocation_poll=poll, drain_timeout=drain, share_domain=shareDomain,
             handshake_timeout=handshake, lease_time=lease, public_port=public, http=http,
             admission=admission, max_agents=_limit(self["max-agents"], "--max-agents"),
-            cert=cert, key=key,
+            cert=cert, key=key, inspect_rate=inspectRate,
         )
 
 

@@ -95,6 +95,9 @@ class RelayConfig:
         the inspect shares it covers), instead of the one the relay makes;
         read at start and on SIGHUP.
     @ivar key: its private key.
+    @ivar inspect_rate: HTTP requests per second, and burst, each share may
+        take through the relay's HTTP proxy (C{inspect}, plain HTTP);
+        L{None}: no limit.
     """
 
     data_dir: Path
@@ -112,3 +115,4 @@ class RelayConfig:
     max_agents: int | None = None
     cert: Path | None = None
     key: Path | None = None
+    inspect_rate: tuple[float, int] | None = None

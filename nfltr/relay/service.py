@@ -158,6 +158,7 @@ class RelayService(Service):
             Leases(config.lease_time), self.shares.static,
             operator=own if config.cert is not None else None,
         )
+        self.shares.inspectRate = config.inspect_rate
         pool = ThreadPool(minthreads=STORE_THREADS, maxthreads=STORE_THREADS, name="nfltr-store")
         pool.start()
         self._cleanups.append(pool.stop)

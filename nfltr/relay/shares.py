@@ -37,11 +37,12 @@ from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from nfltr.admission import TokenBucket
 from nfltr.http import Gate, HTTPProxyFactory
 from nfltr.link import RefusalReason
 from nfltr.link.twisted import LinkUnavailable
 from nfltr.messages import E2EE, INSPECT, OPEN, HttpShare, http_target, share_target
-from nfltr.policy import SharePolicy
+from nfltr.policy import Denial, SharePolicy
 from nfltr.sni.twisted import HandOver, ISpliceBackend, Route, Splice
 from nfltr.tls import ShareCA, ShareCertError
 
@@ -167,6 +168,9 @@ class ShareRegistry:
     The shares of one relay: leases, routes, certificates.
 
     @ivar counters: the relay's running totals (shared with its L{Relay}).
+    @ivar inspectRate: requests per second and burst each share may take
+        through the relay's HTTP proxy (C{inspect}, plain HTTP); L{None}:
+        no limit.
     @ivar port: the HTTPS port share URLs name.
     @ivar httpPort: the HTTP port's, if there is one.
     """
@@ -190,6 +194,7 @@ class ShareRegistry:
         self.leases = leases if leases is not None else Leases()
         self.port = HTTPS_PORT
         self.httpPort: int | None = None
+        self.inspectRate: tuple[float, int] | None = None
         self.counters = RelayCounters()
         self.static = static if static is not None else ShareRoutes()
         self._entries: dict[str, ShareEntry] = {}
@@ -275,7 +280,10 @@ class ShareRegistry:
             if share.plain:
                 backend = LinkSessionBackend(share.name, link, self.counters)
                 plain = AllowListFactory(
-                    HTTPProxyFactory(backend, self.clock, scheme=b"http", gate=_gate(share)),
+                    HTTPProxyFactory(
+                        backend, self.clock, scheme=b"http",
+                        gate=_gate(share, self.inspectRate, self.clock),
+                    ),
                     share.policy,
                 )
                 answer["plain_url"] = self.plainURL(share.name)
@@ -306,7 +314,8 @@ class ShareRegistry:
         if share.mode != INSPECT:
             return Splice(AgentShareBackend(share.name, link, share.policy, self.counters))
         proxy = HTTPProxyFactory(
-            LinkSessionBackend(share.name, link, self.counters), self.clock, gate=_gate(share)
+            LinkSessionBackend(share.name, link, self.counters), self.clock,
+            gate=_gate(share, self.inspectRate, self.clock),
         )
         operator = self.operator
         if operator is not None and operator.covers(ca.fqdn(share.name)):
@@ -321,9 +330,26 @@ class ShareRegistry:
         return len(self._entries)
 
 
-def _gate(share: HttpShare) -> Gate | None:
+def _gate(share: HttpShare, rate: tuple[float, int] | None, clock: Any) -> Gate | None:
     """
-    The relay's check of each request of C{share} it proxies (credentials
-    and allow list), or L{None} for an open share.
+    The relay's check of each request of C{share} it proxies: credentials
+    and allow list, and the request rate (C{rate}: per second and burst,
+    counted per share, so per agent) if there is one; L{None} for an open
+    share without a rate.
     """
-    return share.policy.gate if share.policy != OPEN else None
+    policy = share.policy if share.policy != OPEN else None
+    if rate is None:
+        return policy.gate if policy is not None else None
+    bucket = TokenBucket(rate[0], rate[1], clock.seconds())
+
+    def gate(headers: Sequence[tuple[bytes, bytes]], visitor: str | None) -> Denial | None:
+        denial = policy.gate(headers, visitor) if policy is not None else None
+        if denial is None and not bucket.take(clock.seconds()):
+            return TOO_MANY
+        return denial
+
+    return gate
+
+
+#: The answer to a request over an inspected share's rate.
+TOO_MANY = Denial(429, ((b"retry-after", b"1"),))

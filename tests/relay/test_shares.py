@@ -240,3 +240,32 @@ class EnforcementTests(RegistryTests):
         self.assertEqual(link.opened, [])
         route.backend.connect(Lost(), IPv4Address("TCP", "10.1.1.1", 1))
         self.assertEqual(len(link.opened), 1)
+
+
+class InspectRateTests(RegistryTests):
+    """
+    The relay's request rate per inspected share.
+    """
+
+    def test_rate(self) -> None:
+        """
+        With a rate of 1 per second and a burst of 2, the third request at
+        once gets 429 with Retry-After; a second later one passes again.
+        Credentials are checked first.
+        """
+        from nfltr.policy import policy_from_options
+        from nfltr.relay.shares import _gate
+
+        share = HttpShare("shop", 1, INSPECT, auth=("bearer",),
+                          policy=policy_from_options(None, "t", [], []))
+        gate = _gate(share, (1.0, 2), self.clock)
+        assert gate is not None
+        good = [(b"authorization", b"Bearer t")]
+        self.assertEqual([gate(good, None) for _ in range(2)], [None, None])
+        denial = gate(good, None)
+        assert denial is not None
+        self.assertEqual((denial.status, denial.headers), (429, ((b"retry-after", b"1"),)))
+        self.assertEqual(gate([], None).status, 401)  # type: ignore[union-attr]
+        self.clock.advance(1)
+        self.assertIsNone(gate(good, None))
+        self.assertIsNone(_gate(HttpShare("open", 1, INSPECT), None, self.clock))
