@@ -187,8 +187,14 @@ class PolicyBehaviour(ShareBehaviour):
         With Basic auth and a bearer token: no credentials or wrong ones get
         401 with both challenges; either right one gets the page.
         """
-        url = self.publish(extra=("--basic-auth", "ann:s3cret", "--bearer", "tok-9"))
+        log = self.stack.tmp / "requests.log"
+        url = self.publish("--log", str(log), extra=("--basic-auth", "ann:s3cret", "--bearer",
+                                                     "tok-9"))
         page = f"{url}bytes/{KIB}"
+        code, head = self.status(f"{url}refused-1")
+        self.assertEqual(code, 401)
+        self.assertEqual(self.status(f"{url}refused-2", "--user", "ann:wrong")[0], 401)
+        self.assertEqual(self.status(f"{url}refused-3", "--oauth2-bearer", "tok-8")[0], 401)
         code, head = self.status(page)
         self.assertEqual(code, 401)
         self.assertIn("www-authenticate: basic realm=\"blog\"", head.lower())
@@ -199,6 +205,10 @@ class PolicyBehaviour(ShareBehaviour):
         self.assertEqual(self.status(page, "--oauth2-bearer", "tok-8")[0], 401)
         self.assertNotIn("s3cret", self.agent.output())
         self.assertNotIn("tok-9", self.agent.output())
+        # Refused requests never reached the service; the accepted ones did.
+        reached = log.read_text()
+        self.assertNotIn("refused", reached)
+        self.assertEqual(reached.count(f"GET /bytes/{KIB}"), 2)
 
     def test_requiredHeaderAndAllowList(self) -> None:
         """

@@ -15,7 +15,9 @@ It listens on 127.0.0.1, port 0, writes the bound port to F, and answers:
     marker L{PAGE_MARKER}, and a script that writes the protocol the
     browser fetched it with (C{nextHopProtocol}) into C{<p id="protocol">}.
 
-With C{--tls} it ends TLS itself (a passthrough share's service).
+With C{--tls} it ends TLS itself (a passthrough share's service); with
+C{--log FILE} it appends each request line it receives to FILE (so a test
+can check what reached the service).
 """
 
 from __future__ import annotations
@@ -109,6 +111,10 @@ def _response(status: str, body: bytes, close: bool,
     ).encode() + body
 
 
+#: With --log FILE: every request line received is appended to it.
+REQUEST_LOG: list[str] = []
+
+
 async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, close: bool) -> None:
     """
     Serve one connection's requests.
@@ -116,6 +122,9 @@ async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, clos
     try:
         while (request := await _read_head(reader)) is not None:
             method, target, headers, head = request
+            if REQUEST_LOG:
+                with open(REQUEST_LOG[0], "a") as log:
+                    log.write(f"{method} {target}\n")
             if target == "/ws" and headers.get("upgrade", "").lower() == "websocket":
                 await _websocket(reader, writer, headers)
                 return
@@ -168,5 +177,8 @@ if __name__ == "__main__":
     parser.add_argument("--port-file", required=True)
     parser.add_argument("--close", action="store_true")
     parser.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
+    parser.add_argument("--log")
     args = parser.parse_args()
+    if args.log:
+        REQUEST_LOG.append(args.log)
     asyncio.run(main(args.port_file, args.close, args.tls))

@@ -230,7 +230,8 @@ class RelayServiceTests(TestCase):
         """
         With C{per_source_open=2} on the TLS port, a third connection from
         the same address is closed unread while the first two are held (and
-        counted); after one of them ends, a new one is admitted.
+        counted), and another address is served meanwhile; after one of the
+        two ends, a new one from the first address is admitted.
         """
         info = await self.startRelay(
             handshake_timeout=30,
@@ -245,6 +246,11 @@ class RelayServiceTests(TestCase):
         await connectProtocol(endpoint, third)
         self.assertEqual(await third.done, b"")
         self.assertFalse(held[0].done.called)
+        # Another address is served normally meanwhile.
+        other = TCP4ClientEndpoint(reactor, host, int(port), bindAddress=("127.0.0.2", 0))
+        second = Collector(NOT_TLS_PROBE, len(NOT_TLS_RESPONSE))
+        await connectProtocol(other, second)
+        self.assertEqual(await second.done, NOT_TLS_RESPONSE)
         admission = self.service.tlsAdmission
         assert admission is not None
         self.assertEqual(admission.refused["per_source_open"], 1)
