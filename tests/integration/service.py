@@ -11,6 +11,7 @@ It listens on 127.0.0.1, port 0, writes the bound port to F, and serves:
       ECHO\n              echo every byte back until the client closes;
       UPLOAD n\n          read n bytes, answer their sha256 hex and close;
       DOWNLOAD n seed\n   send n pattern bytes (seeded) and close;
+      ZEROS n\n           send n zero bytes, generated as they go out, and close;
       MARKER text\n       send text back and close.
 """
 
@@ -57,6 +58,13 @@ async def _download(writer: asyncio.StreamWriter, n: int, seed: int) -> None:
         await writer.drain()
 
 
+async def _zeros(writer: asyncio.StreamWriter, n: int) -> None:
+    block = bytes(CHUNK)
+    for i in range(0, n, CHUNK):
+        writer.write(block[: min(CHUNK, n - i)])
+        await writer.drain()
+
+
 async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, burst: int) -> None:
     """
     Serve one connection.
@@ -72,6 +80,8 @@ async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, burs
                 await _upload(reader, writer, int(words[1]))
             elif words[:1] == ["DOWNLOAD"]:
                 await _download(writer, int(words[1]), int(words[2]))
+            elif words[:1] == ["ZEROS"]:
+                await _zeros(writer, int(words[1]))
             elif words[:1] == ["MARKER"]:
                 writer.write(" ".join(words[1:]).encode() + b"\n")
         await writer.drain()

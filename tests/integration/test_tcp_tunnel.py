@@ -90,6 +90,52 @@ class TunnelTests(StackTestCase):
         self.assertEqual(results, [True] * 8)
 
 
+def rss(pid: int) -> int:
+    """
+    The resident memory of process C{pid}, in bytes.
+    """
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+class IsolationTests(StackTestCase):
+    """
+    One visitor that never reads does not hold back the others, and costs
+    bounded memory.
+    """
+
+    def test_stuckGiBDownload(self) -> None:
+        """
+        While a visitor sits on a 1 GiB download it never reads, 8 concurrent
+        1 MiB downloads through the same agent and connector arrive whole,
+        and neither the relay nor the agent nor the connector buffers the
+        stuck gigabyte (each stays far below it: 200 MiB, a generous bound
+        for a bounded buffer, not a measurement).
+        """
+        key = self.stack.key("alice")
+        service = self.stack.service()
+        agent, pin = self.stack.agent(key, "web", service)
+        client, local = self.stack.connector(key, "web", service, "--pin", str(pin))
+        stuck = socket.create_connection(("127.0.0.1", local), timeout=60)
+        self.addCleanup(stuck.close)
+        stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        stuck.sendall(f"ZEROS {1024 * MiB}\n".encode())
+        stuck.recv(1)
+
+        def small(n: int) -> bool:
+            answer = exchange(local, f"DOWNLOAD {MiB} {n}\n".encode())
+            return answer == pattern(n, MiB)
+
+        for _ in range(3):
+            with ThreadPoolExecutor(8) as pool:
+                self.assertEqual(list(pool.map(small, range(8))), [True] * 8)
+        for process in (self.stack.relay, agent, client):
+            self.assertLess(rss(process.popen.pid), 200 * MiB, process.name)
+
+
 class WriteAndCloseTests(StackTestCase):
     """
     A service that writes and closes at once loses nothing.
