@@ -5,13 +5,13 @@ file descriptors per agent and per session.
     python -m bench.budgets [--agents 200] [--sessions 2000] [--json FILE]
 
 It starts a real relay (C{nfltr relay}, its own process), then, from this
-process, N agents (real links over TLS, each with its own name) and one
-client that opens M sessions to them (over links of 1000 sessions each), spread evenly; each agent accepts its
-sessions and holds them open, idle.  The relay's resident memory (VmRSS) and
-open file descriptors are read from C{/proc} after each step, once the
-relay's counts (its C{/metrics}) show every agent and every session, and
-differences are divided by N and M.  Sessions are multiplexed on the links,
-so they should cost no descriptor at the relay.
+process, N agents (real links over TLS, each with its own name) and a
+client that opens M sessions to them (over links of 1000 sessions each),
+spread evenly; each agent accepts its sessions and holds them open, idle.
+The relay's resident memory (VmRSS) and open file descriptors are read from
+C{/proc} after each step, once the relay's counts (its C{/metrics}) show
+every agent and every session, and differences are divided by N and M.
+Sessions are multiplexed on the links, so they should cost no descriptor at the relay.
 """
 
 from __future__ import annotations
