@@ -11,6 +11,7 @@ Dialer hello (C{app} field of the link hello)::
      "http": [{"name": SHARE, "port": 3000, "mode": "e2ee", "csr": PEM,
                "plain": false}, ...]}
     {"role": "client", "key": KEY, "version": V}
+    {"role": "data", "key": KEY, "token": TOKEN, "version": V}
 
 C{http} lists the agent's share URLs (L{HttpShare}); C{csr} is the
 certificate signing request of an C{e2ee} share, absent otherwise.
@@ -45,6 +46,9 @@ from nfltr.policy import KINDS, PolicyError, SharePolicy, parse_policy
 
 AGENT = "agent"
 CLIENT = "client"
+#: An agent's extra data connection, bound to its first link by a token.
+DATA = "data"
+_TOKEN = re.compile(r"^[0-9a-f]{32}$")
 WELCOME = "welcome"
 
 NOT_FOUND_CODE = ErrorCode.REFUSED
@@ -220,6 +224,7 @@ class DialerHello:
     version: str
     tcp: tuple[TcpShare, ...]
     http: tuple[HttpShare, ...] = ()
+    token: str | None = None
 
 
 def agent_hello(
@@ -233,6 +238,14 @@ def agent_hello(
         "tcp": [share.to_json() for share in tcp],
         "http": [share.to_json() for share in http or ()],
     }
+
+
+def data_hello(key: str, token: str) -> dict[str, Any]:
+    """
+    The C{app} part of an agent's extra data connection's hello: the same
+    API key, and the token its first link was welcomed with.
+    """
+    return {"role": DATA, "key": key, "token": token, "version": __version__}
 
 
 def client_hello(key: str) -> dict[str, Any]:
@@ -249,7 +262,7 @@ def parse_dialer_hello(app: dict[str, Any]) -> DialerHello:
     @raise MessageError: naming the bad field (never echoing the key).
     """
     role = app.get("role")
-    if role not in (AGENT, CLIENT):
+    if role not in (AGENT, CLIENT, DATA):
         raise MessageError(f"unknown role {role!r}")
     key = app.get("key")
     if not isinstance(key, str) or not key:
@@ -258,6 +271,11 @@ def parse_dialer_hello(app: dict[str, Any]) -> DialerHello:
     version = version if isinstance(version, str) else "unknown"
     if role == CLIENT:
         return DialerHello(CLIENT, key, None, version, ())
+    if role == DATA:
+        token = app.get("token")
+        if not isinstance(token, str) or not _TOKEN.match(token):
+            raise MessageError("a data connection needs its agent's token (32 hex digits)")
+        return DialerHello(DATA, key, None, version, (), (), token)
     name = check_name(app.get("name"))  # type: ignore[arg-type]
     raw = app.get("tcp", [])
     if not isinstance(raw, list) or len(raw) > MAX_SHARES:
@@ -274,13 +292,19 @@ def parse_dialer_hello(app: dict[str, Any]) -> DialerHello:
 
 
 def welcome(
-    account: str, name: str | None, shares: list[dict[str, Any]] | None = None
+    account: str, name: str | None, shares: list[dict[str, Any]] | None = None,
+    data_token: str | None = None,
 ) -> dict[str, Any]:
     """
     The relay's answer to an accepted hello; C{shares} describes each
-    published share URL (C{name}, C{mode}, C{url}, and C{cert} for e2ee).
+    published share URL (C{name}, C{mode}, C{url}, and C{cert} for e2ee);
+    an agent's first link gets the C{data_token} its extra data
+    connections present.
     """
-    return {"type": WELCOME, "account": account, "name": name, "shares": shares or []}
+    message = {"type": WELCOME, "account": account, "name": name, "shares": shares or []}
+    if data_token is not None:
+        message["data_token"] = data_token
+    return message
 
 
 def refusal_text(message: dict[str, Any]) -> tuple[RefusalReason | None, str]:

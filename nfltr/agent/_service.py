@@ -40,6 +40,7 @@ from nfltr.messages import (
 )
 from nfltr.tls import PKIError, ServerTLS, ensure_self_signed, server_context_factory
 
+from ._data import DataLinks
 from ._dialler import DiallerObserver, RelayDialler
 from ._expiry import IdleExpiry
 from ._local import ServiceConnector, splice_local
@@ -221,10 +222,10 @@ class AgentService(Service, DiallerObserver):
         shares = [TcpShare(port, options.e2ee) for port in options.ports]
         http = [server.hello() for server in self.shares.values()]
         hello = agent_hello(relay.key, setup.name, shares, http)
-        self.dialler = RelayDialler(
-            endpoint or relay.endpoint(reactor), reactor, hello, self, relay.address,
-            LinkConfig(keepalive=relay.keepalive),
-        )
+        endpoint = endpoint or relay.endpoint(reactor)
+        config = LinkConfig(keepalive=relay.keepalive)
+        self.dialler = RelayDialler(endpoint, reactor, hello, self, relay.address, config)
+        self.data = DataLinks(endpoint, reactor, relay.key, config, self.sessionRequested)
 
     def connectLines(self) -> list[str]:
         """
@@ -270,7 +271,9 @@ class AgentService(Service, DiallerObserver):
         super().stopService()
         if self.expiry is not None:
             self.expiry.stop()
-        d = self.dialler.stop(self.drainTimeout)
+        d = defer.gatherResults([
+            self.dialler.stop(self.drainTimeout), self.data.stop(self.drainTimeout)
+        ]).addCallback(lambda _: None)
         for server in self.shares.values():
             d.addBoth(_passing(server.close))
         return d
@@ -280,6 +283,7 @@ class AgentService(Service, DiallerObserver):
         The relay welcomed us: take each share's URL and certificate, and
         show the URLs that are new.
         """
+        self.data.welcomed(link, welcome.get("data_token"))
         answers = welcome.get("shares")
         for answer in answers if isinstance(answers, list) else ():
             server = self.shares.get(str(answer.get("name"))) if isinstance(answer, dict) else None
@@ -321,6 +325,13 @@ class AgentService(Service, DiallerObserver):
         if self.expiry is not None:
             self.expiry.touched()
         self.sessions.sessionRequested(session)
+        self.data.sessionStarted()
+
+    def relayDown(self) -> None:
+        """
+        The first link is gone or going away: so are the data connections.
+        """
+        self.data.primaryDown()
 
     def _busy(self) -> bool:
         link = self.dialler.link

@@ -17,6 +17,7 @@ client opens before its welcome wait for the verdict.
 
 from __future__ import annotations
 
+import secrets
 from contextlib import suppress
 from typing import Any, Protocol
 
@@ -29,6 +30,7 @@ from nfltr.link import ErrorCode, RefusalReason, refusal
 from nfltr.link.twisted import LinkHandler, LinkProtocol, LinkSession, LinkUnavailable
 from nfltr.messages import (
     AGENT,
+    DATA,
     NOT_FOUND_CODE,
     NOT_FOUND_REASON,
     DialerHello,
@@ -52,9 +54,13 @@ STORE_UNAVAILABLE = "the relay cannot check API keys now; try again later"
 AGENT_SESSIONS_REFUSED = "agents cannot open sessions"
 NO_SHARE_URLS = "this relay does not publish share URLs"
 
-HELLO, VERIFYING, AGENT_READY, CLIENT_READY, CLOSED = (
-    "hello", "verifying", "agent", "client", "closed",
+HELLO, VERIFYING, AGENT_READY, CLIENT_READY, DATA_READY, CLOSED = (
+    "hello", "verifying", "agent", "client", "data", "closed",
 )
+#: Extra data connections an agent may bind to its first link.
+MAX_DATA_LINKS = 3
+NO_SUCH_LINK = "no such agent link (it ended, or the token is another key's)"
+DATA_LINK_LIMIT = f"an agent has at most {MAX_DATA_LINKS} extra data connections"
 
 
 def revoked_message(keyid: str) -> str:
@@ -104,6 +110,8 @@ class Relay:
         thread, so admission is atomic: agents racing for the last places
         get exactly as many as there are.
     @ivar counters: running totals for the metrics.
+    @ivar dataTokens: the agents' first links by the token their extra data
+        connections present.
     """
 
     log = Logger()
@@ -119,6 +127,7 @@ class Relay:
         self.counters = counters if counters is not None else RelayCounters()
         self.directory = Directory()
         self.handlers: set[RelayLinkHandler] = set()
+        self.dataTokens: dict[str, RelayLinkHandler] = {}
 
     def agentLinks(self) -> list[tuple[str, LinkProtocol]]:
         """
@@ -191,6 +200,11 @@ class RelayLinkHandler(LinkHandler):
         self.key: KeyInfo | None = None
         self.agent: AgentEntry | None = None
         self._pending: list[LinkSession] = []
+        # An agent's first link: its token and extra data connections; a
+        # data connection: the first link it is bound to.
+        self.dataToken: str | None = None
+        self.dataLinks: list[RelayLinkHandler] = []
+        self.primary: RelayLinkHandler | None = None
 
     # -- ILinkHandler ---------------------------------------------------------
 
@@ -220,7 +234,7 @@ class RelayLinkHandler(LinkHandler):
             self._route(session)
         elif self.state == VERIFYING:
             self._pending.append(session)
-        elif self.state == AGENT_READY:
+        elif self.state in (AGENT_READY, DATA_READY):
             session.refuse(ErrorCode.REFUSED, AGENT_SESSIONS_REFUSED)
         else:
             session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
@@ -239,6 +253,7 @@ class RelayLinkHandler(LinkHandler):
         """
         agent = self.agent
         self._withdraw()
+        self._endDataLinks(drain=True)
         if agent is not None and self.relay.directory.releaseAgent(agent):
             self.log.info(
                 "agent {name} (account {account}) is draining",
@@ -255,6 +270,7 @@ class RelayLinkHandler(LinkHandler):
         counters.closedBytesOut += link.bytesSent
         self.relay.handlers.discard(self)
         self._withdraw()
+        self._endDataLinks(drain=False)
         self._forget()
         self._pending = []  # the link ended them
         self.state = CLOSED
@@ -277,6 +293,8 @@ class RelayLinkHandler(LinkHandler):
             self.refuse(RefusalReason.REVOKED, revoked_message(key.keyid))
         elif hello.role == AGENT:
             self._registerAgent(hello, key)
+        elif hello.role == DATA:
+            self._bindData(hello, key)
         else:
             self._welcomeClient(key)
 
@@ -315,7 +333,9 @@ class RelayLinkHandler(LinkHandler):
             old.holder.refuse(RefusalReason.CONFLICT, REPLACED)
         self.key, self.agent, self.state = key, entry, AGENT_READY
         self.relay.counters.agentConnects += 1
-        self._send(welcome(key.account, hello.name, shares))
+        self.dataToken = secrets.token_hex(16)
+        self.relay.dataTokens[self.dataToken] = self
+        self._send(welcome(key.account, hello.name, shares, self.dataToken))
         self.log.info(
             "agent {name} (account {account}) connected from {peer}, sharing ports {ports} "
             "and URLs {urls}",
@@ -330,12 +350,59 @@ class RelayLinkHandler(LinkHandler):
         registry = self.relay.shares
         if registry is None:
             raise ShareRefused(RefusalReason.INVALID, NO_SHARE_URLS)
-        return registry.publish(self, key.account, hello.http, lambda: self.link)
+        return registry.publish(self, key.account, hello.http, self.pickLink)
 
     def _withdraw(self) -> None:
         registry = self.relay.shares
         if registry is not None:
             registry.withdraw(self)
+
+    def _bindData(self, hello: DialerHello, key: KeyInfo) -> None:
+        assert hello.token is not None
+        primary = self.relay.dataTokens.get(hello.token)
+        if primary is None or primary.key is None or primary.key.keyid != key.keyid:
+            self.refuse(RefusalReason.NOT_FOUND, NO_SUCH_LINK)
+            return
+        if len(primary.dataLinks) >= MAX_DATA_LINKS:
+            self.refuse(RefusalReason.LIMIT, DATA_LINK_LIMIT)
+            return
+        self.key, self.primary, self.state = key, primary, DATA_READY
+        primary.dataLinks.append(self)
+        self.relay.directory.addLink(key.keyid, self)
+        name = primary.agent.name if primary.agent is not None else None
+        self._send(welcome(key.account, name))
+        self.log.debug("agent {name}: extra data connection {count}", name=name,
+                       count=len(primary.dataLinks))
+
+    def pickLink(self) -> LinkProtocol | None:
+        """
+        The link of this agent to open a session on: among its first link and
+        its data connections that can open one, the one with the fewest
+        sessions (the first link if none can: opening there says why).
+        """
+        links = [self.link, *(d.link for d in self.dataLinks)]
+        usable = [link for link in links if link is not None and link.canOpen()]
+        if not usable:
+            return self.link
+        return min(usable, key=lambda link: link.connection.session_count)  # type: ignore[union-attr]
+
+    def _endDataLinks(self, drain: bool) -> None:
+        """
+        The first link ends (or drains): so do its data connections.
+        """
+        if self.dataToken is not None:
+            self.relay.dataTokens.pop(self.dataToken, None)
+            self.dataToken = None
+        data, self.dataLinks = self.dataLinks, []
+        for handler in data:
+            if handler.link is not None:
+                if drain:
+                    handler.link.drain(0)
+                else:
+                    handler.link.transport.loseConnection()
+        primary = self.primary
+        if primary is not None and self in primary.dataLinks:
+            primary.dataLinks.remove(self)
 
     def _welcomeClient(self, key: KeyInfo) -> None:
         self.key, self.state = key, CLIENT_READY
@@ -371,6 +438,7 @@ class RelayLinkHandler(LinkHandler):
         self.state = CLOSED
         agent = self.agent
         self._withdraw()
+        self._endDataLinks(drain=False)
         self._forget()
         if agent is not None:
             self.relay.directory.releaseAgent(agent)
@@ -396,7 +464,7 @@ class RelayLinkHandler(LinkHandler):
             return
         assert isinstance(entry.holder, RelayLinkHandler)
         self.log.debug("session to {name}:{port}", name=name, port=port)
-        joined = join_sessions(session, entry.holder.link, agent_target(port))
+        joined = join_sessions(session, entry.holder.pickLink(), agent_target(port))
         counters.session(TCP, ROUTED if joined else AGENT_UNAVAILABLE)
 
     def _send(self, message: dict[str, Any]) -> None:

@@ -13,8 +13,8 @@ bounded by the agents connected (and by C{--max-agents}).
 | metric | type | labels |
 |---|---|---|
 | C{nfltr_agents_connected} | gauge | |
-| C{nfltr_links} | gauge | C{role} (agent, client, pending) |
-| C{nfltr_sessions_open} | gauge | C{role} of the link (agent, client) |
+| C{nfltr_links} | gauge | C{role} (agent, data, client, pending) |
+| C{nfltr_sessions_open} | gauge | C{role} of the link (agent, data, client) |
 | C{nfltr_sessions_total} | counter | C{kind} (tcp, share, http), C{outcome} (see below) |
 | C{nfltr_link_bytes_total} | counter | C{direction} (in, out): link bytes, framing included |
 | C{nfltr_agent_connects_total} | counter | |
@@ -42,7 +42,9 @@ from prometheus_client.registry import Collector
 from twisted.web import resource
 from twisted.web.server import Request
 
-from .handler import AGENT_READY, CLIENT_READY
+from .handler import AGENT_READY, CLIENT_READY, DATA_READY
+
+ROLES = {AGENT_READY: "agent", DATA_READY: "data", CLIENT_READY: "client"}
 
 
 class RelayCollector(Collector):
@@ -74,10 +76,10 @@ class RelayCollector(Collector):
                                   labels=["role"])
         sessions = GaugeMetricFamily("nfltr_sessions_open", "Sessions open on links.",
                                      labels=["role"])
-        byRole = {"agent": [0, 0], "client": [0, 0], "pending": [0, 0]}
+        byRole = {"agent": [0, 0], "data": [0, 0], "client": [0, 0], "pending": [0, 0]}
         bytesIn, bytesOut = relay.counters.closedBytesIn, relay.counters.closedBytesOut
         for handler in list(relay.handlers):
-            role = {AGENT_READY: "agent", CLIENT_READY: "client"}.get(handler.state, "pending")
+            role = ROLES.get(handler.state, "pending")
             byRole[role][0] += 1
             link = handler.link
             if link is not None:

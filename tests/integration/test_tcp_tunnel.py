@@ -8,6 +8,8 @@ from __future__ import annotations
 import hashlib
 import socket
 import threading
+import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 from .harness import StackTestCase, exchange
@@ -134,6 +136,51 @@ class IsolationTests(StackTestCase):
                 self.assertEqual(list(pool.map(small, range(8))), [True] * 8)
         for process in (self.stack.relay, agent, client):
             self.assertLess(rss(process.popen.pid), 200 * MiB, process.name)
+
+
+class DataConnectionTests(StackTestCase):
+    """
+    A busy agent opens extra data connections, and sessions use them.
+    """
+
+    def test_busyAgent(self) -> None:
+        """
+        With 24 sessions open at once, the agent binds extra data
+        connections (the relay counts them as data links, not agents), and
+        sessions opened then, spread over its links, all carry their bytes.
+        """
+        key = self.stack.key("alice")
+        service = self.stack.service()
+        _, pin = self.stack.agent(key, "web", service)
+        _, local = self.stack.connector(key, "web", service, "--pin", str(pin))
+        held = []
+        for n in range(24):
+            sock = socket.create_connection(("127.0.0.1", local), timeout=60)
+            self.addCleanup(sock.close)
+            sock.sendall(b"ECHO\n" + bytes([n]) * 10)
+            self.assertEqual(sock.recv(10, socket.MSG_WAITALL), bytes([n]) * 10)
+            held.append(sock)
+        admin = self.stack.info["admin"]
+
+        def dataLinks() -> tuple[float, str]:
+            with urllib.request.urlopen(f"http://{admin}/metrics", timeout=30) as response:
+                text = response.read().decode()
+            for line in text.splitlines():
+                if line.startswith('nfltr_links{role="data"}'):
+                    return float(line.split()[-1]), text
+            return 0.0, text
+
+        deadline = time.monotonic() + 30
+        while (found := dataLinks())[0] < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        count, text = found
+        self.assertGreaterEqual(count, 1.0, text)
+        self.assertIn("nfltr_agents_connected 1.0", text)
+        with ThreadPoolExecutor(8) as pool:
+            self.assertEqual(list(pool.map(lambda n: download(local, n), range(8))), [True] * 8)
+        for n, sock in enumerate(held):
+            sock.sendall(bytes([n]) * 1000)
+            self.assertEqual(sock.recv(1000, socket.MSG_WAITALL), bytes([n]) * 1000)
 
 
 class WriteAndCloseTests(StackTestCase):

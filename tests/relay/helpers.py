@@ -253,3 +253,19 @@ def lost_reason(failure: Failure | None) -> tuple[int, str] | None:
     if failure is None or not hasattr(failure.value, "code"):
         return None
     return failure.value.code, failure.value.reason
+
+
+def without_token(controls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """
+    The control messages an agent got, the data token of its welcome
+    checked (32 hex digits) and left out.
+    """
+    result = []
+    for received in controls:
+        message = dict(received)
+        token = message.pop("data_token", None)
+        if message.get("type") == "welcome":
+            assert isinstance(token, str) and len(token) == 32, token
+            int(token, 16)
+        result.append(message)
+    return result

@@ -27,7 +27,7 @@ from nfltr.relay.handler import NO_SHARE_URLS
 from nfltr.relay.routing import AGENT_UNAVAILABLE
 
 from ..link.twisted_helpers import RecordingHandler, Streamer
-from .helpers import RelayHarness, frames_of_type, lost_reason
+from .helpers import RelayHarness, frames_of_type, lost_reason, without_token
 
 KiB = 1024
 A_KEY, A2_KEY, B_KEY = "aaaaaaaaaaaa", "a2a2a2a2a2a2", "bbbbbbbbbbbb"
@@ -82,7 +82,7 @@ class AuthenticationTests(_Base):
         stays connected, and is registered under its name.
         """
         agent = self.h.agent(self.keyA, "web", (3000, 3001))
-        self.assertEqual(agent.controls, [
+        self.assertEqual(without_token(agent.controls), [
             {"type": "welcome", "account": "acme", "name": "web", "shares": []}
         ])
         self.assertFalse(agent.closed)
@@ -213,7 +213,7 @@ class AgentNameTests(_Base):
             old.controls[-1], refused(RefusalReason.CONFLICT, "replaced by a newer connection")
         )
         self.assertTrue(old.closed)
-        self.assertEqual(new.controls, [
+        self.assertEqual(without_token(new.controls), [
             {"type": "welcome", "account": "acme", "name": "web", "shares": []}
         ])
         self.assertIs(self.h.relay.directory.agent("web").holder, new.relayHandler)
@@ -241,7 +241,7 @@ class AgentNameTests(_Base):
         self.h.run()
         self.assertIsNone(self.h.relay.directory.agent("web"))
         new = self.h.agent(self.keyA2, "web", handler=newHandler)
-        self.assertEqual(new.controls, [
+        self.assertEqual(without_token(new.controls), [
             {"type": "welcome", "account": "acme", "name": "web", "shares": []}
         ])
         self.assertNotIn(
@@ -621,3 +621,66 @@ class AgentLimitTests(SynchronousTestCase):
         name = welcomed[0].controls[0]["name"]
         again = h.agent(key, name)
         self.assertEqual(again.controls[0]["type"], "welcome")
+
+
+class DataLinkTests(SynchronousTestCase):
+    """
+    An agent's extra data connections, bound by the token of its welcome.
+    """
+
+    def setUp(self) -> None:
+        from nfltr.messages import data_hello
+
+        self.data_hello = data_hello
+        self.h = RelayHarness()
+        self.keyA = self.h.store.addKey(A_KEY, "acme")
+        self.keyA2 = self.h.store.addKey(A2_KEY, "acme")
+        self.agentHandler = RecordingHandler(lambda session: Recorder())
+        self.agent = self.h.agent(self.keyA, "web", handler=self.agentHandler)
+        self.token = self.agent.controls[0]["data_token"]
+
+    def test_boundAndUsed(self) -> None:
+        """
+        A data connection with the token and the agent's key is welcomed
+        (not as an agent); new sessions go to whichever of the agent's links
+        has the fewest.
+        """
+        dataHandler = RecordingHandler(lambda session: Recorder())
+        data = self.h.dial(self.data_hello(self.keyA, self.token), dataHandler)
+        self.assertEqual(data.controls[0]["type"], "welcome")
+        self.assertEqual(self.h.relay.directory.counts()[0], 1)
+        client = self.h.client(self.keyA)
+        for _ in range(4):
+            client.link.openSession(client_target("web", 3000), Recorder())
+            self.h.run()
+        self.assertEqual((len(self.agentHandler.sessions), len(dataHandler.sessions)), (2, 2))
+
+    def test_refusals(self) -> None:
+        """
+        A wrong token, or another key's, is refused as not found; past the
+        limit, as a limit; a data connection cannot open sessions.
+        """
+        other = self.h.dial(self.data_hello(self.keyA, "0" * 32))
+        self.assertEqual(other.controls[0]["reason"], "not_found")
+        other = self.h.dial(self.data_hello(self.keyA2, self.token))
+        self.assertEqual(other.controls[0]["reason"], "not_found")
+        links = [self.h.dial(self.data_hello(self.keyA, self.token)) for _ in range(4)]
+        self.assertEqual([d.controls[0]["type"] for d in links],
+                         ["welcome", "welcome", "welcome", "refused"])
+        self.assertEqual(links[3].controls[0]["reason"], "limit")
+        opened = Recorder()
+        links[0].link.openSession("tcp:web:3000", opened)
+        self.h.run()
+        self.assertIsNotNone(opened.lost)
+
+    def test_endWithTheFirstLink(self) -> None:
+        """
+        When the agent's first link is lost, its data connections are
+        closed and its token no longer binds.
+        """
+        data = self.h.dial(self.data_hello(self.keyA, self.token))
+        self.agent.cut(error.ConnectionLost("gone"))
+        self.h.run()
+        self.assertTrue(data.closed)
+        late = self.h.dial(self.data_hello(self.keyA, self.token))
+        self.assertEqual(late.controls[0]["reason"], "not_found")
