@@ -29,9 +29,9 @@ from twisted.python.failure import Failure
 
 from nfltr.agent import DiallerObserver, Quiet, RelayDialler, TcpEnd, splice_local
 from nfltr.e2ee import E2EETLSFactory
-from nfltr.link import ErrorCode, LinkConfig
-from nfltr.link.twisted import LinkProtocol, SessionResetError
-from nfltr.messages import NOT_FOUND_CODE, client_hello, client_target
+from nfltr.link import DIALER, ErrorCode, LinkConfig
+from nfltr.link.twisted import LinkFactory, LinkHandler, LinkProtocol, SessionResetError
+from nfltr.messages import NOT_FOUND_CODE, WELCOME, client_hello, client_target
 from nfltr.splice import SpliceEnd
 from nfltr.tls import VerificationFailed
 
@@ -89,11 +89,38 @@ class _LocalFactory(Factory):
         return self.connector._accepted()
 
 
+#: Links tcp-connect opens beside its first when that one is at the relay's
+#: session limit.
+MAX_EXTRA_LINKS = 3
+
+
+class _ExtraHandler(LinkHandler):
+    """
+    One extra link of a connector.
+    """
+
+    def __init__(self, connector: TcpConnector) -> None:
+        self.connector = connector
+        self.welcomed = False
+
+    def controlReceived(self, link: LinkProtocol, message: dict[str, Any]) -> None:
+        if message.get("type") == WELCOME and not self.welcomed:
+            self.welcomed = True
+            self.connector._extraUp(link)
+        else:
+            link.transport.loseConnection()
+
+    def linkLost(self, link: LinkProtocol, reason: Failure) -> None:
+        self.connector._extraLost(link, self.welcomed)
+
+
 class TcpConnector(Service, DiallerObserver):
     """
     Runs C{tcp-connect}.
 
     @ivar link: the welcomed link to the relay, or L{None}.
+    @ivar extra: links opened beside it while it was at the relay's session
+        limit (at most L{MAX_EXTRA_LINKS}); they end with it.
     @ivar port: the listening port, once listening.
     @ivar localFactory: builds the protocol of each accepted connection.
     """
@@ -130,10 +157,13 @@ class TcpConnector(Service, DiallerObserver):
         self._listening: defer.Deferred[Any] | None = None
         self._waiting: dict[TcpEnd, tuple[SpliceEnd, Any]] = {}
         relay = options.relay
+        self.endpoint = endpoint or relay.endpoint(reactor)
+        self.config = LinkConfig(keepalive=relay.keepalive)
         self.dialler = RelayDialler(
-            endpoint or relay.endpoint(reactor), reactor, client_hello(relay.key), self,
-            relay.address, LinkConfig(keepalive=relay.keepalive),
+            self.endpoint, reactor, client_hello(relay.key), self, relay.address, self.config
         )
+        self.extra: list[LinkProtocol] = []
+        self._extraDialling = 0
 
     # -- service --------------------------------------------------------------
 
@@ -151,6 +181,8 @@ class TcpConnector(Service, DiallerObserver):
         super().stopService()
         self._closeWaiting()
         stops = [self.dialler.stop()]
+        extra, self.extra = self.extra, []
+        stops.extend(link.drain(0) for link in extra)
         if self._listening is not None:
             self._listening.cancel()
         if self.port is not None:
@@ -201,6 +233,9 @@ class TcpConnector(Service, DiallerObserver):
         if self.port is None and self._listening is None and self.running:
             self._listening = defer.maybeDeferred(self._listen, self.localFactory)
             self._listening.addCallbacks(self._listened, self._listenFailed)
+        self._openWaiting()
+
+    def _openWaiting(self) -> None:
         for local, (remote, timer) in list(self._waiting.items()):
             if not self._open(local, remote):
                 break
@@ -212,6 +247,50 @@ class TcpConnector(Service, DiallerObserver):
         Sessions end with the link; new connections wait for the next one.
         """
         self.link = None
+        extra, self.extra = self.extra, []
+        for link in extra:
+            link.drain(0)
+
+    def _extraUp(self, link: LinkProtocol) -> None:
+        self._extraDialling -= 1
+        if self.link is None or not self.running:
+            link.drain(0)
+            return
+        self.extra.append(link)
+        self.log.debug("extra link {count} to the relay up", count=len(self.extra))
+        self._openWaiting()
+
+    def _extraLost(self, link: LinkProtocol, welcomed: bool) -> None:
+        if not welcomed:
+            self._extraDialling -= 1
+        if link in self.extra:
+            self.extra.remove(link)
+
+    def _dialExtra(self) -> None:
+        """
+        The welcomed link is at the relay's session limit: open another, if
+        there is room for one.
+        """
+        link = self.link
+        if (
+            link is None or not self.running or link.connection is None
+            or link.connection.goaway_received or link.connection.goaway_sent
+            or len(self.extra) + self._extraDialling >= MAX_EXTRA_LINKS
+        ):
+            return
+        self._extraDialling += 1
+        handler = _ExtraHandler(self)
+        factory = LinkFactory(
+            DIALER, lambda: handler, self.reactor, self.config,
+            client_hello(self.options.relay.key),
+        )
+        factory.noisy = False
+
+        def failed(failure: Failure) -> None:
+            self._extraDialling -= 1
+            self.log.debug("extra link failed: {why}", why=failure.getErrorMessage())
+
+        defer.maybeDeferred(self.endpoint.connect, factory).addErrback(failed)
 
     def relayFatal(self, message: str) -> None:
         """
@@ -229,9 +308,17 @@ class TcpConnector(Service, DiallerObserver):
             self._wait(local, remote)
         return local
 
+    def _pick(self) -> LinkProtocol | None:
+        usable = [link for link in (self.link, *self.extra) if link is not None and link.canOpen()]
+        if not usable:
+            return None
+        return min(usable, key=lambda link: link.connection.session_count)  # type: ignore[union-attr]
+
     def _open(self, local: TcpEnd, remote: SpliceEnd) -> bool:
-        link = self.link
-        if link is None or not link.canOpen():
+        link = self._pick()
+        if link is None:
+            if self.link is not None:
+                self._dialExtra()
             return False
         remote.onLost = self._sessionEnded
         link.openSession(self.target, self.tls.wrap(remote) if self.tls is not None else remote)
@@ -263,6 +350,8 @@ class TcpConnector(Service, DiallerObserver):
             local.abort()
 
     def _sessionEnded(self, reason: Failure) -> None:
+        if self._waiting:
+            self.reactor.callLater(0, self._openWaiting)
         message = explain(reason, self.where)
         if message is not None:
             self._say(message)

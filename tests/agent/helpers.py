@@ -351,6 +351,8 @@ class TestRelay:
         self.hellos: list[dict[str, Any]] = []
         self.agents: dict[str, LinkProtocol] = {}
         self.links: list[LinkProtocol] = []
+        # The relay side's link configuration (its session limit, say).
+        self.config: Any = None
 
     def endpoint(self, tls: tuple[Any, Any] | None = None) -> RelayEndpoint:
         """
@@ -383,7 +385,9 @@ class RelayEndpoint:
         if self.refuse:
             return defer.fail(error.ConnectionRefusedError("refused"))
         relay = self.relay
-        relayLink = LinkProtocol(LISTENER, RelayHandler(relay), relay.network.clock)
+        relayLink = LinkProtocol(
+            LISTENER, RelayHandler(relay), relay.network.clock, relay.config
+        )
         relay.links.append(relayLink)
         dialer = factory.buildProtocol(ADDRESS)
         server, client = relayLink, dialer

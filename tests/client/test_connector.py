@@ -263,6 +263,35 @@ class TunnelTests(SynchronousTestCase):
         self.assertEqual(f.endpoint.attempts, 1)
         self.assertEqual(len(f.services.services[3000]), 6)
 
+    def test_extraLinksAtTheSessionLimit(self) -> None:
+        """
+        When the relay lets a link carry 2 sessions, 9 local connections at
+        once make the connector open extra links (3 at most) instead of
+        refusing: the first 8 flow over the 4 links; the 9th waits, and
+        flows once one of the others ends.
+        """
+        from nfltr.client._connector import MAX_EXTRA_LINKS
+        from nfltr.link import LinkConfig
+
+        f = ClientFixture(self)
+        f.relay.config = LinkConfig(max_sessions=2)
+        f.start()
+
+        def settle() -> None:
+            for _ in range(5):
+                f.network.run()
+                f.network.clock.advance(0.01)
+
+        users = [f.user(b"u%d" % n) for n in range(9)]
+        settle()
+        self.assertEqual(len(f.connector.extra), MAX_EXTRA_LINKS)
+        self.assertEqual(f.endpoint.attempts, 1 + MAX_EXTRA_LINKS)
+        self.assertEqual([u.received for u in users[:8]], [b"u%d" % n for n in range(8)])
+        self.assertEqual(users[8].received, b"")
+        users[0].transport.abortConnection()
+        settle()
+        self.assertEqual(users[8].received, b"u8")
+
     def test_userCloses(self) -> None:
         """
         A user who closes ends the service's connection too, and nothing is
