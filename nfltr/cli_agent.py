@@ -60,6 +60,16 @@ RELAY_OPTIONS: tuple[Option, ...] = (
         "API key; better, set NFLTR_KEY: other users can read command-line arguments",
     ),
     Option(
+        "transport", "TRANSPORT",
+        "auto (default): the raw link, or WebSocket when that does not get through; link; "
+        "websocket (for networks that pass only HTTP)",
+    ),
+    Option(
+        "proxy", "URL",
+        "reach the relay through this HTTP proxy, http://HOST:PORT, with CONNECT (default: "
+        "HTTPS_PROXY if set)",
+    ),
+    Option(
         "keepalive", "PRESET",
         "link liveness: fast, default, nat, datacenter, mobile, or interval=D,timeout=D "
         "(default: default)",

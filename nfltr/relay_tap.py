@@ -119,6 +119,9 @@ class Options(usage.Options):
          "relay; more get 429 (none: no limit)."],
         ["inspect-burst", None, "100",
          "How many requests such a share may send at once after a quiet spell."],
+        ["ws-echo", None, None,
+         "Serve a WebSocket echo on this path of the relay's own name, on the same stack as "
+         "WebSocket links: for the Autobahn TestSuite only, never in production."],
         ["public-port", None, None,
          "The port share URLs name, when visitors reach the TLS port through another port "
          "(a port mapping, a load balancer) [default: the TLS port's]."],
@@ -174,6 +177,9 @@ class Options(usage.Options):
             or 1,
             handshakes=_limit(self["max-handshakes"], "--max-handshakes"),
         )
+        echo = self["ws-echo"]
+        if echo is not None and (not echo.startswith("/") or echo == "/link"):
+            raise usage.UsageError("--ws-echo: give a path such as /echo (not /link)")
         rate = _limit(self["inspect-rate"], "--inspect-rate", float)
         burst = _limit(self["inspect-burst"], "--inspect-burst", none=False)
         inspectRate = None if rate is None else (rate, burst)
@@ -196,7 +202,7 @@ class Options(usage.Options):
             revocation_poll=poll, drain_timeout=drain, share_domain=shareDomain,
             handshake_timeout=handshake, lease_time=lease, public_port=public, http=http,
             admission=admission, max_agents=_limit(self["max-agents"], "--max-agents"),
-            cert=cert, key=key, inspect_rate=inspectRate,
+            cert=cert, key=key, inspect_rate=inspectRate, ws_echo=echo,
         )
 
 

@@ -30,6 +30,11 @@ from nfltr.tls import (
 )
 
 DEFAULT_RELAY = "localhost:8443"
+#: Transports to the relay: the raw link, the link in WebSocket, or the
+#: first that gets through.
+LINK, WEBSOCKET, AUTO = "link", "websocket", "auto"
+TRANSPORTS = (AUTO, LINK, WEBSOCKET)
+PROXY_ENV = ("HTTPS_PROXY", "https_proxy")
 DEFAULT_KEEPALIVE = "default"
 KEY_ENV = "NFLTR_KEY"
 # Seconds to wait for the relay's TCP connection (all its addresses together).
@@ -83,6 +88,8 @@ class RelaySettings:
     keepalive: Keepalive
     key: str = field(repr=False)
     creator: ClientTLS = field(repr=False, compare=False)
+    transport: str = AUTO
+    proxy: tuple[str, int] | None = None
 
     @property
     def address(self) -> str:
@@ -103,10 +110,25 @@ class RelaySettings:
 
     def endpoint(self, reactor: Any) -> IStreamClientEndpoint:
         """
-        A TLS client endpoint to the relay.
+        An endpoint for links to the relay: TLS, through the proxy if there
+        is one, raw or in WebSocket as C{transport} says.
         """
-        tcp = HostnameEndpoint(reactor, self.host, self.port, timeout=CONNECT_TIMEOUT)
-        return wrapClientTLS(self.creator, tcp)
+        from nfltr.ws.client import WebSocketLinkEndpoint
+        from nfltr.ws.endpoints import AutoEndpoint, ConnectProxyEndpoint
+
+        tcp: Any
+        if self.proxy is not None:
+            hop = HostnameEndpoint(reactor, self.proxy[0], self.proxy[1], timeout=CONNECT_TIMEOUT)
+            tcp = ConnectProxyEndpoint(hop, self.host, self.port)
+        else:
+            tcp = HostnameEndpoint(reactor, self.host, self.port, timeout=CONNECT_TIMEOUT)
+        link = wrapClientTLS(self.creator, tcp)
+        if self.transport == LINK:
+            return link
+        websocket = WebSocketLinkEndpoint(link, self.host, self.port, self.key, reactor)
+        if self.transport == WEBSOCKET:
+            return websocket
+        return AutoEndpoint(link, websocket)
 
 
 def relay_settings(
@@ -142,7 +164,26 @@ def relay_settings(
         creator = client_creator(host, ca_path=ca, pin=pin, role="relay")
     except (ValueError, InvalidFingerprint, PKIError, TLSConfigError) as e:
         raise ConfigError(str(e)) from None
-    return RelaySettings(host, port, ca, pin, keepalive, key, creator)
+    transport = values.get("transport") or AUTO
+    if transport not in TRANSPORTS:
+        raise ConfigError(f"--transport {transport!r}: use one of {', '.join(TRANSPORTS)}")
+    proxy = values.get("proxy") or next((environ[v] for v in PROXY_ENV if environ.get(v)), None)
+    return RelaySettings(
+        host, port, ca, pin, keepalive, key, creator, transport,
+        None if proxy is None else parse_proxy(proxy),
+    )
+
+
+def parse_proxy(text: str) -> tuple[str, int]:
+    """
+    Read C{--proxy} (or C{HTTPS_PROXY}): C{http://HOST:PORT}.
+
+    @raise ConfigError: not an http:// proxy URL.
+    """
+    scheme, sep, rest = text.partition("://")
+    if not sep or scheme.lower() != "http":
+        raise ConfigError(f"--proxy {text!r}: give an HTTP proxy as http://HOST:PORT")
+    return parse_address(rest.rstrip("/"), "--proxy")
 
 
 def parse_bool(text: str | bool, what: str) -> bool:

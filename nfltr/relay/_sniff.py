@@ -5,10 +5,11 @@ Tell a link connection from anything else by its first bytes.
 Behind the relay's TLS, L{SniffingProtocol} reads at most C{len(MAGIC)}
 bytes.  If they are the link magic, a protocol from the wrapped factory (a
 L{nfltr.link.twisted.LinkProtocol}) takes over the connection and is fed
-them; anything else gets a short HTTP/1.1 C{400} saying what this port
-speaks, and the connection is closed.  A connection that does not show its
-first bytes within the timeout (counted from the connection's start, so it
-includes the TLS handshake) is aborted.
+them; anything else goes to the HTTP factory (the WebSocket endpoint,
+L{nfltr.ws.server}) if there is one, and otherwise gets a short HTTP/1.1
+C{400} saying what this port speaks, and the connection is closed.  A
+connection that does not show its first bytes within the timeout (counted
+from the connection's start, so it includes the TLS handshake) is aborted.
 """
 
 from __future__ import annotations
@@ -66,7 +67,11 @@ class SniffingProtocol(PrefixReader):
         self.cancelTimer()
         self._buffer = b""
         if not verdict:
-            self._refuse()
+            http = self.factory.httpFactory
+            if http is None:
+                self._refuse()
+            elif not self.handOver(http, before + data):
+                self._done = True
         elif not self.handOver(self.factory.wrappedFactory, before + data):
             self._done = True
 
@@ -91,7 +96,8 @@ class SniffingProtocol(PrefixReader):
 class SniffingFactory(Factory):
     """
     Builds L{SniffingProtocol}s that hand link connections to
-    C{wrappedFactory}.
+    C{wrappedFactory}, and anything else to C{httpFactory} (the WebSocket
+    endpoint) if there is one, else a 400.
 
     @ivar clock: schedules the timeout.
     @ivar timeout: seconds a connection has to show its first bytes.
@@ -101,11 +107,12 @@ class SniffingFactory(Factory):
 
     def __init__(
         self, wrappedFactory: Any, clock: interfaces.IReactorTime,
-        timeout: float = SNIFF_TIMEOUT,
+        timeout: float = SNIFF_TIMEOUT, httpFactory: Any = None,
     ) -> None:
         self.wrappedFactory = wrappedFactory
         self.clock = clock
         self.timeout = timeout
+        self.httpFactory = httpFactory
 
     def buildProtocol(self, addr: Any) -> SniffingProtocol:
         """

@@ -98,6 +98,9 @@ class RelayConfig:
     @ivar inspect_rate: HTTP requests per second, and burst, each share may
         take through the relay's HTTP proxy (C{inspect}, plain HTTP);
         L{None}: no limit.
+    @ivar ws_echo: a path on the relay's own name where a WebSocket echo
+        answers, for the Autobahn TestSuite (L{None}: none, as in
+        production).
     """
 
     data_dir: Path
@@ -116,3 +119,4 @@ class RelayConfig:
     cert: Path | None = None
     key: Path | None = None
     inspect_rate: tuple[float, int] | None = None
+    ws_echo: str | None = None

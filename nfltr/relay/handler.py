@@ -129,6 +129,17 @@ class Relay:
         self.handlers: set[RelayLinkHandler] = set()
         self.dataTokens: dict[str, RelayLinkHandler] = {}
 
+    def checkKey(self, plaintext: str) -> Deferred[bool]:
+        """
+        Whether C{plaintext} is a valid API key, not revoked (for the
+        WebSocket upgrade, before the link's own hello).
+        """
+        d = self.store.verify_key(plaintext)
+        return d.addCallback(
+            lambda key: key is not None and not key.revoked
+            and not self.directory.isRevoked(key.keyid)
+        )
+
     def agentLinks(self) -> list[tuple[str, LinkProtocol]]:
         """
         The name and link of each live agent.

@@ -44,6 +44,7 @@ from nfltr.sni.twisted import (
     Splice,
 )
 from nfltr.tls import PKIError, subject_alt_names
+from nfltr.ws.server import relay_websocket_factory
 
 from ._sniff import SniffingFactory
 from .config import RelayConfig
@@ -200,7 +201,8 @@ def tls_port_factory(
     """
     links = LinkFactory(LISTENER, relay.handler, clock)
     links.noisy = False
-    sniffing = SniffingFactory(links, clock, config.handshake_timeout)
+    websocket = relay_websocket_factory(links, relay.checkKey, clock, config.ws_echo)
+    sniffing = SniffingFactory(links, clock, config.handshake_timeout, websocket)
     tls = TLSMemoryBIOFactory(creator, False, sniffing, clock=clock)
     tls.noisy = False
     routes = TLSPortRoutes(

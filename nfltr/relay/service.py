@@ -197,6 +197,11 @@ class RelayService(Service):
         write_state_file(path, info)
         self._cleanups.append(lambda: remove_state_file(path, info.pid))
         self._announce(info)
+        if config.ws_echo is not None:
+            self.log.warn(
+                "a WebSocket echo answers on {path}: for conformance tests only, never in "
+                "production (--ws-echo)", path=config.ws_echo,
+            )
         self.ready = True
         return info
 

@@ -150,13 +150,38 @@ class RelaySettingsTests(SynchronousTestCase):
 
     def test_endpoint(self) -> None:
         """
-        The endpoint is TLS over a C{HostnameEndpoint} to the relay.
+        With C{--transport link} the endpoint is TLS over a
+        C{HostnameEndpoint} to the relay; by default (auto) the raw link
+        comes first and WebSocket second, over the same TLS endpoint;
+        C{websocket} uses WebSocket only.
         """
-        settings = relay_settings(values(relay="r.example:444"), {})
+        from nfltr.ws.client import WebSocketLinkEndpoint
+        from nfltr.ws.endpoints import AutoEndpoint
+
+        settings = relay_settings(values(relay="r.example:444", transport="link"), {})
         endpoint = settings.endpoint(MemoryReactorClock())
         inner = endpoint._wrappedEndpoint  # type: ignore[attr-defined]
         self.assertIsInstance(inner, HostnameEndpoint)
         self.assertEqual((inner._hostText, inner._port), ("r.example", 444))
+        auto = relay_settings(values(relay="r.example:444"), {}).endpoint(MemoryReactorClock())
+        assert isinstance(auto, AutoEndpoint)
+        link, websocket = auto.endpoints
+        self.assertIs(websocket.stream, link)
+        self.assertEqual(websocket.url, "wss://r.example:444/link")
+        ws = relay_settings(values(relay="r.example:444", transport="websocket"), {})
+        self.assertIsInstance(ws.endpoint(MemoryReactorClock()), WebSocketLinkEndpoint)
+
+    def test_transportAndProxy(self) -> None:
+        """
+        A bad transport or proxy is refused; HTTPS_PROXY is read when
+        C{--proxy} is not given.
+        """
+        self.assertRaises(ConfigError, relay_settings, values(transport="udp"), {})
+        self.assertRaises(ConfigError, relay_settings, values(proxy="socks5://p:1"), {})
+        self.assertEqual(relay_settings(values(proxy="http://p.example:3128"), {}).proxy,
+                         ("p.example", 3128))
+        self.assertEqual(relay_settings(values(), {"HTTPS_PROXY": "http://q:8080/"}).proxy,
+                         ("q", 8080))
 
 
 class AddressTests(SynchronousTestCase):

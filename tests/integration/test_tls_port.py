@@ -10,7 +10,6 @@ import socket
 import ssl
 import subprocess
 
-from nfltr.relay._sniff import NOT_A_LINK_RESPONSE
 from nfltr.sni.twisted import NOT_TLS_RESPONSE
 
 from .harness import StackTestCase, exchange
@@ -70,14 +69,14 @@ class TLSPortTests(StackTestCase):
     def test_ownNameTerminated(self) -> None:
         """
         C{localhost} is the relay's own name: the relay ends TLS with a certificate the CA
-        vouches for, and HTTP inside it gets the link port's 400.
+        vouches for, and HTTP inside it that is no WebSocket upgrade gets 426.
         """
         with self.handshake("localhost") as tls:
             tls.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
             received = b""
             while chunk := tls.recv(4096):
                 received += chunk
-        self.assertEqual(received, NOT_A_LINK_RESPONSE)
+        self.assertTrue(received.startswith(b"HTTP/1.1 426 "), received)
 
     def test_plainHTTP(self) -> None:
         """

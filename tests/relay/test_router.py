@@ -22,7 +22,6 @@ from zope.interface import implementer
 from nfltr.link import DIALER
 from nfltr.link.twisted import LinkProtocol
 from nfltr.messages import TcpShare, agent_hello, client_hello, client_target
-from nfltr.relay._sniff import NOT_A_LINK_RESPONSE
 from nfltr.relay.config import RelayConfig
 from nfltr.relay.router import (
     ShareRoutes,
@@ -351,12 +350,13 @@ class TLSPortTests(SynchronousTestCase):
 
     def test_httpAfterTLS(self) -> None:
         """
-        An HTTP request over TLS to the relay's own name still gets the link port's 400.
+        An HTTP request over TLS to the relay's own name goes to the WebSocket
+        endpoint, which answers a request that is no upgrade with 426.
         """
         app = Greeter(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
         self.dial("localhost", app)
         self.assertTrue(app.handshook)
-        self.assertEqual(app.received, NOT_A_LINK_RESPONSE)
+        self.assertTrue(app.received.startswith(b"HTTP/1.1 426 "), app.received)
 
     def test_sniffTimeoutFollows(self) -> None:
         """

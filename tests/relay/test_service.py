@@ -41,7 +41,6 @@ from nfltr.messages import (
     client_hello,
     client_target,
 )
-from nfltr.relay._sniff import NOT_A_LINK_RESPONSE
 from nfltr.relay.config import RelayConfig
 from nfltr.relay.service import RelayService
 from nfltr.relay.state import RelayInfo, format_address
@@ -307,12 +306,49 @@ class RelayServiceTests(TestCase):
     @asyncTest
     async def test_httpOnLinkPort(self) -> None:
         """
-        An HTTP request over TLS to the link port gets the 400 response that
-        says what the port speaks.
+        An HTTP request over TLS to the link port that is no WebSocket
+        upgrade gets 426 (Upgrade Required) from the WebSocket endpoint.
         """
         info = await self.startRelay()
         response = await self.talk(info.tls, b"GET / HTTP/1.1\r\nHost: r\r\n\r\n", tls=info.ca)
-        self.assertEqual(response, NOT_A_LINK_RESPONSE)
+        self.assertTrue(response.startswith(b"HTTP/1.1 426 "), response)
+
+    @asyncTest
+    async def test_webSocketUpgradeRefusals(self) -> None:
+        """
+        A WebSocket upgrade on the relay's name is refused, before any link,
+        with 404 for another path, 400 without the link subprotocol, 401
+        without a key or with a wrong one; the echo path answers only when
+        configured.
+        """
+        core = SQLiteStoreCore(self.dataDir / "nfltr.sqlite3")
+        core.create_account("acme")
+        _, key = core.create_key("acme")
+        core.close()
+        info = await self.startRelay()
+
+        def upgrade(path: str, protocol: str | None, auth: str | None) -> bytes:
+            lines = [f"GET {path} HTTP/1.1", "Host: localhost", "Upgrade: websocket",
+                     "Connection: Upgrade", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+                     "Sec-WebSocket-Version: 13"]
+            if protocol:
+                lines.append(f"Sec-WebSocket-Protocol: {protocol}")
+            if auth:
+                lines.append(f"Authorization: Bearer {auth}")
+            return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+        async def status(request: bytes) -> bytes:
+            answer = await self.talk(info.tls, request, tls=info.ca, expect=12)
+            return answer[:12]
+
+        self.assertEqual(await status(upgrade("/other", "nfltr.link.v1", key)), b"HTTP/1.1 404")
+        self.assertEqual(await status(upgrade("/link", "chat", key)), b"HTTP/1.1 400")
+        self.assertEqual(await status(upgrade("/link", "nfltr.link.v1", None)), b"HTTP/1.1 401")
+        self.assertEqual(
+            await status(upgrade("/link", "nfltr.link.v1", "nfltr_x_y")), b"HTTP/1.1 401"
+        )
+        self.assertEqual(await status(upgrade("/link", "nfltr.link.v1", key)), b"HTTP/1.1 101")
+        self.assertEqual(await status(upgrade("/echo", None, None)), b"HTTP/1.1 404")
 
     @asyncTest
     async def test_tlsPortRefusals(self) -> None:
