@@ -3,8 +3,8 @@
 A link over a WebSocket connection.
 
 L{MessageTransport} is the transport a L{nfltr.link.twisted.LinkProtocol}
-writes to when it runs over WebSocket: each write becomes one binary
-message (a link writes once per reactor turn, at most a few frames), and
+writes to when it runs over WebSocket: each write becomes binary messages
+of at most L{MESSAGE_SIZE} bytes (a link writes once per reactor turn), and
 each binary message received is fed to the link as bytes.  Flow control is
 the TCP connection's under the WebSocket: pausing the transport pauses the
 socket it reads from.  A text message is a protocol violation: the
@@ -22,6 +22,11 @@ from typing import Any
 from twisted.internet import error, interfaces
 from twisted.python.failure import Failure
 from zope.interface import implementer
+
+from .options import MAX_MESSAGE
+
+#: The largest message a link write becomes (well under the peer's limit).
+MESSAGE_SIZE = MAX_MESSAGE // 4
 
 #: RFC 6455 close codes nfltr uses.
 NORMAL, UNSUPPORTED_DATA, POLICY_VIOLATION = 1000, 1003, 1008
@@ -46,10 +51,15 @@ class MessageTransport:
 
     def write(self, data: bytes) -> None:
         """
-        One binary message.
+        Binary messages of at most L{MESSAGE_SIZE} bytes (a link may write
+        several MiB in one turn; the peer takes messages of at most
+        L{MAX_MESSAGE}).
         """
-        if data and self.connected:
-            self.websocket.sendMessage(data, isBinary=True)
+        if not self.connected:
+            return
+        view = memoryview(data)
+        for start in range(0, len(view), MESSAGE_SIZE):
+            self.websocket.sendMessage(bytes(view[start:start + MESSAGE_SIZE]), isBinary=True)
 
     def writeSequence(self, data: Any) -> None:
         """

@@ -230,8 +230,12 @@ def port_of(address: str) -> int:
 
 class FaultTests(StackTestCase):
     """
-    What users see when the relay or the agent fails or stops.
+    What users see when the relay or the agent fails or stops.  Written
+    once, run per transport (L{transport}: the agents' and connectors'
+    options; the raw link here, WebSocket in L{FaultTestsOverWebSocket}).
     """
+
+    transport: tuple[str, ...] = ("--transport", "link")
 
     def tunnel(self, *extra: str, service: int | None = None) -> None:
         """
@@ -241,6 +245,7 @@ class FaultTests(StackTestCase):
         key = self.stack.key("alice")
         if service is None:
             service = self.stack.service()
+        extra = (*self.transport, *extra)
         self.agent, pin = self.stack.agent(key, "web", service, *extra)
         assert pin is not None
         self.client, self.local = self.stack.connector(
@@ -435,3 +440,11 @@ class FaultTests(StackTestCase):
         visitor.read_all(rate)
         self.assertTrue(visitor.intact(), visitor.describe())
         self.assertEqual(self.agent.wait_exit(DRAINED_EXIT_TIMEOUT), 0)
+
+
+class FaultTestsOverWebSocket(FaultTests):
+    """
+    The same, with agents and connectors on the WebSocket transport.
+    """
+
+    transport = ("--transport", "websocket")

@@ -55,16 +55,19 @@ def echo(port: int, seed: int) -> bool:
 
 class TunnelTests(StackTestCase):
     """
-    Bytes through an end-to-end encrypted TCP tunnel.
+    Bytes through an end-to-end encrypted TCP tunnel; written once, run per
+    transport (L{transport}, options of the agent and the connector).
     """
+
+    transport: tuple[str, ...] = ("--transport", "link")
 
     def setUp(self) -> None:
         super().setUp()
         self.key = self.stack.key("alice")
         self.service = self.stack.service()
-        self.agent, self.pin = self.stack.agent(self.key, "web", self.service)
+        self.agent, self.pin = self.stack.agent(self.key, "web", self.service, *self.transport)
         self.client, self.local = self.stack.connector(
-            self.key, "web", self.service, "--pin", self.pin
+            self.key, "web", self.service, "--pin", self.pin, *self.transport
         )
 
     def test_eightConcurrentTunnels(self) -> None:
@@ -101,6 +104,14 @@ def rss(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     return 0
+
+
+class TunnelTestsOverWebSocket(TunnelTests):
+    """
+    The same over the WebSocket transport.
+    """
+
+    transport = ("--transport", "websocket")
 
 
 class IsolationTests(StackTestCase):

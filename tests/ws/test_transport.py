@@ -1,0 +1,82 @@
+"""
+Tests for L{nfltr.ws.transport}.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet import error
+from twisted.trial.unittest import SynchronousTestCase
+
+from nfltr.ws.options import MAX_MESSAGE
+from nfltr.ws.transport import MESSAGE_SIZE, LinkOverWebSocket, MessageTransport
+
+
+class FakeWebSocket:
+    def __init__(self) -> None:
+        self.messages: list[tuple[bytes, bool]] = []
+        self.closes: list[tuple[int, str | None]] = []
+
+    def sendMessage(self, payload: bytes, isBinary: bool = False) -> None:
+        self.messages.append((payload, isBinary))
+
+    def sendClose(self, code: int | None = None, reason: str | None = None) -> None:
+        self.closes.append((code or 0, reason))
+
+
+class FakeLink:
+    def __init__(self) -> None:
+        self.received = b""
+        self.lost: Any = None
+        self.transport: Any = None
+
+    def makeConnection(self, transport: Any) -> None:
+        self.transport = transport
+
+    def dataReceived(self, data: bytes) -> None:
+        self.received += data
+
+    def connectionLost(self, reason: Any) -> None:
+        self.lost = reason
+
+
+class MessageTransportTests(SynchronousTestCase):
+    """
+    Link writes become binary messages the peer accepts.
+    """
+
+    def test_largeWriteSplit(self) -> None:
+        """
+        A 3 MiB write (a link may flush that much in one turn) becomes
+        binary messages of at most MESSAGE_SIZE, well under the peer's
+        MAX_MESSAGE, in order.
+        """
+        websocket = FakeWebSocket()
+        data = bytes(range(256)) * (3 * 4096)
+        MessageTransport(websocket).write(data)
+        self.assertTrue(all(binary for _, binary in websocket.messages))
+        self.assertTrue(all(len(m) <= MESSAGE_SIZE < MAX_MESSAGE for m, _ in websocket.messages))
+        self.assertEqual(b"".join(m for m, _ in websocket.messages), data)
+
+    def test_glue(self) -> None:
+        """
+        Binary messages reach the link; a text message closes with 1003; a
+        clean 1000 close ends the link cleanly, anything else as a loss.
+        """
+        websocket = FakeWebSocket()
+        glue = LinkOverWebSocket(websocket)
+        link = FakeLink()
+        glue.opened(link)
+        glue.message(b"abc", True)
+        glue.message(b"text", False)
+        self.assertEqual(link.received, b"abc")
+        self.assertEqual(websocket.closes, [(1003, "binary messages only")])
+        glue.closed(True, 1000, None)
+        self.assertTrue(link.lost.check(error.ConnectionDone))
+        other = FakeLink()
+        glue2 = LinkOverWebSocket(websocket)
+        glue2.opened(other)
+        glue2.closed(False, 1006, "dropped")
+        self.assertTrue(other.lost.check(error.ConnectionLost))
+        self.assertFalse(other.lost.check(error.ConnectionDone))
