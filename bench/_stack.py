@@ -330,14 +330,21 @@ def fetch(port: int, timeout: float = 10.0) -> bytes:
 
 class Tunnel:
     """
-    A relay with one account, and for each mode (C{e2ee}, C{plain}) an
-    agent sharing every service port and a connector for each service.
+    A relay with one account, and for each mode (C{e2ee}, C{plain}, C{ws})
+    an agent sharing every service port and a connector for each service.
 
     @ivar agents: mode to agent.
     @ivar connectors: (mode, service) to (connector, its local port).
     """
 
-    MODES = ("e2ee", "plain")
+    MODES = ("e2ee", "plain", "ws")
+    #: Each mode's agent and connector options: end-to-end TLS or not, and
+    #: the transport to the relay (C{ws}: e2ee over the WebSocket transport).
+    OPTIONS = {
+        "e2ee": ["--e2ee", "true", "--transport", "link"],
+        "plain": ["--e2ee", "false", "--transport", "link"],
+        "ws": ["--e2ee", "true", "--transport", "websocket"],
+    }
 
     def __init__(self, tmp: Path, procs: Processes, ports: dict[str, int]) -> None:
         self.procs = procs
@@ -357,14 +364,14 @@ class Tunnel:
         self.agents: dict[str, Proc] = {}
         self.connectors: dict[tuple[str, str], tuple[Proc, int]] = {}
         for mode in self.MODES:
-            e2ee = ["--e2ee", "true" if mode == "e2ee" else "false"]
+            e2ee = self.OPTIONS[mode]
             name = f"bench-{mode}"
             agent = procs.start(f"agent {mode}", nfltr_command(
                 "tcp", *(str(p) for p in ports.values()), "--name", name,
                 "--state-dir", str(tmp / f"agent-{mode}"), *relay, *e2ee,
             ), env)
             pin: list[str] = []
-            if mode == "e2ee":
+            if "true" in e2ee:
                 pin = ["--pin", agent.wait_for(r"(sha256:[0-9a-f]{64})").group(1)]
             agent.wait_for("connected to the relay")
             self.agents[mode] = agent

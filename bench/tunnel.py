@@ -7,8 +7,9 @@ test: nothing in C{tests/} runs it.
 
 One relay, and for each path mode an agent (C{nfltr tcp}) and a connector
 (C{nfltr tcp-connect}) per service: C{e2ee} (the default: TLS from the
-connector to the agent inside the link's TLS) and C{plain} (C{--e2ee
-false}), all started as a user would.  The services: C{iperf3 -s} and nginx
+connector to the agent inside the link's TLS), C{plain} (C{--e2ee false})
+and C{ws} (e2ee, with the link carried over the WebSocket transport), all
+started as a user would.  The services: C{iperf3 -s} and nginx
 serving a 1 KiB file with keep-alive.  Workloads: C{bulk-1} and C{bulk-8}
 (C{iperf3 -c -P 1 / 8 -t S}), C{http-1} and C{http-50} (C{wrk -t1 -c1} and
 C{-t2 -c50}, C{-d S}) and C{close-50} (the same with C{Connection: close}: a
@@ -84,7 +85,7 @@ GB = 1e9
 # A line of an nfltr process's log that is worth reading.
 _COMPLAINT = re.compile(r"#(warn|error|critical)\]|\[(warn|error|critical)\]|Traceback")
 DEFAULT_JSON = ROOT / "docs" / "benchmarks" / "tunnel.json"
-MODES = ("direct", "e2ee", "plain")
+MODES = ("direct", "e2ee", "plain", "ws")
 ROLES = ("relay", "agent", "connector")
 # From /work/shared/PERFORMANCE.md, measured earlier on this machine kind.
 YARDSTICKS = (
