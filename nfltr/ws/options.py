@@ -50,6 +50,9 @@ SERVER_OPTIONS: dict[str, Any] = {
     "maxConnections": MAX_CONNECTIONS,
     "trustXForwardedFor": 0,
 }
+#: What the relay's 101 answer names as its server (autobahn's default
+#: names itself and its version).
+SERVER_NAME = "nfltr"
 
 CLIENT_OPTIONS: dict[str, Any] = {
     "version": 13,
@@ -78,6 +81,7 @@ def configure_server(factory: Any) -> Any:
     Set L{SERVER_OPTIONS} on an autobahn server factory; return it.
     """
     factory.setProtocolOptions(**SERVER_OPTIONS)
+    factory.server = SERVER_NAME
     return factory
 
 
@@ -86,4 +90,5 @@ def configure_client(factory: Any) -> Any:
     Set L{CLIENT_OPTIONS} on an autobahn client factory; return it.
     """
     factory.setProtocolOptions(**CLIENT_OPTIONS)
+    factory.useragent = SERVER_NAME
     return factory

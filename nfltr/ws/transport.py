@@ -55,11 +55,14 @@ class MessageTransport:
         several MiB in one turn; the peer takes messages of at most
         L{MAX_MESSAGE}).
         """
-        if not self.connected:
+        # Once the closing handshake has begun autobahn refuses to send (and
+        # raises): a link may still answer what arrives meanwhile, dropped.
+        websocket = self.websocket
+        if not self.connected or websocket.state != websocket.STATE_OPEN:
             return
         view = memoryview(data)
         for start in range(0, len(view), MESSAGE_SIZE):
-            self.websocket.sendMessage(bytes(view[start:start + MESSAGE_SIZE]), isBinary=True)
+            websocket.sendMessage(bytes(view[start:start + MESSAGE_SIZE]), isBinary=True)
 
     def writeSequence(self, data: Any) -> None:
         """

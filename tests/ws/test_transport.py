@@ -14,9 +14,12 @@ from nfltr.ws.transport import MESSAGE_SIZE, LinkOverWebSocket, MessageTransport
 
 
 class FakeWebSocket:
+    STATE_OPEN, STATE_CLOSING = 3, 2
+
     def __init__(self) -> None:
         self.messages: list[tuple[bytes, bool]] = []
         self.closes: list[tuple[int, str | None]] = []
+        self.state = self.STATE_OPEN
 
     def sendMessage(self, payload: bytes, isBinary: bool = False) -> None:
         self.messages.append((payload, isBinary))
@@ -58,6 +61,17 @@ class MessageTransportTests(SynchronousTestCase):
         self.assertTrue(all(binary for _, binary in websocket.messages))
         self.assertTrue(all(len(m) <= MESSAGE_SIZE < MAX_MESSAGE for m, _ in websocket.messages))
         self.assertEqual(b"".join(m for m, _ in websocket.messages), data)
+
+    def test_writeWhileClosing(self) -> None:
+        """
+        Once the closing handshake began, writes are dropped (autobahn would
+        raise on them): a link answering a late frame does not fail.
+        """
+        websocket = FakeWebSocket()
+        transport = MessageTransport(websocket)
+        websocket.state = websocket.STATE_CLOSING
+        transport.write(b"late pong")
+        self.assertEqual(websocket.messages, [])
 
     def test_glue(self) -> None:
         """

@@ -1,0 +1,3 @@
+"""
+The Autobahn TestSuite (through kosoku) against nfltr's WebSocket transport.
+"""
