@@ -213,3 +213,21 @@ class E2EETLSFactory(TLSMemoryBIOFactory):
         """
         protocol: E2EETLSProtocol = self.protocol(self, application)
         return protocol
+
+
+def half_close_other(other: Any) -> bool:
+    """
+    For a splice end whose local peer sent EOF: if the other end runs over
+    an end-to-end TLS layer that can half-close, send its C{close_notify}
+    and keep reading (a plain splice end would close TLS whole).
+
+    @param other: the other splice end, or L{None}.
+    @return: whether it was half-closed (else the caller closes as usual).
+    """
+    if (
+        other is not None and other.connected and not other.closed
+        and isinstance(other.transport, E2EETLSProtocol)
+    ):
+        other.transport.loseWriteConnection()
+        return True
+    return False

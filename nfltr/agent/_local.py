@@ -20,7 +20,7 @@ from twisted.internet.endpoints import TCP4ClientEndpoint, TCP6ClientEndpoint
 from twisted.internet.interfaces import IProtocol
 from twisted.internet.protocol import Factory
 
-from nfltr.e2ee import E2EETLSProtocol
+from nfltr.e2ee import half_close_other
 from nfltr.splice import SpliceEnd
 
 # Seconds to wait for a local service to accept a connection.
@@ -57,14 +57,8 @@ class TcpEnd(SpliceEnd):
         """
         EOF from the local peer: half-close the other side.
         """
-        other = self.other
-        if (
-            other is not None and other.connected and not other.closed
-            and isinstance(other.transport, E2EETLSProtocol)
-        ):
-            other.transport.loseWriteConnection()
-            return
-        super().readConnectionLost()
+        if not half_close_other(self.other):
+            super().readConnectionLost()
 
 
 def splice_local() -> tuple[TcpEnd, SpliceEnd]:

@@ -13,7 +13,7 @@ from typing import Any
 from twisted.internet import interfaces
 from zope.interface import implementer
 
-from nfltr.e2ee import E2EETLSProtocol
+from nfltr.e2ee import half_close_other
 from nfltr.splice import SpliceEnd
 
 
@@ -85,11 +85,5 @@ class BackendSpliceEnd(SpliceEnd):
         """
         EOF from the backend: half-close the visitor's side.
         """
-        other = self.other
-        if (
-            other is not None and other.connected and not other.closed
-            and isinstance(other.transport, E2EETLSProtocol)
-        ):
-            other.transport.loseWriteConnection()
-            return
-        super().readConnectionLost()
+        if not half_close_other(self.other):
+            super().readConnectionLost()
