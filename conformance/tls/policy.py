@@ -1,7 +1,8 @@
 """
-The TLS policy, as named rules over one leg's results: sslyze's JSON output
-and the probes' (L{conformance.tls.probes}).  Plain Python over JSON, no
-sslyze needed, so saved results can be checked again:
+The TLS policy, as named rules over one leg's results: sslyze's JSON output,
+its Mozilla checker's verdict, testssl.sh's JSON output and the probes'
+(L{conformance.tls.probes}).  Plain Python over JSON, no sslyze or
+testssl.sh needed, so saved results can be checked again:
 
     python -m conformance.tls.policy docs/conformance/tls
 
@@ -14,16 +15,22 @@ mapping with:
     certificate served must be (C{spki_sha256}, or C{names} it must carry
     and C{not_spki} keys it must not have);
   - C{sslyze}: sslyze's JSON output for that leg (one server);
+  - C{mozilla}: sslyze's Mozilla "intermediate" checker's verdict
+    (L{conformance.tls.sslyze_worker.mozilla});
   - C{probes}: the probes' output;
   - C{counters}: the relay's refusal counters before and after the leg
-    was scanned (C{admission} and C{tls_port}, each reason to a count).
+    was scanned (C{admission} and C{tls_port}, each reason to a count);
+  - C{testssl}: null if testssl.sh was not run, else C{run} (its command,
+    exit status, time), C{document} (its C{--jsonfile-pretty} output) and
+    C{counters} (as above, around the testssl.sh runs of all legs).
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -103,6 +110,21 @@ class Leg:
             for suite in self.accepted(command):
                 yield version, suite
 
+    def testssl(self, section: str) -> list[dict[str, Any]]:
+        """
+        The findings of one section of testssl.sh's output (C{protocols},
+        C{ciphers}, C{pfs}, C{serverPreferences}, C{serverDefaults},
+        C{vulnerabilities}, C{cipherTests}); L{KeyError} if testssl.sh was not
+        run or did not get that far.
+        """
+        tested = self.results.get("testssl")
+        if not tested or not tested.get("document"):
+            raise KeyError("testssl.sh was not run" if not tested else "testssl.sh wrote no JSON")
+        found: list[dict[str, Any]] = tested["document"]["scanResult"][0].get(section) or []
+        if not found:
+            raise KeyError(f"testssl.sh: no {section} findings")
+        return found
+
 
 Rule = Callable[[Leg], tuple[bool, str]]
 RULES: dict[str, Rule] = {}
@@ -133,6 +155,18 @@ def scan_complete(leg: Leg) -> tuple[bool, str]:
     for name in ("handshake", "handshake_tls1_2", "tickets_tls1_2", "tickets_tls1_3"):
         if "error" in leg.probes[name]:
             problems.append(f"probe {name}: {leg.probes[name]['error']}")
+    if leg.results["mozilla"].get("error"):
+        problems.append(f"Mozilla checker: {leg.results['mozilla']['error']}")
+    tested = leg.results.get("testssl")
+    if tested:
+        status = tested["run"]["exit_status"]
+        if status is None or status >= FATAL_STATUS:
+            problems.append(f"testssl.sh exit status {status}: {tested['run']['stderr_tail']}")
+        if not tested.get("document"):
+            problems.append("testssl.sh wrote no JSON")
+        else:
+            problems += [f"testssl.sh {section}: no findings" for section in TESTSSL_SECTIONS
+                         if not tested["document"]["scanResult"][0].get(section)]
     return not problems, "; ".join(problems) or "all scans and probes completed"
 
 
@@ -142,10 +176,17 @@ def scan_not_throttled(leg: Leg) -> tuple[bool, str]:
     The relay refused none of the scan's connections for load (a refusal
     would look like a rejected suite).
     """
-    before = leg.results["counters"]["before"]["admission"]
-    after = leg.results["counters"]["after"]["admission"]
-    grown = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
-    return not grown, f"admission refusals during the scan: {grown or 'none'}"
+    phases = {"sslyze and probes": leg.results["counters"]}
+    if leg.results.get("testssl"):
+        phases["testssl.sh"] = leg.results["testssl"]["counters"]
+    grown = {}
+    for phase, counters in phases.items():
+        before = counters["before"]["admission"]
+        after = counters["after"]["admission"]
+        grown.update({f"{phase}: {k}": after[k] - before.get(k, 0)
+                      for k in after if after[k] != before.get(k, 0)})
+    return not grown, (f"admission refusals during {' and '.join(phases)}:"
+                       f" {grown or 'none'}")
 
 
 @rule("leg-identity")
@@ -432,14 +473,120 @@ def not_ccs(leg: Leg) -> tuple[bool, str]:
     return not vulnerable, "vulnerable" if vulnerable else "not vulnerable"
 
 
-def evaluate(results: dict[str, Any]) -> list[Outcome]:
+#: What each key of the Mozilla checker's issues is about.
+MOZILLA_KINDS = {
+    "tls_versions": "protocol", "ciphersuites": "cipher", "ciphers": "cipher",
+    "ecdh_param_size": "key exchange", "dh_param_size": "key exchange",
+    "tls_curves": "key exchange",
+    "certificate_path_validation": "certificate trust",
+    "maximum_certificate_lifespan": "certificate lifetime",
+    "certificate_curves": "certificate key", "rsa_key_size": "certificate key",
+    "certificate_types": "certificate key", "certificate_signatures": "certificate signature",
+}
+
+
+def mozilla_kind(issue: str) -> str:
     """
-    Every rule's verdict on one leg; a rule that cannot read what it needs
-    fails, saying why.
+    What one of the Mozilla checker's issue keys is about.
+    """
+    if issue.startswith("tls_vulnerability_"):
+        return "vulnerability"
+    return MOZILLA_KINDS.get(issue, "other")
+
+
+@rule("mozilla-intermediate")
+def mozilla_intermediate(leg: Leg) -> tuple[bool, str]:
+    """
+    sslyze's checker finds nothing against Mozilla's "intermediate"
+    configuration, with the leg's CA trusted as the leg's clients trust it
+    (C{sslyze --mozilla_config=intermediate --certinfo_ca_file CA}).
+    Checked: versions, suites, curves, key sizes, the certificate's key,
+    signature, lifetime and chain, and the vulnerabilities sslyze tests.
+    """
+    verdict = leg.results["mozilla"]
+    if verdict.get("error"):
+        return False, f"not checked: {verdict['error']}"
+    issues = verdict["issues"]
+    found = "; ".join(f"[{mozilla_kind(k)}] {k}: {v}" for k, v in issues.items())
+    extra = {k: v for k, v in (verdict.get("issues_public_trust_stores_only") or {}).items()
+             if k not in issues}
+    note = ("; with sslyze's public trust stores only, also "
+            + "; ".join(f"[{mozilla_kind(k)}] {k}" for k in extra)
+            + " (the leg's CA is private by design)") if extra else ""
+    return not issues, (found or f"compliant with {verdict['guidelines']}") + note
+
+
+#: The sections of testssl.sh's JSON that the scan asks for (L{testssl.CHECKS}).
+TESTSSL_SECTIONS = ("protocols", "ciphers", "pfs", "serverPreferences", "serverDefaults",
+                    "vulnerabilities", "cipherTests")
+#: testssl.sh's exit status at or above which it could not scan.
+FATAL_STATUS = 240
+#: Severities that fail a testssl.sh rule; WARN means a test could not be made.
+TESTSSL_FAILING = {"MEDIUM", "HIGH", "CRITICAL", "WARN", "FATAL"}
+#: testssl.sh's weak cipher categories (C{-s}); each must be "not offered".
+WEAK_CIPHER_LISTS = {
+    "cipherlist_NULL": "NULL (no encryption)",
+    "cipherlist_aNULL": "anonymous (no authentication)",
+    "cipherlist_EXPORT": "export",
+    "cipherlist_LOW": "LOW (64 bit, DES, RC2, RC4)",
+    "cipherlist_3DES_IDEA": "3DES and IDEA",
+    "cipherlist_AVERAGE": "obsolete CBC",
+}
+
+
+def _finding(item: dict[str, Any]) -> str:
+    return f"{item['id']} {item['severity']}: {item['finding']}"
+
+
+@rule("testssl-no-vulnerabilities")
+def testssl_no_vulnerabilities(leg: Leg) -> tuple[bool, str]:
+    """
+    testssl.sh's vulnerability tests (C{-U}: Heartbleed, CCS, Ticketbleed,
+    ROBOT, renegotiation, CRIME, BREACH, POODLE, fallback SCSV, SWEET32,
+    FREAK, DROWN, LOGJAM, BEAST, LUCKY13, RC4) find nothing rated MEDIUM,
+    HIGH or CRITICAL, and none could not be made (WARN).
+    """
+    found = leg.testssl("vulnerabilities")
+    bad = [_finding(f) for f in found if f["severity"] in TESTSSL_FAILING]
+    low = [_finding(f) for f in found if f["severity"] == "LOW"]
+    if bad:
+        return False, "; ".join(bad + low)
+    counts = Counter(f["severity"] for f in found)
+    return True, (f"{len(found)} findings: {', '.join(f'{n} {s}' for s, n in counts.items())}"
+                  + (f"; LOW: {'; '.join(low)}" if low else ""))
+
+
+@rule("testssl-no-weak-ciphers")
+def testssl_no_weak_ciphers(leg: Leg) -> tuple[bool, str]:
+    """
+    testssl.sh offers none of its weak cipher categories (C{-s}: NULL,
+    anonymous, export, LOW, 3DES/IDEA, obsolete CBC), and rates nothing in
+    its cipher, forward secrecy and per-protocol cipher findings (C{-s},
+    C{-f}, C{-E}) LOW or worse.
+    """
+    lists = {f["id"]: f for f in leg.testssl("ciphers")}
+    problems = [f"{label}: {lists[key]['finding'] if key in lists else 'not tested'}"
+                for key, label in WEAK_CIPHER_LISTS.items()
+                if key not in lists or not lists[key]["finding"].startswith("not offered")]
+    rated = [f for section in ("ciphers", "pfs", "cipherTests") for f in leg.testssl(section)
+             if f["severity"] in TESTSSL_FAILING | {"LOW"}]
+    problems += [_finding(f) for f in rated]
+    accepted = [" ".join(f["finding"].split()[:2] + f["finding"].split()[-1:])
+                for f in leg.testssl("cipherTests") if f["id"].startswith("cipher-")]
+    return not problems, "; ".join(problems) or (
+        f"no weak category offered; {len(accepted)} suites accepted: {', '.join(accepted)}")
+
+
+def evaluate(results: dict[str, Any], only: Collection[str] | None = None) -> list[Outcome]:
+    """
+    Every rule's verdict on one leg (or the rules named in C{only}); a rule
+    that cannot read what it needs fails, saying why.
     """
     leg = Leg(results)
     outcomes = []
     for name, check in RULES.items():
+        if only is not None and name not in only:
+            continue
         try:
             passed, detail = check(leg)
         except (KeyError, TypeError, IndexError) as e:
@@ -458,6 +605,11 @@ def load(directory: Path) -> dict[str, dict[str, Any]]:
         results = json.loads((directory / f"{name}.json").read_text(encoding="utf-8"))
         results["sslyze"] = json.loads(
             (directory / f"{name}.sslyze.json").read_text(encoding="utf-8"))
+        testssl_json = directory / f"{name}.testssl.json"
+        if results.get("testssl") is not None:
+            results["testssl"]["document"] = (
+                json.loads(testssl_json.read_text(encoding="utf-8"))
+                if testssl_json.exists() else None)
         legs[name] = results
     return legs
 

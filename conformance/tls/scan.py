@@ -2,17 +2,20 @@
 Scan every TLS leg of a real relay and check the policy:
 
     python -m conformance.tls.scan [--out DIR] [--legs relay,e2ee,...]
+                                   [--no-testssl] [--testssl-jobs N]
 
 from the repository root, with nfltr's Python (conformance/tls/run does all
 of it).  It starts, in a temporary directory on 127.0.0.1 with free ports,
 a relay (C{tests.integration.harness.Stack}), the test web service and two
 C{nfltr http} agents (C{blog} in e2ee, C{shop} in inspect); scans each leg
-with sslyze (L{conformance.tls.sslyze_worker}, run by the Python that has
-sslyze: C{NFLTR_SSLYZE_PYTHON}, else conformance/tls/.venv, else this one)
-and with L{conformance.tls.probes}; evaluates L{conformance.tls.policy};
-writes the results and a summary to DIR (default docs/conformance/tls);
-stops everything.  Exit status 1 if a rule fails (each failure printed),
-2 if the scan could not be made.
+with sslyze and its Mozilla "intermediate" checker
+(L{conformance.tls.sslyze_worker}, run by the Python that has sslyze:
+C{NFLTR_SSLYZE_PYTHON}, else conformance/tls/.venv, else this one) and with
+L{conformance.tls.probes}, one leg after the other; then every leg with
+testssl.sh (L{conformance.tls.testssl}), several at once; evaluates
+L{conformance.tls.policy}; writes the results and a summary to DIR (default
+docs/conformance/tls); stops everything.  Exit status 1 if a rule fails
+(each failure printed), 2 if the scan could not be made.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ from typing import Any
 
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
-from conformance.tls import policy, probes, summary
+from conformance.tls import policy, probes, summary, testssl
+from nfltr.relay.config import DEFAULT_ADMISSION
 from nfltr.tls import public_key_fingerprint
 from tests.integration.harness import REPO, Stack
 
@@ -145,12 +149,17 @@ class Relay:
 
     def counters(self) -> dict[str, dict[str, float]]:
         """
-        The relay's refusal counters (from its admin /metrics).
+        The relay's refusal counters, and the TLS port's connections routed
+        (C{routed}, by route), from its admin /metrics.
         """
         url = f"http://{self.stack.info['admin']}/metrics"
         with urllib.request.urlopen(url, timeout=10) as response:
             text = response.read().decode()
-        found: dict[str, dict[str, float]] = {"admission": {}, "tls_port": {}}
+        found: dict[str, dict[str, float]] = {"admission": {}, "tls_port": {}, "routed": {}}
+        for match in re.finditer(
+            r'^nfltr_tls_port_connections_total\{route="(\w+)"\} (\S+)', text, re.MULTILINE,
+        ):
+            found["routed"][match.group(1)] = float(match.group(2))
         for match in re.finditer(
             r'^nfltr_(admission|tls_port)_refused_total\{(?:port="(\w+)",)?reason="(\w+)"\} (\S+)',
             text, re.MULTILINE,
@@ -168,19 +177,26 @@ class Relay:
         self.stack.close()
 
 
-def run_sslyze(python: str, address: tuple[str, int], server_name: str | None,
-               out: Path) -> dict[str, Any]:
+def run_sslyze(python: str, address: tuple[str, int], server_name: str | None, ca: str,
+               out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """
-    sslyze's JSON output for one leg (also left in C{out}).
+    sslyze's JSON output for one leg (also left in C{out}), and its Mozilla
+    intermediate checker's verdict (L{sslyze_worker.mozilla}); C{ca} is the
+    CA the leg's clients trust.
     """
+    mozilla = out.with_suffix(".mozilla.json")
     done = subprocess.run(
-        [python, str(WORKER), address[0], str(address[1]), server_name or "-", str(out)],
+        [python, str(WORKER), address[0], str(address[1]), server_name or "-", ca, str(out),
+         str(mozilla)],
         capture_output=True, text=True, timeout=SSLYZE_TIMEOUT, check=False,
+        # The Mozilla checker writes sets into its messages: in a fixed order.
+        env={**os.environ, "PYTHONHASHSEED": "0"},
     )
     if done.returncode != 0:
         raise RuntimeError(f"sslyze failed ({done.returncode}): {done.stderr[-2000:]}")
     result: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
-    return result
+    verdict: dict[str, Any] = json.loads(mozilla.read_text(encoding="utf-8"))
+    return result, verdict
 
 
 def scan_leg(relay: Relay, leg: LegSpec, sslyze_python: str, work: Path) -> dict[str, Any]:
@@ -189,8 +205,8 @@ def scan_leg(relay: Relay, leg: LegSpec, sslyze_python: str, work: Path) -> dict
     """
     started = time.monotonic()
     before = relay.counters()
-    scanned = run_sslyze(sslyze_python, relay.address, leg.server_name,
-                         work / f"{leg.name}.sslyze.json")
+    scanned, mozilla = run_sslyze(sslyze_python, relay.address, leg.server_name,
+                                  relay.ca(leg)[1], work / f"{leg.name}.sslyze.json")
     sslyze_seconds = time.monotonic() - started
     probed = probes.probe_leg(relay.address, leg.server_name, relay.ca(leg))
     after = relay.counters()
@@ -203,6 +219,7 @@ def scan_leg(relay: Relay, leg: LegSpec, sslyze_python: str, work: Path) -> dict
             "expect": relay.expect[leg.name],
         },
         "sslyze": scanned,
+        "mozilla": mozilla,
         "probes": probed,
         "counters": {"before": before, "after": after},
         "seconds": {"sslyze": round(sslyze_seconds, 2),
@@ -210,30 +227,90 @@ def scan_leg(relay: Relay, leg: LegSpec, sslyze_python: str, work: Path) -> dict
     }
 
 
-def scan(names: list[str], sslyze_python: str, work: Path) -> dict[str, dict[str, Any]]:
+def pace(leg: dict[str, Any]) -> float:
     """
-    Start a relay in C{work}, scan the legs C{names}, stop it: each leg's
-    results.
+    Wait until the relay's per-source token bucket has won back what the
+    leg just scanned took (each connection it admitted, routed or refused by
+    the SNI router, at the relay's default C{--per-source-rate}), so that
+    legs scanned back to back are not refused for rate (a refusal would look
+    like a refused suite: C{scan-not-throttled}); the seconds waited.
+    """
+    before, after = leg["counters"]["before"], leg["counters"]["after"]
+    admitted = sum(after[kind][key] - before[kind].get(key, 0)
+                   for kind in ("routed", "tls_port") for key in after[kind])
+    rate = DEFAULT_ADMISSION.per_source_rate
+    wait = admitted / rate - leg["seconds"]["total"] if rate else 0.0
+    if wait > 0:
+        time.sleep(wait)
+    return max(wait, 0.0)
+
+
+def scan_testssl(relay: Relay, legs: list[LegSpec], binary: str, work: Path,
+                 jobs: int) -> dict[str, dict[str, Any]]:
+    """
+    testssl.sh on C{legs}, C{jobs} at a time: each leg's L{testssl.run_one}
+    result, with the relay's refusal counters before and after (all legs'
+    runs together).
+    """
+    targets = [testssl.Target(leg.name, *relay.address, leg.server_name, relay.ca(leg)[1])
+               for leg in legs]
+    started = time.monotonic()
+    before = relay.counters()
+    results = testssl.run_all(binary, targets, work, jobs)
+    after = relay.counters()
+    print(f"testssl.sh: {len(legs)} legs in {time.monotonic() - started:.1f} s"
+          f" ({min(jobs, len(legs))} at a time)", file=sys.stderr)
+    for result in results.values():
+        result["counters"] = {"before": before, "after": after}
+        result["run"]["parallel"] = min(jobs, len(legs))
+    return results
+
+
+def scan(names: list[str], sslyze_python: str, work: Path, testssl_binary: str | None,
+         testssl_jobs: int) -> dict[str, dict[str, Any]]:
+    """
+    Start a relay in C{work}, scan the legs C{names} (sslyze and the probes
+    one after the other, then testssl.sh unless C{testssl_binary} is None),
+    stop it: each leg's results.
     """
     legs = [LEGS[name] for name in names]
     relay = Relay(work / "stack", legs)
     try:
-        return {leg.name: scan_leg(relay, leg, sslyze_python, work) for leg in legs}
+        results = {}
+        for index, leg in enumerate(legs):
+            results[leg.name] = scan_leg(relay, leg, sslyze_python, work)
+            if index + 1 < len(legs) or testssl_binary:
+                results[leg.name]["seconds"]["paced"] = round(pace(results[leg.name]), 2)
+        found = (scan_testssl(relay, legs, testssl_binary, work, testssl_jobs)
+                 if testssl_binary else {})
+        for name, leg_results in results.items():
+            leg_results["testssl"] = found.get(name)
+        return results
     finally:
         relay.close()
 
 
 def write(out: Path, results: dict[str, dict[str, Any]], meta: dict[str, Any]) -> None:
     """
-    Write each leg's sslyze output (LEG.sslyze.json), the rest of its
-    results (LEG.json), an index and the summary (summary.md) to C{out}.
+    Write each leg's sslyze output (LEG.sslyze.json), testssl.sh's
+    (LEG.testssl.json), the rest of its results (LEG.json), an index and the
+    summary (summary.md) to C{out}.
     """
     out.mkdir(parents=True, exist_ok=True)
     for name, leg in results.items():
         rest = {k: v for k, v in leg.items() if k != "sslyze"}
+        tested = leg.get("testssl")
+        if tested is not None:
+            rest["testssl"] = {k: v for k, v in tested.items() if k != "document"}
         (out / f"{name}.json").write_text(json.dumps(rest, indent=2) + "\n", encoding="utf-8")
         (out / f"{name}.sslyze.json").write_text(
             json.dumps(leg["sslyze"], indent=2) + "\n", encoding="utf-8")
+        testssl_json = out / f"{name}.testssl.json"
+        if tested is not None and tested["document"] is not None:
+            testssl_json.write_text(json.dumps(tested["document"], indent=2) + "\n",
+                                    encoding="utf-8")
+        else:
+            testssl_json.unlink(missing_ok=True)
     (out / "index.json").write_text(
         json.dumps({**meta, "legs": list(results)}, indent=2) + "\n", encoding="utf-8")
     verdicts = {name: policy.evaluate(leg) for name, leg in results.items()}
@@ -250,6 +327,10 @@ def main(argv: list[str]) -> int:
                         help="where to write the results (default: %(default)s)")
     parser.add_argument("--legs", default=",".join(LEGS),
                         help="comma-separated legs to scan (default: %(default)s)")
+    parser.add_argument("--no-testssl", action="store_true",
+                        help="skip testssl.sh (its rules then fail: not run)")
+    parser.add_argument("--testssl-jobs", type=int, default=len(LEGS),
+                        help="legs testssl.sh scans at once (default: %(default)s)")
     args = parser.parse_args(argv)
     names = [n for n in args.legs.split(",") if n]
     unknown = set(names) - set(LEGS)
@@ -260,6 +341,11 @@ def main(argv: list[str]) -> int:
         print("sslyze is not importable: run conformance/tls/run, or set NFLTR_SSLYZE_PYTHON"
               f" to a Python with sslyze=={SSLYZE_VERSION}", file=sys.stderr)
         return 2
+    binary = None if args.no_testssl else testssl.find_testssl()
+    if binary is None and not args.no_testssl:
+        print("testssl.sh is not installed: apt-get install testssl.sh (Debian's program is"
+              " `testssl`), or set NFLTR_TESTSSL to it, or pass --no-testssl", file=sys.stderr)
+        return 2
     started = time.monotonic()
     meta: dict[str, Any] = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -268,10 +354,13 @@ def main(argv: list[str]) -> int:
     }
     work = Path(tempfile.mkdtemp(prefix="nfltr-tls-scan-"))
     try:
-        results = scan(names, python, work)
+        results = scan(names, python, work, binary, args.testssl_jobs)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     meta["seconds"] = round(time.monotonic() - started, 1)
+    first = next(iter(results.values()))
+    meta["mozilla_guidelines"] = first["mozilla"].get("guidelines")
+    meta["testssl"] = testssl.tool(first["testssl"]["document"]) if first["testssl"] else None
     meta["nfltr_openssl"] = next(iter(results.values()))["probes"]["handshake"].get("openssl")
     meta["probe_client_openssl"] = next(iter(results.values()))["probes"]["tickets_tls1_3"][
         "client_openssl"]
@@ -282,8 +371,11 @@ def main(argv: list[str]) -> int:
         for outcome in outcomes:
             if not outcome.passed:
                 print(f"VIOLATION {name}: {outcome.rule}: {outcome.detail}")
+    tools = f"sslyze {meta['sslyze']}"
+    if meta["testssl"]:
+        tools += f", testssl.sh {meta['testssl']['version']} ({meta['testssl']['openssl']})"
     print(f"{'PASS' if ok else 'FAIL'}: {len(results)} legs scanned in {meta['seconds']} s"
-          f" (sslyze {meta['sslyze']}); results in {args.out}")
+          f" ({tools}); results in {args.out}")
     return 0 if ok else 1
 
 

@@ -8,7 +8,16 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from conformance.tls.policy import VERSIONS, Outcome
+from conformance.tls.policy import (
+    TESTSSL_FAILING,
+    VERSIONS,
+    WEAK_CIPHER_LISTS,
+    Outcome,
+    mozilla_kind,
+)
+
+#: testssl.sh severities worth a line in the summary.
+NOTABLE = TESTSSL_FAILING | {"LOW"}
 
 
 def _cell(text: object) -> str:
@@ -29,14 +38,68 @@ def _suites(sslyze: dict[str, Any], command: str) -> str:
             f" {len(names) + len(result['rejected_cipher_suites'])}: {', '.join(names)}")
 
 
-def _counters(leg: dict[str, Any]) -> str:
+def _counters(counters: dict[str, Any]) -> str:
     parts = []
-    for kind in ("tls_port", "admission"):
-        before = leg["counters"]["before"][kind]
-        after = leg["counters"]["after"][kind]
+    for kind in ("routed", "tls_port", "admission"):
+        before = counters["before"].get(kind, {})
+        after = counters["after"].get(kind, {})
         parts += [f"{kind} {reason} +{after[reason] - before.get(reason, 0):g}"
                   for reason in after if after[reason] != before.get(reason, 0)]
     return ", ".join(parts) or "none"
+
+
+def _issues(issues: dict[str, str] | None) -> str:
+    if issues is None:
+        return "not checked"
+    if not issues:
+        return "compliant"
+    return "; ".join(f"[{mozilla_kind(k)}] `{k}`: {v}" for k, v in issues.items())
+
+
+def _mozilla(leg: dict[str, Any]) -> tuple[str, str]:
+    verdict = leg["mozilla"]
+    if verdict.get("error"):
+        return f"not checked: {verdict['error']}", ""
+    return _issues(verdict["issues"]), _issues(verdict.get("issues_public_trust_stores_only"))
+
+
+def _testssl_sections(leg: dict[str, Any]) -> dict[str, list[dict[str, Any]]] | None:
+    tested = leg.get("testssl")
+    if not tested or not tested.get("document"):
+        return None
+    sections: dict[str, list[dict[str, Any]]] = {
+        k: v for k, v in tested["document"]["scanResult"][0].items() if isinstance(v, list)}
+    return sections
+
+
+def _notable(findings: list[dict[str, Any]]) -> str:
+    rated = [f"`{f['id']}` **{f['severity']}**: {f['finding']}"
+             for f in findings if f["severity"] in NOTABLE]
+    return "; ".join(rated) or "none"
+
+
+def _testssl_row(leg: dict[str, Any]) -> tuple[str, str, str, str]:
+    """
+    Vulnerabilities, weak ciphers, other notable findings, time.
+    """
+    sections = _testssl_sections(leg)
+    if sections is None:
+        return "not run", "not run", "not run", ""
+    lists = {f["id"]: f["finding"] for f in sections.get("ciphers", [])}
+    weak = [f"{label}: {lists.get(key, 'not tested')}" for key, label in WEAK_CIPHER_LISTS.items()
+            if not lists.get(key, "").startswith("not offered")]
+    weak_rated = _notable(sections.get("ciphers", []) + sections.get("pfs", [])
+                          + sections.get("cipherTests", []))
+    other = [f for name, found in sections.items()
+             if name not in {"vulnerabilities", "ciphers", "pfs", "cipherTests"} for f in found]
+    vulnerabilities = sections.get("vulnerabilities", [])
+    return (
+        f"{_notable(vulnerabilities)} ({len(vulnerabilities)} tests)",
+        ("; ".join(weak) or "no weak category offered")
+        + ("" if weak_rated == "none" else f"; {weak_rated}"),
+        _notable(other),
+        f"{leg['testssl']['run']['seconds']} s",
+    )
 
 
 def _leg_table(leg: dict[str, Any]) -> list[str]:
@@ -103,9 +166,29 @@ def _leg_table(leg: dict[str, Any]) -> list[str]:
          else "not supported"),
         ("extended master secret", "supported"
          if result["tls_extended_master_secret"]["supports_ems_extension"] else "not supported"),
-        ("relay's refusal counters during the scan", _counters(leg)),
+        ("Mozilla intermediate (sslyze's checker, the leg's CA trusted)", _mozilla(leg)[0]),
+        ("the same, sslyze's public trust stores only", _mozilla(leg)[1]),
+        ("relay's counters during sslyze and the probes", _counters(leg["counters"])),
+    ]
+    tested = leg.get("testssl")
+    if tested:
+        vulnerabilities, weak, other, seconds = _testssl_row(leg)
+        rows += [
+            ("testssl.sh", f"`{tested['run']['command']}`: exit status"
+                           f" {tested['run']['exit_status']}, {seconds}"),
+            ("testssl.sh vulnerabilities rated LOW or worse, or not testable", vulnerabilities),
+            ("testssl.sh weak ciphers", weak),
+            ("testssl.sh other findings rated LOW or worse, or WARN", other),
+            ("relay's counters during testssl.sh (every leg's run at once)",
+             _counters(tested["counters"])),
+        ]
+    else:
+        rows.append(("testssl.sh", "not run"))
+    rows += [
         ("time", f"sslyze {leg['seconds']['sslyze']} s,"
-                 f" with the probes {leg['seconds']['total']} s"),
+                 f" with the probes {leg['seconds']['total']} s"
+                 + (f", then {leg['seconds']['paced']} s for the relay's per-source rate"
+                    if leg["seconds"].get("paced") else "")),
     ]
     return ["| | |", "|---|---|", *(f"| {_cell(k)} | {_cell(v)} |" for k, v in rows)]
 
@@ -121,11 +204,13 @@ def render(results: dict[str, dict[str, Any]], verdicts: dict[str, list[Outcome]
         "# TLS scan of the relay's legs",
         "",
         f"Written by `conformance/tls/run` on {meta['date']}: sslyze {meta['sslyze']},"
+        f" testssl.sh {(meta.get('testssl') or {}).get('version', '(not run)')},"
         f" nfltr's OpenSSL {meta['nfltr_openssl']}, probe client {meta['probe_client_openssl']},"
         f" Python {meta['python']}; {len(legs)} legs in {meta['seconds']} s."
         " `conformance/tls/README.md` says what is scanned and how; next to this file,"
-        " `LEG.sslyze.json` is sslyze's output for a leg and `LEG.json` the rest (the probes,"
-        " the relay's counters). Check them again with"
+        " `LEG.sslyze.json` is sslyze's output for a leg, `LEG.testssl.json` testssl.sh's and"
+        " `LEG.json` the rest (the Mozilla checker's verdict, the probes, the relay's counters,"
+        " the testssl.sh command). Check them again with"
         " `python -m conformance.tls.policy docs/conformance/tls`.",
         "",
         f"**{'PASS' if not failed else 'FAIL'}**"
@@ -142,6 +227,34 @@ def render(results: dict[str, dict[str, Any]], verdicts: dict[str, list[Outcome]
     if failed:
         lines += ["", "Failures:", ""]
         lines += [f"- {leg}, {o.rule}: {_cell(o.detail)}" for leg, o in failed]
+    lines += [
+        "",
+        "## Mozilla intermediate",
+        "",
+        f"sslyze's checker against {meta.get('mozilla_guidelines')} (`--mozilla_config"
+        "=intermediate`), with the certificate validated against the CA the leg's clients trust"
+        " (`--certinfo_ca_file`), and what it says with sslyze's public trust stores only.",
+        "",
+        "| leg | the leg's CA trusted | public trust stores only |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {leg} | {_cell(_mozilla(results[leg])[0])} | {_cell(_mozilla(results[leg])[1])} |"
+              for leg in legs]
+    testssl = meta.get("testssl")
+    lines += ["", "## testssl.sh", ""]
+    if testssl:
+        lines += [
+            f"testssl.sh {testssl['version']}, running {testssl['openssl']}"
+            f" (`{testssl['openssl_path']}`); findings rated LOW or worse, or WARN (a test that"
+            " could not be made). `LEG.testssl.json` is its output for a leg.",
+            "",
+            "| leg | vulnerabilities | weak ciphers | other findings | time |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [f"| {leg} | " + " | ".join(_cell(c) for c in _testssl_row(results[leg])) + " |"
+                  for leg in legs]
+    else:
+        lines.append("Not run (`--no-testssl`).")
     for leg in legs:
         info = results[leg]["leg"]
         name = info["server_name"]
