@@ -72,3 +72,76 @@ class GroupTests(SynchronousTestCase):
         ca = ShareCA.load(pki, "localhost")
         self.assertHybrid(Pair(ca.issue("blog"),
                                client_creator("blog.localhost", ca_path=pki.share_ca_cert)))
+
+
+class OpenSSLConfigurationTests(SynchronousTestCase):
+    """
+    L{nfltr._openssl_conf}: the settings pyOpenSSL cannot make, given to
+    OpenSSL as it loads, in a fresh interpreter as each nfltr process is.
+    """
+
+    def run_python(self, code: str, **env: str) -> str:
+        import os
+        import subprocess
+        import sys
+
+        environ = {k: v for k, v in os.environ.items() if k != "OPENSSL_CONF"}
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env={**environ, **env}, timeout=60, check=True)
+        return done.stdout.strip()
+
+    def test_applied(self) -> None:
+        """
+        Importing nfltr loads OpenSSL with nfltr's configuration, then takes
+        it out of the environment (children do not inherit it); a server
+        context then refuses a TLS 1.3 client that offers only secp521r1,
+        and sends no session ticket.
+        """
+        code = """
+import os, socket, ssl, threading, tempfile
+from pathlib import Path
+import nfltr
+from OpenSSL import SSL
+from nfltr.tls import ensure_self_signed, server_context_factory
+ident = ensure_self_signed(Path(tempfile.mkdtemp()), "x")
+context = server_context_factory(ident.cert, ident.key).context
+server = socket.create_server(("127.0.0.1", 0))
+def serve():
+    for _ in range(2):
+        sock, _ = server.accept()
+        conn = SSL.Connection(context, sock)
+        conn.set_accept_state()
+        try:
+            conn.do_handshake(); conn.send(b"hi"); conn.recv(1)
+        except SSL.Error:
+            pass
+        sock.close()
+threading.Thread(target=serve, daemon=True).start()
+client = ssl.create_default_context()
+client.check_hostname, client.verify_mode = False, ssl.CERT_NONE
+tls = client.wrap_socket(socket.create_connection(server.getsockname()), server_hostname="x")
+tls.recv(2)
+ticket = tls.session.has_ticket
+tls.close()
+p521 = ssl.create_default_context()
+p521.check_hostname, p521.verify_mode = False, ssl.CERT_NONE
+p521.minimum_version = ssl.TLSVersion.TLSv1_3
+p521.set_ecdh_curve("secp521r1")
+try:
+    p521.wrap_socket(socket.create_connection(server.getsockname()), server_hostname="x")
+    refused = False
+except ssl.SSLError:
+    refused = True
+print(nfltr.OPENSSL_CONFIGURED, "OPENSSL_CONF" in os.environ, ticket, refused)
+"""
+        self.assertEqual(self.run_python(code), "True False False True")
+
+    def test_usersOwn(self) -> None:
+        """
+        A user's own OPENSSL_CONF is left alone.
+        """
+        self.assertEqual(
+            self.run_python("import nfltr; print(nfltr.OPENSSL_CONFIGURED)",
+                            OPENSSL_CONF="/dev/null"),
+            "False",
+        )

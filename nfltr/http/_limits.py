@@ -16,7 +16,7 @@ MAX_RESPONSE_HEAD_SIZE = 64 * 1024
 #: Seconds a visitor connection may wait for (the whole of) its next request head.
 IDLE_TIMEOUT = 60.0
 #: Idle keep-alive connections a pool keeps per backend.
-POOL_MAX_IDLE = 16
+POOL_MAX_IDLE = 64
 #: Seconds an idle pooled connection is kept before it is closed.
 POOL_IDLE_TIMEOUT = 30.0
 

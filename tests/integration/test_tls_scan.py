@@ -25,23 +25,10 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from conformance.tls import policy, scan, testssl
 
-#: Rules that fail today, with why; each has a test of its own, marked todo,
-#: and the leg tests check every other rule.
-KNOWN = {
-    "no-session-tickets-tls1.3": (
-        "OP_NO_TICKET only makes OpenSSL's TLS 1.3 tickets stateful: with the session cache off"
-        " it still sends two NewSessionTicket messages per connection (none resumes);"
-        " SSL_CTX_set_num_tickets(0) is what stops them, and pyOpenSSL does not expose it"
-    ),
-    "kx-tls1.3-groups-ecdhe-only": (
-        "nfltr sets no group list, so OpenSSL's default one also accepts ffdhe2048 and"
-        " ffdhe3072 in TLS 1.3 from a client that offers only those"
-    ),
-    "mozilla-intermediate": (
-        "the same missing group list: X448 and secp521r1 are accepted, and Mozilla's"
-        " intermediate configuration allows only X25519, P-256 and P-384"
-    ),
-}
+#: Rules that fail today, with why (none: the three that did, TLS 1.3
+#: tickets and the group list, are set through OpenSSL's configuration by
+#: L{nfltr._openssl_conf}).
+KNOWN: dict[str, str] = {}
 
 #: The rules read from testssl.sh's output: checked by L{TLSScanTests.test_testssl}
 #: alone, since the leg tests do not run it.
@@ -117,14 +104,3 @@ class TLSScanTests(SynchronousTestCase):
             self.assertTrue(status is not None and status < policy.FATAL_STATUS,
                             f"{name}: testssl.sh exit status {status}: {tested['run']}")
 
-    def test_knownFailures(self) -> None:
-        """
-        The rules of L{KNOWN} pass too, on the relay's own name.
-        """
-        results = self.scanLeg("relay")
-        failed = {o.rule: o.detail for o in policy.evaluate(results)
-                  if not o.passed and o.rule in KNOWN}
-        self.assertEqual(failed, {})
-
-    test_knownFailures.todo = "; ".join(  # type: ignore[attr-defined]
-        f"{rule}: {why}" for rule, why in KNOWN.items())
