@@ -80,6 +80,20 @@ def _registerKeys(subparsers: Subparsers, common: argparse.ArgumentParser) -> No
     )
     revoke.add_argument("keyid", metavar="ID", help="the key's id, as `keys list` shows it")
     revoke.set_defaults(run=_runner(_keysRevoke))
+    addSSH = commands.add_parser(
+        "add-ssh", parents=[common],
+        help="register an SSH public key for an account (for the relay's SSH listener)",
+    )
+    addSSH.add_argument("--account", required=True, help="the account the key belongs to")
+    addSSH.add_argument("--label", default=None, help="a note (default: the key's comment)")
+    addSSH.add_argument("file", metavar="FILE", help="an OpenSSH public key file (.pub), or -")
+    addSSH.set_defaults(run=_runner(_keysAddSSH))
+    listSSH = commands.add_parser("list-ssh", parents=[common], help="list SSH keys")
+    listSSH.add_argument("--account", default=None, help="only this account's keys")
+    listSSH.set_defaults(run=_runner(_keysListSSH))
+    removeSSH = commands.add_parser("remove-ssh", parents=[common], help="unregister an SSH key")
+    removeSSH.add_argument("fingerprint", metavar="SHA256:...", help="as `keys list-ssh` shows")
+    removeSSH.set_defaults(run=_runner(_keysRemoveSSH))
 
 
 def _runner(
@@ -159,6 +173,29 @@ def _keysRevoke(core: SQLiteStoreCore, args: argparse.Namespace) -> None:
     print(
         "running relays close its links at their next revocation check", file=sys.stderr
     )
+
+
+def _keysAddSSH(core: SQLiteStoreCore, args: argparse.Namespace) -> None:
+    try:
+        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text("ascii")
+    except (OSError, UnicodeDecodeError) as e:
+        raise CommandError(f"cannot read {args.file}: {e}") from None
+    info = core.add_ssh_key(args.account, text, args.label)
+    print(f"added SSH key {info.fingerprint} ({info.algorithm}) for account {info.account}")
+
+
+def _keysListSSH(core: SQLiteStoreCore, args: argparse.Namespace) -> None:
+    rows = [
+        (k.fingerprint, k.account, k.algorithm, k.label if k.label is not None else "-",
+         _time(k.created_at))
+        for k in core.list_ssh_keys(args.account)
+    ]
+    _table(("FINGERPRINT", "ACCOUNT", "TYPE", "LABEL", "CREATED"), rows)
+
+
+def _keysRemoveSSH(core: SQLiteStoreCore, args: argparse.Namespace) -> None:
+    info = core.remove_ssh_key(args.fingerprint)
+    print(f"removed SSH key {info.fingerprint} of account {info.account}")
 
 
 def _time(posix: float) -> str:

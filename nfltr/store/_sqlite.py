@@ -47,6 +47,7 @@ from nfltr.store._model import (
     new_key,
     parse_key,
 )
+from nfltr.store._ssh import InvalidSSHKey, SSHKeyInfo, parse_ssh_public_key
 
 _T = TypeVar("_T")
 
@@ -77,6 +78,17 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         " WHERE revoked_revision IS NOT NULL",
         "CREATE TABLE revision (id INTEGER PRIMARY KEY CHECK (id = 1), value INTEGER NOT NULL)",
         "INSERT INTO revision (id, value) VALUES (1, 0)",
+    ),
+    (
+        """CREATE TABLE ssh_keys (
+            fingerprint TEXT PRIMARY KEY,
+            account TEXT NOT NULL REFERENCES accounts (name),
+            algorithm TEXT NOT NULL,
+            key TEXT NOT NULL,
+            label TEXT,
+            created_at REAL NOT NULL
+        )""",
+        "CREATE INDEX ssh_keys_by_account ON ssh_keys (account)",
     ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -326,6 +338,85 @@ class SQLiteStoreCore:
             "revoked API key {keyid} of account {account}", keyid=keyid, account=key.account
         )
         return KeyInfo(key.keyid, key.account, key.label, key.created_at, revoked_at)
+
+    def add_ssh_key(self, account: str, line: str, label: str | None = None) -> SSHKeyInfo:
+        """
+        Register an SSH public key (an OpenSSH line) for C{account}; its
+        comment is the label unless one is given.
+
+        @raise InvalidSSHKey: not an accepted key.
+        @raise UnknownAccount: no account has this name.
+        @raise StoreError: the key is registered already (to any account).
+        """
+        check_account_name(account)
+        key = parse_ssh_public_key(line)
+        label = label if label is not None else key.comment
+        check_label(label)
+        info = SSHKeyInfo(key.fingerprint, account, key.algorithm, label, self._now())
+        with self._transaction(write=True) as db:
+            _require_account(db, account)
+            try:
+                db.execute(
+                    "INSERT INTO ssh_keys (fingerprint, account, algorithm, key, label,"
+                    " created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                    (info.fingerprint, account, info.algorithm, key.line, label,
+                     info.created_at),
+                )
+            except sqlite3.IntegrityError:
+                raise StoreError(f"SSH key {key.fingerprint} is registered already") from None
+        self._log.info("added SSH key {fingerprint} for account {account}",
+                       fingerprint=key.fingerprint, account=account)
+        return info
+
+    def list_ssh_keys(self, account: str | None = None) -> list[SSHKeyInfo]:
+        """
+        The SSH keys of C{account}, or of every account, oldest first.
+        """
+        query = "SELECT fingerprint, account, algorithm, label, created_at FROM ssh_keys"
+        with self._transaction(write=False) as db:
+            if account is None:
+                rows = db.execute(query + " ORDER BY created_at").fetchall()
+            else:
+                check_account_name(account)
+                _require_account(db, account)
+                rows = db.execute(query + " WHERE account = ? ORDER BY created_at",
+                                  (account,)).fetchall()
+        return [SSHKeyInfo(*row) for row in rows]
+
+    def remove_ssh_key(self, fingerprint: str) -> SSHKeyInfo:
+        """
+        Unregister an SSH key.
+
+        @raise UnknownKey: no key has this fingerprint.
+        """
+        with self._transaction(write=True) as db:
+            row = db.execute(
+                "SELECT fingerprint, account, algorithm, label, created_at FROM ssh_keys"
+                " WHERE fingerprint = ?", (fingerprint,),
+            ).fetchone()
+            if row is None:
+                raise UnknownKey(fingerprint)
+            db.execute("DELETE FROM ssh_keys WHERE fingerprint = ?", (fingerprint,))
+        info = SSHKeyInfo(*row)
+        self._log.info("removed SSH key {fingerprint} of account {account}",
+                       fingerprint=fingerprint, account=info.account)
+        return info
+
+    def ssh_key_account(self, line: str) -> str | None:
+        """
+        The account an SSH public key (C{TYPE BASE64}) is registered to, if
+        it is, exactly (the same key, not just the same fingerprint).
+        """
+        try:
+            key = parse_ssh_public_key(line)
+        except InvalidSSHKey:
+            return None
+        with self._transaction(write=False) as db:
+            row = db.execute("SELECT account, key FROM ssh_keys WHERE fingerprint = ?",
+                             (key.fingerprint,)).fetchone()
+        if row is None or row[1] != key.line:
+            return None
+        return str(row[0])
 
     def revision(self) -> int:
         """
