@@ -221,3 +221,30 @@ def hot_spots(
         "samples": samples, "idle": idle, "self": table(own), "total": table(total),
         "copies": table(copies),
     }
+
+
+def hot_spots_markdown(results: dict[str, Any]) -> str:
+    """
+    The hot spots of profiled runs as Markdown: for each run (C{name} to
+    C{{"run", "possible", "hot_spots"}}), its rate and, per process, the
+    functions with the most samples on the CPU, by self and by total time.
+    """
+    lines: list[str] = []
+    for name, result in results.items():
+        run = result["run"]
+        rate = f"{run['gbit_s']} Gbit/s" if "gbit_s" in run else f"{run['req_s']:.0f} req/s"
+        lines += [f"### {name} under py-spy ({rate}; sampling slows it)", ""]
+        for role, spots in result["hot_spots"].items():
+            lines += [
+                f"{role}: {spots['samples']} samples on the CPU of {result['possible']} taken",
+                "",
+                "| # | self | function | total | function |",
+                "|---|---|---|---|---|",
+            ]
+            for i, (own, total) in enumerate(zip(spots["self"], spots["total"], strict=False)):
+                lines.append(
+                    f"| {i + 1} | {own['share']:.1%} | `{own['function']}` |"
+                    f" {total['share']:.1%} | `{total['function']}` |"
+                )
+            lines.append("")
+    return "\n".join(lines)

@@ -74,7 +74,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ._profile import Sampler, hot_spots
+from ._profile import Sampler, hot_spots, hot_spots_markdown
 from ._shares_stack import FILES, MODES, SHARE_DOMAIN, Nginx, Shares, fetch, tls_parameters
 from ._stack import Processes, children_cpu, group_cpu, run_bounded, tool_versions, tree_state
 from ._system import ROOT, BenchError, environment, loadavg, process_cpu, self_cpu, system_cpu
@@ -650,24 +650,6 @@ def profile(bench: Bench, workloads: list[Workload], tmp: Path) -> dict[str, Any
     return results
 
 
-def profile_markdown(results: dict[str, Any]) -> str:
-    lines: list[str] = []
-    for name, result in results.items():
-        lines += [f"### {name} under py-spy ({result['run']['req_s']:.0f} req/s)", ""]
-        for role, spots in result["hot_spots"].items():
-            lines += [
-                f"{role}: {spots['samples']} samples on the CPU of {result['possible']} taken",
-                "",
-                "| # | self | function | total | function |",
-                "|---|---|---|---|---|",
-            ]
-            for i, (own, total) in enumerate(zip(spots["self"], spots["total"], strict=False)):
-                lines.append(
-                    f"| {i + 1} | {own['share']:.1%} | `{own['function']}` |"
-                    f" {total['share']:.1%} | `{total['function']}` |"
-                )
-            lines.append("")
-    return "\n".join(lines)
 
 
 # -- command line ------------------------------------------------------------------
@@ -753,7 +735,7 @@ def report(doc: dict[str, Any]) -> str:
             "TLS as wrk's OpenSSL gets it (`openssl s_client`): " + tls_markdown(doc["found"])
         )
     if "profile" in doc:
-        parts.append(profile_markdown(doc["profile"]))
+        parts.append(hot_spots_markdown(doc["profile"]))
     return "\n\n".join(parts)
 
 

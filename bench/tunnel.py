@@ -58,7 +58,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ._profile import Sampler, hot_spots
+from ._profile import Sampler, hot_spots, hot_spots_markdown
 from ._stack import (
     PAGE,
     Processes,
@@ -635,26 +635,6 @@ def profile(bench: Bench, workloads: list[Workload], tmp: Path) -> dict[str, Any
     return results
 
 
-def profile_markdown(results: dict[str, Any]) -> str:
-    lines: list[str] = []
-    for name, result in results.items():
-        run = result["run"]
-        rate = f"{run['gbit_s']} Gbit/s" if "gbit_s" in run else f"{run['req_s']:.0f} req/s"
-        lines += [f"### {name} under py-spy ({rate}; sampling slows it)", ""]
-        for role, spots in result["hot_spots"].items():
-            lines += [
-                f"{role}: {spots['samples']} samples on the CPU of {result['possible']} taken",
-                "",
-                "| # | self | function | total | function |",
-                "|---|---|---|---|---|",
-            ]
-            for i, (own, total) in enumerate(zip(spots["self"], spots["total"], strict=False)):
-                lines.append(
-                    f"| {i + 1} | {own['share']:.1%} | `{own['function']}` |"
-                    f" {total['share']:.1%} | `{total['function']}` |"
-                )
-            lines.append("")
-    return "\n".join(lines)
 
 
 # -- command line ------------------------------------------------------------------
@@ -723,7 +703,7 @@ def report(doc: dict[str, Any]) -> None:
     print(markdown(doc["summary"], doc))
     if "profile" in doc:
         print()
-        print(profile_markdown(doc["profile"]))
+        print(hot_spots_markdown(doc["profile"]))
 
 
 def _log(message: str) -> None:

@@ -91,6 +91,17 @@ async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, burs
         writer.close()
 
 
+def publish_port(port_file: str, port: int) -> None:
+    """
+    Write C{port} to C{port_file} atomically (readers see no file or the
+    whole port), for the test that started this service.
+    """
+    tmp = port_file + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(str(port))
+    os.replace(tmp, port_file)
+
+
 async def main(port_file: str, burst: int) -> None:
     """
     Listen, publish the port, serve forever.
@@ -98,11 +109,7 @@ async def main(port_file: str, burst: int) -> None:
     server = await asyncio.start_server(
         lambda r, w: serve(r, w, burst), "127.0.0.1", 0, limit=CHUNK
     )
-    port = server.sockets[0].getsockname()[1]
-    tmp = port_file + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(str(port))
-    os.replace(tmp, port_file)
+    publish_port(port_file, server.sockets[0].getsockname()[1])
     async with server:
         await server.serve_forever()
 

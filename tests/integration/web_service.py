@@ -26,9 +26,10 @@ import argparse
 import asyncio
 import base64
 import hashlib
-import os
 import ssl
 import struct
+
+from .service import publish_port
 
 WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 MAX_HEAD = 64 * 1024
@@ -163,11 +164,7 @@ async def main(port_file: str, close: bool, tls: list[str] | None) -> None:
     server = await asyncio.start_server(
         lambda r, w: serve(r, w, close), "127.0.0.1", 0, ssl=context, limit=MAX_HEAD
     )
-    port = server.sockets[0].getsockname()[1]
-    tmp = port_file + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(str(port))
-    os.replace(tmp, port_file)
+    publish_port(port_file, server.sockets[0].getsockname()[1])
     async with server:
         await server.serve_forever()
 
