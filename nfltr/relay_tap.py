@@ -33,6 +33,7 @@ from nfltr.relay.config import (
 )
 from nfltr.relay.router import check_share_domain
 from nfltr.relay.service import RelayService
+from nfltr.ssh import SSHConfig, SSHConfigError
 from nfltr.tls import PKIError, subject_alt_names
 
 MAX_REVOCATION_POLL = 3600.0
@@ -122,9 +123,32 @@ class Options(usage.Options):
         ["ws-echo", None, None,
          "Serve a WebSocket echo on this path of the relay's own name, on the same stack as "
          "WebSocket links: for the Autobahn TestSuite only, never in production."],
+        ["ssh", None, "none",
+         "Endpoint of the SSH port, where OpenSSH clients publish services (ssh -R) and reach "
+         "agents (ssh -L, -W) with keys registered by `nfltr keys add-ssh` (none: no SSH "
+         "port); e.g. tcp:2222."],
+        ["ssh-window", None, str(SSHConfig.window),
+         "Bytes an SSH client may send on one forwarded channel before the relay wrote them "
+         "onward (also what one stuck channel can hold)."],
+        ["ssh-max-channels", None, str(SSHConfig.max_channels),
+         "Channels one SSH connection may have open at once."],
+        ["ssh-max-forwards", None, str(SSHConfig.max_forwards),
+         "Remote forwards (ssh -R) one SSH connection may hold."],
+        ["ssh-login-grace", None, str(SSHConfig.login_grace),
+         "Seconds an SSH client has from connecting to logging in."],
+        ["ssh-max-auth-tries", None, str(SSHConfig.max_auth_tries),
+         "Failed SSH authentication attempts before the relay hangs up."],
         ["public-port", None, None,
          "The port share URLs name, when visitors reach the TLS port through another port "
          "(a port mapping, a load balancer) [default: the TLS port's]."],
+    ]
+
+    optFlags = [
+        ["ssh-pq-only", None,
+         "Offer only the post-quantum SSH key exchange (mlkem768x25519-sha256, OpenSSH 9.9 "
+         "and later), dropping curve25519-sha256 for older clients."],
+        ["ssh-password-auth", None,
+         "Also accept an account's API key as the SSH password (public keys only otherwise)."],
     ]
 
     def __init__(self) -> None:
@@ -195,6 +219,9 @@ class Options(usage.Options):
         admin = check_endpoint(self["admin"], "--admin")
         http = self["http"]
         http = None if http.strip().lower() == "none" else check_endpoint(http, "--http")
+        ssh = self["ssh"]
+        ssh = None if ssh.strip().lower() == "none" else check_endpoint(ssh, "--ssh")
+        sshConfig = self._sshConfig()
         dataDir = self["data-dir"]
         path = Path(os.path.expanduser(dataDir)) if dataDir else default_data_dir()
         self.config = RelayConfig(
@@ -202,9 +229,30 @@ class Options(usage.Options):
             revocation_poll=poll, drain_timeout=drain, share_domain=shareDomain,
             handshake_timeout=handshake, lease_time=lease, public_port=public, http=http,
             admission=admission, max_agents=_limit(self["max-agents"], "--max-agents"),
-            cert=cert, key=key, inspect_rate=inspectRate, ws_echo=echo,
+            cert=cert, key=key, inspect_rate=inspectRate, ws_echo=echo, ssh=ssh,
+            ssh_config=sshConfig,
         )
 
+
+    def _sshConfig(self) -> SSHConfig:
+        """
+        The SSH port's limits and options.
+
+        @raise usage.UsageError: naming the bad option.
+        """
+        try:
+            return SSHConfig(
+                window=_limit(self["ssh-window"], "--ssh-window", none=False),
+                max_channels=_limit(self["ssh-max-channels"], "--ssh-max-channels", none=False),
+                max_forwards=_limit(self["ssh-max-forwards"], "--ssh-max-forwards", none=False),
+                login_grace=_seconds(self["ssh-login-grace"], "--ssh-login-grace"),
+                max_auth_tries=_limit(self["ssh-max-auth-tries"], "--ssh-max-auth-tries",
+                                      none=False),
+                pq_only=bool(self["ssh-pq-only"]),
+                password_auth=bool(self["ssh-password-auth"]),
+            )
+        except SSHConfigError as e:
+            raise usage.UsageError(f"--ssh-...: {e}") from None
 
 def _limit(value: object, option: str, kind: type = int, none: bool = True) -> Any:
     """

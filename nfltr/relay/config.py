@@ -4,7 +4,8 @@ The relay's settings and where it keeps its files.
 
 A relay's data directory holds C{tls/} (its CA, certificate and share CA,
 see L{nfltr.tls.ensure_relay_pki}), C{nfltr.sqlite3} (accounts and API
-keys) and, while it runs, C{relay.json} (the addresses it bound).
+keys), C{ssh/} (the SSH host keys, with C{--ssh}) and, while it runs,
+C{relay.json} (the addresses it bound).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nfltr.admission import AdmissionLimits
+from nfltr.ssh._config import SSHConfig
 
 DEFAULT_TLS = "tcp:8443"
 DEFAULT_ADMIN = "tcp:9090:interface=127.0.0.1"
@@ -98,6 +100,9 @@ class RelayConfig:
     @ivar inspect_rate: HTTP requests per second, and burst, each share may
         take through the relay's HTTP proxy (C{inspect}, plain HTTP);
         L{None}: no limit.
+    @ivar ssh: the endpoint string of the SSH port (L{nfltr.ssh}); L{None}:
+        none.
+    @ivar ssh_config: its limits and options.
     @ivar ws_echo: a path on the relay's own name where a WebSocket echo
         answers, for the Autobahn TestSuite (L{None}: none, as in
         production).
@@ -120,3 +125,5 @@ class RelayConfig:
     key: Path | None = None
     inspect_rate: tuple[float, int] | None = None
     ws_echo: str | None = None
+    ssh: str | None = None
+    ssh_config: SSHConfig = field(default_factory=SSHConfig)

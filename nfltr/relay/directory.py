@@ -28,7 +28,11 @@ class AgentEntry:
     @ivar account: the account its API key belongs to.
     @ivar keyid: the id of its API key.
     @ivar ports: the TCP ports it shares.
-    @ivar holder: who holds the agent's link (its link handler).
+    @ivar holder: who holds the agent's link: its link handler, or an SSH
+        connection (L{nfltr.ssh}); it has C{pickLink()} and C{refuse(reason,
+        message)}.
+    @ivar plain: the ports among C{ports} shared without end-to-end TLS
+        (C{--e2ee false}), which SSH clients may reach.
     """
 
     name: str
@@ -36,6 +40,7 @@ class AgentEntry:
     keyid: str
     ports: frozenset[int]
     holder: Hashable
+    plain: frozenset[int] = frozenset()
 
 
 class Directory:

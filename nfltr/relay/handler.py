@@ -170,9 +170,8 @@ class Relay:
             "API key {keyid} was revoked: closing {count} link(s)",
             keyid=keyid, count=len(holders),
         )
-        for holder in holders:
-            assert isinstance(holder, RelayLinkHandler)
-            holder.refuse(RefusalReason.REVOKED, revoked_message(keyid))
+        for holder in holders:  # link handlers, SSH connections
+            holder.refuse(RefusalReason.REVOKED, revoked_message(keyid))  # type: ignore[attr-defined]
         return len(holders)
 
     def closeAll(self, timeout: float) -> Deferred[Any]:
@@ -323,7 +322,8 @@ class RelayLinkHandler(LinkHandler):
     def _registerAgent(self, hello: DialerHello, key: KeyInfo) -> None:
         assert hello.name is not None
         entry = AgentEntry(
-            hello.name, key.account, key.keyid, frozenset(s.port for s in hello.tcp), self
+            hello.name, key.account, key.keyid, frozenset(s.port for s in hello.tcp), self,
+            plain=frozenset(s.port for s in hello.tcp if not s.e2ee),
         )
         holder = self.relay.directory.agent(hello.name)
         if holder is not None and holder.account != key.account:
@@ -340,8 +340,7 @@ class RelayLinkHandler(LinkHandler):
             return
         old = self.relay.directory.claimAgent(entry)
         if old is not None:
-            assert isinstance(old.holder, RelayLinkHandler)
-            old.holder.refuse(RefusalReason.CONFLICT, REPLACED)
+            old.holder.refuse(RefusalReason.CONFLICT, REPLACED)  # type: ignore[attr-defined]
         self.key, self.agent, self.state = key, entry, AGENT_READY
         self.relay.counters.agentConnects += 1
         self.dataToken = secrets.token_hex(16)
@@ -473,9 +472,9 @@ class RelayLinkHandler(LinkHandler):
             counters.session(TCP, NOT_FOUND)
             session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
             return
-        assert isinstance(entry.holder, RelayLinkHandler)
         self.log.debug("session to {name}:{port}", name=name, port=port)
-        joined = join_sessions(session, entry.holder.pickLink(), agent_target(port))
+        link = entry.holder.pickLink()  # type: ignore[attr-defined]
+        joined = join_sessions(session, link, agent_target(port))
         counters.session(TCP, ROUTED if joined else AGENT_UNAVAILABLE)
 
     def _send(self, message: dict[str, Any]) -> None:

@@ -59,6 +59,8 @@ from .state import RelayInfo, format_address, remove_state_file, write_state_fil
 from .vhost import HostRouterFactory
 
 DATA_DIR_MODE = 0o700
+#: The SSH host keys' directory in the data directory.
+SSH_KEY_DIR = "ssh"
 STORE_THREADS = 1
 
 # Start-up errors an operator can act on: logged in one line, no traceback.
@@ -98,6 +100,7 @@ class RelayService(Service):
         self.ready = False
         self.httpAdmission: Admission | None = None
         self.certificate: RelayCertificate | None = None
+        self.sshFactory: Any = None
         self._cleanups: list[Cleanup] = []
         self._starting: Deferred[RelayInfo] | None = None
         self._outcome: RelayInfo | Failure | None = None
@@ -184,6 +187,7 @@ class RelayService(Service):
         )
         self._cleanups.append(tlsPort.stopListening)
         self.shares.port = config.public_port or tlsPort.getHost().port
+        sshPort = await self._listenSSH(relay, store, dataDir)
         admin = admin_site(
             lambda: self.ready, MetricsResource(metrics_registry(self)), self.reactor
         )
@@ -192,7 +196,7 @@ class RelayService(Service):
         poller = RevocationPoller(store, relay, self.reactor, config.revocation_poll, revision)
         poller.start()
         self._cleanups.append(poller.stop)
-        info = self._describe(pki, tlsPort, adminPort, httpPort)
+        info = self._describe(pki, tlsPort, adminPort, httpPort, sshPort)
         path = state_file_path(dataDir)
         write_state_file(path, info)
         self._cleanups.append(lambda: remove_state_file(path, info.pid))
@@ -205,13 +209,39 @@ class RelayService(Service):
         self.ready = True
         return info
 
+    async def _listenSSH(self, relay: Relay, store: SQLiteStore, dataDir: Path) -> Any:
+        """
+        The SSH port, if configured (conch is only imported then).
+        """
+        config = self.config
+        if config.ssh is None:
+            return None
+        from nfltr.ssh import ssh_factory
+
+        host = config.names[0] if config.names else LOCAL_NAME
+        bound: list[int] = []
+        factory = ssh_factory(
+            relay, config.ssh_config, store, dataDir / SSH_KEY_DIR, self.reactor,
+            lambda: (host, bound[0] if bound else 22), Admission(config.admission),
+        )
+        self.sshFactory = factory
+        port = await serverFromString(self.reactor, config.ssh).listen(factory)
+        bound.append(getattr(port.getHost(), "port", 22))
+        # Last in, first run: stop listening, then end the connections.
+        self._cleanups.append(lambda: factory.disconnectAll("the relay is stopping"))
+        self._cleanups.append(port.stopListening)
+        return port
+
     def _tlsFactory(self, relay: Relay, creator: Any) -> SNIRouterFactory:
         self.router = tls_port_factory(relay, creator, self.config, self.shares, self.reactor)
         self.router.admission = self.tlsAdmission = Admission(self.config.admission)
         return self.router
 
-    def _describe(self, pki: RelayPKI, tlsPort: Any, adminPort: Any, httpPort: Any) -> RelayInfo:
+    def _describe(
+        self, pki: RelayPKI, tlsPort: Any, adminPort: Any, httpPort: Any, sshPort: Any = None,
+    ) -> RelayInfo:
         return RelayInfo(
+            ssh=None if sshPort is None else format_address(sshPort.getHost()),
             tls=format_address(tlsPort.getHost()),
             admin=format_address(adminPort.getHost()),
             http=None if httpPort is None else format_address(httpPort.getHost()),
@@ -229,6 +259,9 @@ class RelayService(Service):
         )
         if info.http is not None:
             self.log.info("HTTP port on {http} redirects to HTTPS", http=info.http)
+        if info.ssh is not None:
+            self.log.info("SSH port on {ssh}: ssh -R publishes, ssh -L reaches (keys: nfltr keys "
+                          "add-ssh)", ssh=info.ssh)
         self.log.info(
             "share URLs: https://NAME.{domain}:{port}/; visitors trust the share CA {ca}",
             domain=self.config.share_domain, port=self.shares.port, ca=info.share_ca,

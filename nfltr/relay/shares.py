@@ -297,17 +297,19 @@ class ShareRegistry:
             self._entries[entry.name] = entry
         return answers
 
-    def withdraw(self, holder: Any) -> list[str]:
+    def withdraw(self, holder: Any, name: str | None = None) -> list[str]:
         """
-        Remove the routes C{holder} still holds; their leases start running.
+        Remove the routes C{holder} still holds (only the one called C{name},
+        if given); their leases start running.
 
         @return: the names withdrawn.
         """
         now = self.clock.seconds()
-        names = [n for n, e in self._entries.items() if e.holder is holder]
-        for name in names:
-            entry = self._entries.pop(name)
-            self.leases.release(name, entry.account, now)
+        names = [n for n, e in self._entries.items()
+                 if e.holder is holder and name in (None, n)]
+        for withdrawn in names:
+            entry = self._entries.pop(withdrawn)
+            self.leases.release(withdrawn, entry.account, now)
         return names
 
     def _route(self, ca: ShareCA, share: HttpShare, link: Callable[[], Any]) -> Route:
@@ -325,6 +327,13 @@ class ShareRegistry:
         tls = TLSMemoryBIOFactory(creator, False, proxy, clock=self.clock)
         tls.noisy = False
         return HandOver(AllowListFactory(tls, share.policy))
+
+    def sharesOf(self, account: str) -> list[tuple[str, str, str]]:
+        """
+        The name, mode and URL of each share C{account} publishes now.
+        """
+        return sorted((e.name, e.mode, self.url(e.name)) for e in self._entries.values()
+                      if e.account == account)
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -39,6 +39,7 @@ class RelayInfo:
     version: str
     http: str | None = None
     share_ca: str | None = None
+    ssh: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """

@@ -541,6 +541,12 @@ class SQLiteStore:
         """
         return self._defer(lambda core: core.revoke_key(keyid))
 
+    def ssh_key_account(self, line: str) -> Deferred[str | None]:
+        """
+        See L{SQLiteStoreCore.ssh_key_account}.
+        """
+        return self._defer(lambda core: core.ssh_key_account(line))
+
     def revision(self) -> Deferred[int]:
         """
         See L{SQLiteStoreCore.revision}.

@@ -282,9 +282,10 @@ class RelayServiceTests(TestCase):
         self.assertEqual(written, info.to_json())
         self.assertEqual(
             set(written),
-            {"tls", "admin", "http", "ca", "share_ca", "fingerprint", "pid", "version"},
+            {"tls", "admin", "http", "ssh", "ca", "share_ca", "fingerprint", "pid", "version"},
         )
         self.assertIsNone(info.http)
+        self.assertIsNone(info.ssh)
         self.assertEqual(info.share_ca, str(self.dataDir / "tls" / "share-ca.crt"))
         for address in (info.tls, info.admin):
             host, port = address.rsplit(":", 1)

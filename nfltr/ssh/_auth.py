@@ -1,0 +1,152 @@
+# -*- test-case-name: tests.ssh.test_auth -*-
+"""
+Who an SSH client is: the account its public key is registered to
+(C{nfltr keys add-ssh}), or, where the operator turned password
+authentication on (C{--ssh-password-auth}), the account of the API key it
+gives as its password.
+
+The signature of a public-key login is checked here with the key the store
+matched (the same key, not only the same fingerprint), and only with a
+signature algorithm without SHA-1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from twisted.conch.error import ValidPublicKey
+from twisted.conch.ssh import keys
+from twisted.cred.checkers import ICredentialsChecker
+from twisted.cred.credentials import ISSHPrivateKey, IUsernamePassword
+from twisted.cred.error import UnauthorizedLogin
+from twisted.internet.defer import Deferred
+from zope.interface import implementer
+
+from nfltr.store import KeyInfo
+
+#: Signature algorithms a client may sign its login with: no C{ssh-rsa}
+#: (SHA-1).
+SIGNATURE_ALGORITHMS = frozenset({
+    b"ssh-ed25519", b"rsa-sha2-512", b"rsa-sha2-256", b"ecdsa-sha2-nistp256",
+    b"ecdsa-sha2-nistp384", b"ecdsa-sha2-nistp521",
+})
+
+
+@dataclass(frozen=True)
+class SSHIdentity:
+    """
+    An authenticated SSH client.
+
+    @ivar account: its account.
+    @ivar user: the user name it logged in with (names its agent).
+    @ivar credential: what it proved: C{ssh:FINGERPRINT} of its key, or the
+        id of its API key.
+    """
+
+    account: str
+    user: str
+    credential: str
+
+
+class SSHKeyStore(Protocol):
+    """
+    The part of a store the checkers use.
+    """
+
+    def ssh_key_account(self, line: str) -> Deferred[str | None]:
+        """
+        See L{nfltr.store.SQLiteStoreCore.ssh_key_account}.
+        """
+
+    def verify_key(self, plaintext: str) -> Deferred[KeyInfo | None]:
+        """
+        See L{nfltr.store.SQLiteStoreCore.verify_key}.
+        """
+
+
+def _user(raw: bytes) -> str:
+    try:
+        return raw.decode("ascii")
+    except UnicodeDecodeError:
+        raise UnauthorizedLogin("the user name is not ASCII") from None
+
+
+@implementer(ICredentialsChecker)
+class AccountKeyChecker:
+    """
+    Public-key logins: the key must be registered to an account.
+    """
+
+    credentialInterfaces = (ISSHPrivateKey,)
+
+    def __init__(self, store: SSHKeyStore) -> None:
+        self.store = store
+
+    def requestAvatarId(self, credentials: Any) -> Deferred[Any]:
+        """
+        The identity of the key's account; a L{ValidPublicKey} failure for a
+        registered key offered without a signature (so the client signs);
+        L{UnauthorizedLogin} otherwise.
+        """
+        if credentials.algName not in SIGNATURE_ALGORITHMS:
+            return _fail(UnauthorizedLogin("signature algorithm not accepted"))
+        try:
+            key = keys.Key.fromString(credentials.blob)
+            line = key.toString("OPENSSH").decode("ascii")
+        except (keys.BadKeyError, ValueError, TypeError) as e:
+            return _fail(UnauthorizedLogin(f"unreadable public key: {e}"))
+        d = self.store.ssh_key_account(line)
+
+        def verdict(account: str | None) -> SSHIdentity:
+            if account is None:
+                raise UnauthorizedLogin("key not registered")
+            if not credentials.signature:
+                raise ValidPublicKey()
+            if not key.verify(credentials.signature, credentials.sigData):
+                raise UnauthorizedLogin("bad signature")
+            fingerprint = key.fingerprint(keys.FingerprintFormats.SHA256_BASE64)
+            return SSHIdentity(account, _user(credentials.username),
+                               f"ssh:SHA256:{fingerprint.removeprefix('SHA256:')}")
+
+        return d.addCallback(verdict)
+
+
+@implementer(ICredentialsChecker)
+class APIKeyPasswordChecker:
+    """
+    Password logins, if the operator allows them: the password is an API
+    key of the account, not revoked.
+    """
+
+    credentialInterfaces = (IUsernamePassword,)
+
+    def __init__(self, store: SSHKeyStore, isRevoked: Any) -> None:
+        """
+        @param isRevoked: whether the relay saw a key id revoked.
+        """
+        self.store = store
+        self.isRevoked = isRevoked
+
+    def requestAvatarId(self, credentials: Any) -> Deferred[Any]:
+        """
+        The identity of the API key's account, or L{UnauthorizedLogin}.
+        """
+        try:
+            password = credentials.password.decode("ascii")
+        except UnicodeDecodeError:
+            return _fail(UnauthorizedLogin("not an API key"))
+        d = self.store.verify_key(password)
+
+        def verdict(info: KeyInfo | None) -> SSHIdentity:
+            if info is None or info.revoked or self.isRevoked(info.keyid):
+                raise UnauthorizedLogin("not a valid API key")
+            return SSHIdentity(info.account, _user(credentials.username), info.keyid)
+
+        return d.addCallback(verdict)
+
+
+def _fail(error: Exception) -> Deferred[Any]:
+    d: Deferred[Any] = Deferred()
+    d.errback(error)
+    return d

@@ -1,0 +1,34 @@
+# -*- test-case-name: tests.ssh.test_server -*-
+"""
+L{ssh_factory}: the SSH port's factory for a relay, from its shared state,
+its store and the directory of its host keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from nfltr.admission import Admission
+
+from ._config import SSHConfig
+from ._hostkeys import load_or_create_host_keys
+from ._server import SSHRelayFactory
+from ._user import SSHHub
+
+
+def ssh_factory(
+    relay: Any, config: SSHConfig, store: Any, keyDir: Path, clock: Any,
+    address: Callable[[], tuple[str, int]], admission: Admission | None = None,
+) -> SSHRelayFactory:
+    """
+    The factory of the relay's SSH port.
+
+    @param relay: the relay's L{nfltr.relay.handler.Relay}.
+    @param store: checks SSH keys (and API keys, with password logins).
+    @param keyDir: where the host keys are (made on first start, 0600).
+    @param address: the relay's host name and SSH port, for the help text.
+    """
+    hub = SSHHub(relay, config, clock, address)
+    return SSHRelayFactory(hub, load_or_create_host_keys(keyDir), store, admission)

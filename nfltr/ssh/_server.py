@@ -1,0 +1,316 @@
+# -*- test-case-name: tests.ssh.test_server -*-
+"""
+The relay's SSH listener (C{--ssh}): conch's SSH server with the relay's
+transport (L{nfltr.ssh._transport}: algorithms, strict key exchange), its
+accounts (L{nfltr.ssh._auth}) and its forwards (L{nfltr.ssh._user}).
+
+A connection is admitted by the SSH port's own per-source limits
+(L{nfltr.admission}) before a byte is read, and must log in within
+C{SSHConfig.login_grace} seconds.  After login one L{RelayConnection} runs
+its channels: forwarded ones (L{nfltr.ssh._channel}) return window credit
+only as their bytes go onward, and a malformed or unexpected message ends
+the connection with a disconnect that names it, not a traceback.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from twisted.conch.avatar import IConchUser
+from twisted.conch.ssh import common, connection, factory, userauth
+from twisted.conch.ssh.transport import DISCONNECT_PROTOCOL_ERROR
+from twisted.cred.portal import IRealm, Portal
+from twisted.internet import interfaces
+from twisted.logger import Logger
+from zope.interface import implementer
+
+from nfltr.admission import Admission
+from nfltr.handover import source_of
+
+from ._auth import AccountKeyChecker, APIKeyPasswordChecker, SSHIdentity
+from ._channel import ForwardChannel
+from ._transport import ServerTransport
+from ._user import ChannelRefused, RelayUser, SSHHub
+
+_quiet = Logger(namespace="nfltr.ssh.conch")
+
+
+class _QuietLogger(Logger):
+    """
+    Conch logs every channel's opening and closing at info: per request.
+    This keeps its warnings and errors, and makes the rest debug.
+    """
+
+    def emit(self, level: Any, format: str | None = None, **kwargs: Any) -> None:
+        """
+        Info and below become debug.
+        """
+        from twisted.logger import LogLevel
+
+        if level < LogLevel.warn:
+            level = LogLevel.debug
+        super().emit(level, format, **kwargs)
+
+
+class RelayConnection(connection.SSHConnection):
+    """
+    The connection service of one logged-in client.
+    """
+
+    _log = _QuietLogger(namespace="nfltr.ssh.connection")
+    # The relay's transport (typed as conch's base there).
+    transport: Any
+
+    def serviceStarted(self) -> None:
+        """
+        The login succeeded: the grace timer stops.
+        """
+        super().serviceStarted()
+        self.transport.avatar.conn = self
+        self.transport.loggedIn()
+
+    def packetReceived(self, messageNum: int, packet: bytes) -> None:
+        """
+        Dispatch; a message conch cannot parse (truncated, or for a channel
+        that does not exist) ends the connection with a protocol error.
+        """
+        try:
+            super().packetReceived(messageNum, packet)
+        except (KeyError, IndexError, struct.error, ValueError, TypeError) as e:
+            self._log.info("malformed SSH message {num} from {peer}: {error!r}",
+                           num=messageNum, peer=self.transport.getPeer(), error=e)
+            self.transport.sendDisconnect(
+                DISCONNECT_PROTOCOL_ERROR, f"malformed message {messageNum}".encode("ascii")
+            )
+
+    def ssh_CHANNEL_OPEN(self, packet: bytes) -> None:
+        """
+        Open what the avatar offers (L{RelayUser.openChannel}); refuse with
+        its text, or at the channel limit.
+        """
+        channelType, rest = common.getNS(packet)
+        senderChannel, windowSize, maxPacket = struct.unpack(">3L", rest[:12])
+        avatar = self.transport.avatar
+        try:
+            if len(self.channels) >= avatar.hub.config.max_channels:
+                raise ChannelRefused(
+                    connection.OPEN_RESOURCE_SHORTAGE,
+                    f"at most {avatar.hub.config.max_channels} channels per connection",
+                )
+            channel = avatar.openChannel(channelType, windowSize, maxPacket, rest[12:])
+        except ChannelRefused as e:
+            self._log.debug("refused a {kind!r} channel: {text}", kind=channelType[:64],
+                            text=e.text)
+            self.transport.sendPacket(
+                connection.MSG_CHANNEL_OPEN_FAILURE,
+                struct.pack(">2L", senderChannel, e.code) + common.NS(e.text.encode("utf-8"))
+                + common.NS(b""),
+            )
+            return
+        local = self.localChannelID
+        self.localChannelID += 1
+        channel.id = local
+        self.channels[local] = channel
+        self.channelsToRemoteChannel[channel] = senderChannel
+        self.localToRemoteChannel[local] = senderChannel
+        self.transport.sendPacket(
+            connection.MSG_CHANNEL_OPEN_CONFIRMATION,
+            struct.pack(">4L", senderChannel, local, channel.localWindowSize,
+                        channel.localMaxPacket) + channel.specificData,
+        )
+        channel.channelOpen(b"")
+
+    def ssh_CHANNEL_DATA(self, packet: bytes) -> None:
+        """
+        A forwarded channel's window is credited back by the channel as its
+        bytes go onward (L{ForwardChannel}); other channels as conch does.
+        """
+        localChannel, dataLength = struct.unpack(">2L", packet[:8])
+        channel = self.channels[localChannel]
+        if not isinstance(channel, ForwardChannel):
+            super().ssh_CHANNEL_DATA(packet)
+            return
+        if dataLength > channel.localWindowLeft or dataLength > channel.localMaxPacket:
+            self._log.info("{channel}: the client sent more than its window",
+                           channel=channel.logPrefix())
+            channel.abortConnection()
+            return
+        data = packet[8 : 8 + dataLength]
+        if len(data) != dataLength:
+            raise ValueError("truncated channel data")
+        channel.localWindowLeft -= dataLength
+        channel.dataReceived(data)
+
+    def serviceStopped(self) -> None:
+        """
+        The connection ended: open channels end as conch ends them, and so
+        do those the relay opened that the client never answered.
+        """
+        pending = [c for c in self.channels.values() if c not in self.channelsToRemoteChannel]
+        super().serviceStopped()
+        for channel in pending:
+            channel.closed()
+
+
+class RelayUserAuth(userauth.SSHUserAuthServer):
+    """
+    Authentication with the listener's attempt limit and clock.
+    """
+
+    _log = _QuietLogger(namespace="nfltr.ssh.userauth")
+    transport: Any
+    loginTimeout: float  # type: ignore[assignment]
+
+    def serviceStarted(self) -> None:
+        """
+        Take the limits and clock from the factory, then start.
+        """
+        hub: SSHHub = self.transport.factory.hub
+        self.clock = hub.clock
+        self.attemptsBeforeDisconnect = hub.config.max_auth_tries
+        self.loginTimeout = hub.config.login_grace
+        super().serviceStarted()
+
+
+class RelaySSHTransport(ServerTransport):
+    """
+    The server transport of one SSH connection, counted by the SSH port's
+    admission and bounded by the login grace time.
+    """
+
+    _log = _QuietLogger(namespace="nfltr.ssh.transport")
+    factory: Any
+    transport: Any
+    admission: Admission | None = None
+    _grace: interfaces.IDelayedCall | None = None
+    _handshaking = True
+
+    def connectionMade(self) -> None:
+        """
+        Start the grace timer; send without Nagle's delay.
+        """
+        setNoDelay = getattr(self.transport, "setTcpNoDelay", None)
+        if setNoDelay is not None:
+            setNoDelay(True)
+        hub: SSHHub = self.factory.hub
+        self._grace = hub.clock.callLater(hub.config.login_grace, self._tooSlow)
+        self.factory.connections.add(self)
+        super().connectionMade()
+
+    def loggedIn(self) -> None:
+        """
+        The client logged in: no more grace timer.
+        """
+        self._stopGrace()
+
+    def receiveError(self, reasonCode: int, description: bytes) -> None:
+        """
+        The client disconnected (with a reason): routine, not an error.
+        """
+        self._log.debug("SSH client disconnected: {code} {why!r}", code=reasonCode,
+                        why=description[:200])
+
+    def _tooSlow(self) -> None:
+        self._grace = None
+        self.sendDisconnect(
+            DISCONNECT_PROTOCOL_ERROR, b"login grace time over (no login in time)"
+        )
+
+    def _stopGrace(self) -> None:
+        if self._grace is not None and self._grace.active():
+            self._grace.cancel()
+        self._grace = None
+        if self._handshaking and self.admission is not None:
+            self.admission.routed()
+        self._handshaking = False
+
+    def connectionLost(self, reason: Any = None) -> None:
+        """
+        Count the connection out; then conch's teardown (which logs the
+        user out).
+        """
+        if self.admission is not None:
+            self.admission.closed(source_of(self.transport.getPeer()),
+                                  self.factory.hub.clock.seconds(), self._handshaking)
+            self._handshaking = False
+        if self._grace is not None and self._grace.active():
+            self._grace.cancel()
+        self._grace = None
+        self.factory.connections.discard(self)
+        super().connectionLost(reason)
+
+
+@implementer(IRealm)
+class RelayRealm:
+    """
+    One L{RelayUser} per login.
+    """
+
+    def __init__(self, hub: SSHHub) -> None:
+        self.hub = hub
+
+    def requestAvatar(self, avatarId: Any, mind: Any, *interfaces_: Any) -> Any:
+        """
+        See L{IRealm.requestAvatar}.
+        """
+        if IConchUser not in interfaces_:
+            raise NotImplementedError("only SSH logins")
+        assert isinstance(avatarId, SSHIdentity)
+        user = RelayUser(avatarId, self.hub)
+        user.log.info("SSH login: user {user} of account {account}", user=avatarId.user,
+                      account=avatarId.account)
+        return IConchUser, user, user.logout
+
+
+class SSHRelayFactory(factory.SSHFactory):
+    """
+    The SSH port's factory.
+
+    @ivar hub: what the connections share.
+    @ivar admission: the port's per-source limits (L{None}: none).
+    """
+
+    _log = _QuietLogger(namespace="nfltr.ssh.factory")
+    protocol = RelaySSHTransport
+    services = {
+        b"ssh-userauth": RelayUserAuth,
+        b"ssh-connection": RelayConnection,
+    }
+    noisy = False
+
+    def __init__(self, hub: SSHHub, hostKeys: dict[bytes, Any], store: Any,
+                 admission: Admission | None = None) -> None:
+        self.hub = hub
+        self.admission = admission
+        self.privateKeys = hostKeys
+        self.publicKeys = {kind: key.public() for kind, key in hostKeys.items()}
+        self.primes = None
+        checkers: list[Any] = [AccountKeyChecker(store)]
+        if hub.config.password_auth:
+            checkers.append(APIKeyPasswordChecker(store, hub.relay.directory.isRevoked))
+        self.portal = Portal(RelayRealm(hub), checkers)
+        self.connections: set[RelaySSHTransport] = set()
+
+    def disconnectAll(self, why: str) -> None:
+        """
+        End every connection with C{why} as the disconnect's text.
+        """
+        for transport in list(self.connections):
+            transport.sendDisconnect(11, why.encode("utf-8"))  # BY_APPLICATION
+
+    def buildProtocol(self, addr: Any) -> Any:
+        """
+        A transport if C{addr} is admitted; L{None} (closing it) otherwise.
+        """
+        admission = self.admission
+        if admission is not None:
+            reason = admission.admit(source_of(addr), self.hub.clock.seconds())
+            if reason is not None:
+                _quiet.debug("refused an SSH connection from {peer}: {reason}", peer=addr,
+                             reason=reason)
+                return None
+        transport: Any = super().buildProtocol(addr)
+        transport.admission = admission
+        transport.pqOnly = self.hub.config.pq_only
+        return transport

@@ -1,0 +1,377 @@
+# -*- test-case-name: tests.ssh.test_server -*-
+"""
+L{RelayUser}: one logged-in SSH connection, to the rest of the relay an
+agent like the native ones.
+
+  - C{ssh -R} requests (see L{nfltr.ssh._forwards}) publish share URLs in
+    the relay's L{nfltr.relay.shares.ShareRegistry} and TCP shares in its
+    L{nfltr.relay.directory.Directory}, under the same leases, names and
+    agent limit as native agents; the relay reaches them through
+    L{SSHLink}, which opens a C{forwarded-tcpip} channel where a native
+    agent's link would open a session.  They end with the connection.
+  - C{ssh -L}/C{-W} channels reach an agent's TCP share under the ownership
+    rule: only the account's own agents, refused with the same words as a
+    missing agent otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from twisted.conch.avatar import ConchUser
+from twisted.conch.ssh.connection import OPEN_CONNECT_FAILED
+from twisted.logger import Logger
+
+from nfltr.link import RefusalReason
+from nfltr.link.twisted import LinkUnavailable
+from nfltr.messages import INSPECT, NOT_FOUND_REASON, PASSTHROUGH, HttpShare, agent_target
+from nfltr.relay.counters import AGENT_UNAVAILABLE, NOT_FOUND, ROUTED, TCP
+from nfltr.relay.directory import AgentEntry
+from nfltr.relay.routing import AGENT_UNAVAILABLE as AGENT_UNAVAILABLE_TEXT
+from nfltr.relay.routing import SessionEnd
+from nfltr.relay.shares import ShareRefused
+
+from . import _forwards as fw
+from ._auth import SSHIdentity
+from ._channel import ForwardChannel
+from ._config import SSHConfig
+from ._session import StatusSession
+
+#: The refusal a C{-R} for an agent name held by someone else gets.
+NAME_HELD = "agent name {name} is connected already (by another account, another agent or " \
+            "another SSH connection): log in as another user name (NAME@relay)"
+E2EE_ONLY = "{name}:{port} is shared end-to-end encrypted: reach it with nfltr tcp-connect " \
+            "(the agent shares it to SSH clients with --e2ee false)"
+
+
+class ChannelRefused(Exception):
+    """
+    A channel open the relay refuses: the SSH reason code and the text the
+    client prints.
+    """
+
+    def __init__(self, code: int, text: str) -> None:
+        super().__init__(text)
+        self.code = code
+        self.text = text
+
+
+@dataclass
+class SSHHub:
+    """
+    What the SSH connections of one relay share.
+
+    @ivar relay: the relay's link handlers' shared state
+        (L{nfltr.relay.handler.Relay}): directory, shares, limits, counters.
+    @ivar config: the SSH listener's limits.
+    @ivar clock: the reactor's time.
+    @ivar address: the relay's host name and SSH port, for the help text.
+    """
+
+    relay: Any
+    config: SSHConfig
+    clock: Any
+    address: Callable[[], tuple[str, int]]
+
+
+class SSHLink:
+    """
+    What a native agent's link is to the relay (C{openSession},
+    C{canOpen}), for an SSH connection: each session is a
+    C{forwarded-tcpip} channel to the client's C{-R} forward.
+    """
+
+    def __init__(self, user: RelayUser) -> None:
+        self.user = user
+
+    def canOpen(self) -> bool:
+        """
+        Whether L{openSession} may succeed now.
+        """
+        user = self.user
+        return user.conn is not None and not user.gone and (
+            len(user.conn.channels) < user.hub.config.max_channels
+        )
+
+    def openSession(self, target: str, protocol: Any, firstBytes: bytes = b"") -> ForwardChannel:
+        """
+        Open a channel to the forward C{target} names and connect
+        C{protocol} to it at once (it may write before the client
+        confirms).
+
+        @raise LinkUnavailable: no such forward, or the connection is gone
+            or at its channel limit.
+        """
+        user = self.user
+        found = user.forwards.for_target(target)
+        if not self.canOpen():
+            raise LinkUnavailable("the SSH connection is gone or at its channel limit")
+        if found is None:
+            raise LinkUnavailable("no such forward on the SSH connection")
+        forward, visitor = found
+        origin, originPort = fw.split_visitor(visitor)
+        channel = ForwardChannel(protocol, user.hub.config, user.conn, b"forwarded-tcpip")
+        user.conn.openChannel(
+            channel, fw.pack_forwarded_tcpip(forward.address, forward.port, origin, originPort)
+        )
+        channel.connect()
+        if firstBytes:
+            channel.write(firstBytes)
+        return channel
+
+
+class RelayUser(ConchUser):
+    """
+    The avatar of one SSH connection; see the module.
+
+    @ivar identity: who logged in.
+    @ivar conn: the connection service, once started.
+    @ivar forwards: its C{-R} forwards.
+    @ivar agent: its directory entry while it has TCP shares.
+    @ivar sessions: its status displays.
+    @ivar notes: what the status displays print after the banner.
+    @ivar gone: the connection ended (or was turned away).
+    """
+
+    log = Logger()
+
+    def __init__(self, identity: SSHIdentity, hub: SSHHub) -> None:
+        super().__init__()
+        self.identity = identity
+        self.hub = hub
+        self.conn: Any = None
+        self.link = SSHLink(self)
+        self.forwards = fw.ForwardTable(hub.config.max_forwards)
+        self.agent: AgentEntry | None = None
+        self.sessions: list[StatusSession] = []
+        self.notes: list[str] = []
+        self.gone = False
+        hub.relay.directory.addLink(identity.credential, self)
+
+    # -- as an agent, to the relay ---------------------------------------------
+
+    def pickLink(self) -> SSHLink:
+        """
+        The link to open a session on (see L{nfltr.relay.handler}).
+        """
+        return self.link
+
+    def refuse(self, reason: RefusalReason, message: str) -> None:
+        """
+        Turn this connection away (its key revoked, or its agent name taken
+        over): the message is the SSH disconnect's text, which OpenSSH
+        prints.
+        """
+        self.log.info("SSH connection of account {account} turned away: {message}",
+                      account=self.identity.account, message=message)
+        self.logout()
+        conn = self.conn
+        if conn is not None and conn.transport is not None:
+            conn.transport.sendDisconnect(11, message.encode("utf-8"))  # BY_APPLICATION
+
+    def logout(self) -> None:
+        """
+        The connection ended: its shares and agent go.
+        """
+        if self.gone:
+            return
+        self.gone = True
+        relay = self.hub.relay
+        if relay.shares is not None:
+            relay.shares.withdraw(self)
+        if self.agent is not None:
+            relay.directory.releaseAgent(self.agent)
+            self.agent = None
+        relay.directory.removeLink(self.identity.credential, self)
+        self.sessions = []
+
+    # -- global requests (conch calls global_NAME) ------------------------------
+
+    def global_tcpip_forward(self, data: bytes) -> Any:
+        """
+        C{ssh -R}: publish a share; the reply carries the port for a port 0.
+        """
+        try:
+            address, port = fw.parse_forward_request(data)
+            forward = self.forwards.check(address, port, self.identity.user)
+            note = self._publish(forward)
+        except (fw.RequestError, ShareRefused) as e:
+            self.say(f"refused -R {_spell(data)}: {e}", error=True)
+            return False
+        self.forwards.add(forward)
+        self.say(note)
+        return (True, fw.pack_port(forward.port)) if port == 0 else True
+
+    def global_cancel_tcpip_forward(self, data: bytes) -> bool:
+        """
+        A forward ends (C{~C -KR} in OpenSSH): its share goes.
+        """
+        try:
+            address, port = fw.parse_forward_request(data)
+        except fw.RequestError:
+            return False
+        forward = self.forwards.remove(address, port)
+        if forward is None:
+            return False
+        relay = self.hub.relay
+        if forward.kind == fw.TCP:
+            self._claimAgent()
+        elif relay.shares is not None:
+            relay.shares.withdraw(self, forward.name)
+        return True
+
+    def _publish(self, forward: fw.Forward) -> str:
+        relay, identity = self.hub.relay, self.identity
+        if forward.kind == fw.TCP:
+            self._claimAgent(extra=forward.port)
+            host, sshPort = self.hub.address()
+            name, port = forward.name, forward.port
+            return (f"TCP share {name}:{port}: reach it with "
+                    f"`ssh -p {sshPort} -L LOCALPORT:{name}:{port} {host}` or "
+                    f"`nfltr tcp-connect {name} {port} --e2ee false`")
+        if relay.shares is None:
+            raise fw.RequestError("this relay does not publish share URLs")
+        mode = INSPECT if forward.kind == fw.HTTP else PASSTHROUGH
+        share = HttpShare(forward.name, forward.port, mode=mode)
+        [answer] = relay.shares.publish(self, identity.account, [share], lambda: self.link)
+        self.log.info("SSH connection of account {account} publishes {url} ({mode})",
+                      account=identity.account, url=answer["url"], mode=mode)
+        how = "TLS ends at the relay" if mode == INSPECT else "TLS passes through to your service"
+        return f"share URL {answer['url']} ({how})"
+
+    def _claimAgent(self, extra: int | None = None) -> None:
+        """
+        Register (or update, or release) this connection as the agent named
+        by its user, sharing its TCP forwards' ports (and C{extra}).
+
+        @raise RequestError: the name is held by someone else, or the relay
+            holds its most agents.
+        """
+        relay, identity = self.hub.relay, self.identity
+        ports = set(self.forwards.tcp_ports())
+        if extra is not None:
+            ports.add(extra)
+        if not ports:
+            if self.agent is not None:
+                relay.directory.releaseAgent(self.agent)
+                self.agent = None
+            return
+        holder = relay.directory.agent(identity.user)
+        if holder is not None and holder.holder is not self:
+            raise fw.RequestError(NAME_HELD.format(name=identity.user))
+        limit = relay.maxAgents
+        if holder is None and limit is not None and relay.directory.counts()[0] >= limit:
+            raise fw.RequestError(f"the relay's agent limit is reached ({limit} agents)")
+        entry = AgentEntry(identity.user, identity.account, identity.credential,
+                           frozenset(ports), self, plain=frozenset(ports))
+        relay.directory.claimAgent(entry)
+        self.agent = entry
+
+    # -- channels ----------------------------------------------------------------
+
+    def openChannel(self, channelType: bytes, windowSize: int, maxPacket: int,
+                    data: bytes) -> Any:
+        """
+        The channel for a client's open: a status session, or a forward to
+        an agent.
+
+        @raise ChannelRefused: with the text the client prints.
+        """
+        config = self.hub.config
+        if channelType == b"session":
+            return StatusSession(
+                self._commands(), self._banner, self.sessions.append, self._sessionEnded,
+                lambda f: self.hub.clock.callLater(0, f),
+                localWindow=config.window, localMaxPacket=config.max_packet,
+                remoteWindow=windowSize, remoteMaxPacket=maxPacket, conn=self.conn,
+            )
+        if channelType == b"direct-tcpip":
+            return self._direct(windowSize, maxPacket, data)
+        raise ChannelRefused(3, f"unknown channel type {channelType[:64]!r}")  # UNKNOWN_TYPE
+
+    def _direct(self, windowSize: int, maxPacket: int, data: bytes) -> ForwardChannel:
+        relay = self.hub.relay
+        try:
+            name, port = fw.parse_direct_tcpip(data)
+        except fw.RequestError as e:
+            raise ChannelRefused(OPEN_CONNECT_FAILED, str(e)) from None
+        entry = relay.directory.reachable(name, self.identity.account, port)
+        if entry is None:
+            relay.counters.session(TCP, NOT_FOUND)
+            raise ChannelRefused(OPEN_CONNECT_FAILED, NOT_FOUND_REASON)
+        if port not in entry.plain:
+            raise ChannelRefused(OPEN_CONNECT_FAILED, E2EE_ONLY.format(name=name, port=port))
+        channelEnd, agentEnd = SessionEnd("SSH channel lost"), SessionEnd("agent link lost")
+        channelEnd.other, agentEnd.other = agentEnd, channelEnd
+        try:
+            entry.holder.pickLink().openSession(agent_target(port), agentEnd)
+        except LinkUnavailable:
+            agentEnd.closed = True
+        if agentEnd.closed:
+            relay.counters.session(TCP, AGENT_UNAVAILABLE)
+            raise ChannelRefused(OPEN_CONNECT_FAILED, AGENT_UNAVAILABLE_TEXT)
+        relay.counters.session(TCP, ROUTED)
+        return ForwardChannel(channelEnd, self.hub.config, self.conn, b"direct-tcpip",
+                              windowSize, maxPacket)
+
+    # -- what the status displays print ----------------------------------------------
+
+    def say(self, line: str, error: bool = False) -> None:
+        """
+        Print C{line} in every status display, now and in those to come.
+        """
+        self.notes.append(line)
+        for session in self.sessions:
+            session.lines([line])
+
+    def _sessionEnded(self, session: StatusSession) -> None:
+        if session in self.sessions:
+            self.sessions.remove(session)
+
+    def _banner(self) -> list[str]:
+        identity = self.identity
+        return [
+            f"nfltr relay: logged in as {identity.user} (account {identity.account}).",
+            "Shares end with this connection; Ctrl-C or q ends it.",
+            *self.notes,
+        ]
+
+    def _commands(self) -> dict[str, Callable[[], list[str]]]:
+        return {"help": self._help, "status": self._status}
+
+    def _help(self) -> list[str]:
+        host, port = self.hub.address()
+        return [
+            "nfltr relay over SSH: no shell here, only forwards.",
+            f"  ssh -p {port} -R NAME:80:localhost:3000 {host}      share URL (TLS ends at the "
+            "relay)",
+            f"  ssh -p {port} -R NAME:443:localhost:3443 {host}     share URL, TLS passed "
+            "through",
+            f"  ssh -p {port} -R 0:localhost:22 AGENT@{host}        TCP share of agent AGENT",
+            f"  ssh -p {port} -L 9000:AGENT:PORT {host}             reach an agent's TCP share",
+            f"  ssh -p {port} -W AGENT:PORT {host}                  the same on stdin/stdout",
+            f"  ssh -p {port} {host} status                         your agents and shares",
+        ]
+
+    def _status(self) -> list[str]:
+        relay, account = self.hub.relay, self.identity.account
+        lines = [f"account {account}:"]
+        for entry in sorted(relay.directory.agents(), key=lambda e: e.name):
+            if entry.account == account:
+                lines.append(f"  agent {entry.name}: TCP ports {sorted(entry.ports)}")
+        shares = relay.shares.sharesOf(account) if relay.shares is not None else []
+        for name, mode, url in shares:
+            lines.append(f"  share {name} ({mode}): {url}")
+        if len(lines) == 1:
+            lines.append("  no agents or shares connected")
+        return lines
+
+
+def _spell(data: bytes) -> str:
+    try:
+        address, port = fw.parse_forward_request(data)
+    except fw.RequestError:
+        return "(malformed)"
+    return f"{address}:{port}" if address else str(port)

@@ -1,0 +1,293 @@
+"""
+Tests of an SSH connection as the relay sees it (L{nfltr.ssh._user}): what
+C{-R} publishes, what C{-L} may reach, what ends with the connection; and of
+the login checkers (L{nfltr.ssh._auth}).
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from typing import Any
+
+from twisted.conch.error import ValidPublicKey
+from twisted.conch.ssh import keys
+from twisted.cred.credentials import SSHPrivateKey, UsernamePassword
+from twisted.cred.error import UnauthorizedLogin
+from twisted.internet.defer import Deferred, succeed
+from twisted.internet.task import Clock
+from twisted.trial.unittest import SynchronousTestCase
+
+from nfltr.link.twisted import LinkUnavailable
+from nfltr.messages import http_target
+from nfltr.relay.directory import AgentEntry
+from nfltr.relay.handler import Relay
+from nfltr.relay.leases import Leases
+from nfltr.relay.shares import ShareRegistry
+from nfltr.ssh import SSHConfig
+from nfltr.ssh._auth import AccountKeyChecker, APIKeyPasswordChecker, SSHIdentity
+from nfltr.ssh._channel import ForwardChannel
+from nfltr.ssh._session import StatusSession
+from nfltr.ssh._user import ChannelRefused, RelayUser, SSHHub
+from nfltr.tls import ShareCA, ensure_relay_pki
+from tests.relay.helpers import FakeStore
+
+
+def forward(address: bytes, port: int) -> bytes:
+    return struct.pack(">L", len(address)) + address + struct.pack(">L", port)
+
+
+def direct(host: bytes, port: int) -> bytes:
+    return forward(host, port) + forward(b"127.0.0.1", 4242)
+
+
+class FakeConnection:
+    """
+    The parts of conch's connection a L{RelayUser} uses.
+    """
+
+    def __init__(self) -> None:
+        self.channels: dict[int, Any] = {}
+        self.opened: list[tuple[Any, bytes]] = []
+        self.transport = self
+        self.disconnects: list[bytes] = []
+
+    def openChannel(self, channel: Any, extra: bytes) -> None:
+        self.opened.append((channel, extra))
+        self.channels[len(self.channels)] = channel
+
+    def sendDisconnect(self, code: int, why: bytes) -> None:
+        self.disconnects.append(why)
+
+
+class Sink:
+    """
+    A protocol that records what happens to it.
+    """
+
+    def __init__(self) -> None:
+        self.transport: Any = None
+        self.lost: Any = None
+
+    def makeConnection(self, transport: Any) -> None:
+        self.transport = transport
+
+    def connectionLost(self, reason: Any) -> None:
+        self.lost = reason
+
+
+class UserTests(SynchronousTestCase):
+    """
+    L{RelayUser} against a real L{Relay} and L{ShareRegistry}.
+    """
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        pki = ensure_relay_pki(Path(self.mktemp()), [], share_domain="localhost")
+        registry = ShareRegistry(ShareCA.load(pki, "localhost"), self.clock, {"localhost"},
+                                 Leases(3600))
+        self.relay = Relay(FakeStore(), self.clock, registry, maxAgents=None)
+        self.hub = SSHHub(self.relay, SSHConfig(), self.clock, lambda: ("relay.test", 2222))
+
+    def user(self, account: str = "alice", name: str = "laptop") -> tuple[RelayUser,
+                                                                          FakeConnection]:
+        user = RelayUser(SSHIdentity(account, name, f"ssh:{account}"), self.hub)
+        user.conn = FakeConnection()
+        return user, user.conn
+
+    def test_shareURL(self) -> None:
+        """
+        C{-R NAME:80} publishes an inspect share whose visitors' sessions
+        become C{forwarded-tcpip} channels to the forward the client asked
+        for; the share ends with the connection.
+        """
+        user, conn = self.user()
+        self.assertTrue(user.global_tcpip_forward(forward(b"blog", 80)))
+        self.assertIn("share URL https://blog.localhost", user.notes[-1])
+        self.assertEqual(self.relay.shares.sharesOf("alice")[0][:2], ("blog", "inspect"))
+        sink = Sink()
+        channel = user.link.openSession(http_target("blog"), sink)
+        self.assertIsInstance(channel, ForwardChannel)
+        self.assertIs(sink.transport, channel)
+        [(opened, extra)] = conn.opened
+        self.assertEqual(opened.name, b"forwarded-tcpip")
+        self.assertEqual(extra[:12], forward(b"blog", 80))
+        user.logout()
+        self.assertEqual(self.relay.shares.sharesOf("alice"), [])
+        self.assertRaises(LinkUnavailable, user.link.openSession, http_target("blog"), Sink())
+
+    def test_nameLeasedByAnother(self) -> None:
+        """
+        A name another account holds is refused; the status display says
+        why.
+        """
+        alice, _ = self.user("alice")
+        alice.global_tcpip_forward(forward(b"blog", 80))
+        bob, _ = self.user("bob", "b")
+        self.assertFalse(bob.global_tcpip_forward(forward(b"blog", 80)))
+        self.assertIn("refused -R blog:80: share name blog is in use by another account",
+                      bob.notes[-1])
+
+    def test_tcpShare(self) -> None:
+        """
+        C{-R 0:...} registers the user's agent with an allocated port, which
+        the reply carries; another account's user of the same name is
+        refused; cancelling the forward releases the agent.
+        """
+        user, _ = self.user()
+        ok, reply = user.global_tcpip_forward(forward(b"localhost", 0))
+        self.assertTrue(ok)
+        (port,) = struct.unpack(">L", reply)
+        entry = self.relay.directory.reachable("laptop", "alice", port)
+        assert entry is not None
+        self.assertEqual(entry.plain, frozenset({port}))
+        other, _ = self.user("bob", "laptop")
+        self.assertFalse(other.global_tcpip_forward(forward(b"", 22)))
+        self.assertIn("agent name laptop is connected already", other.notes[-1])
+        self.assertTrue(user.global_cancel_tcpip_forward(forward(b"localhost", port)))
+        self.assertIsNone(self.relay.directory.agent("laptop"))
+
+    def test_agentLimit(self) -> None:
+        """
+        The relay's agent limit counts SSH agents too.
+        """
+        self.relay.maxAgents = 1
+        first, _ = self.user("alice", "one")
+        self.assertTrue(first.global_tcpip_forward(forward(b"", 22)))
+        second, _ = self.user("alice", "two")
+        self.assertFalse(second.global_tcpip_forward(forward(b"", 22)))
+        self.assertIn("agent limit", second.notes[-1])
+
+    def test_ownershipRule(self) -> None:
+        """
+        C{direct-tcpip} to another account's agent, to a missing agent, or to
+        a port not shared is refused with the same words; to an e2ee port of
+        one's own agent with a pointer to tcp-connect.
+        """
+        holder = object()
+        self.relay.directory.claimAgent(
+            AgentEntry("web", "alice", "k1", frozenset({80, 443}), holder, plain=frozenset({80}))
+        )
+        bob, _ = self.user("bob")
+        alice, _ = self.user("alice")
+        texts = []
+        for user, host, port in [(bob, b"web", 80), (bob, b"nosuch", 80), (alice, b"web", 81)]:
+            with self.assertRaises(ChannelRefused) as e:
+                user.openChannel(b"direct-tcpip", 65536, 32768, direct(host, port))
+            texts.append(e.exception.text)
+        self.assertEqual(set(texts), {"no such agent or port"})
+        with self.assertRaises(ChannelRefused) as e:
+            alice.openChannel(b"direct-tcpip", 65536, 32768, direct(b"web", 443))
+        self.assertIn("tcp-connect", e.exception.text)
+
+    def test_unknownChannelType(self) -> None:
+        """
+        Channel types other than session and direct-tcpip are refused.
+        """
+        user, _ = self.user()
+        self.assertRaises(ChannelRefused, user.openChannel, b"x11", 1, 1, b"")
+        self.assertIsInstance(user.openChannel(b"session", 1024, 1024, b""), StatusSession)
+
+    def test_revoked(self) -> None:
+        """
+        Revoking the credential a connection logged in with disconnects it
+        with the reason, and its shares go.
+        """
+        user, conn = self.user()
+        user.global_tcpip_forward(forward(b"blog", 80))
+        self.assertEqual(self.relay.revoke("ssh:alice"), 1)
+        self.assertEqual(conn.disconnects, [b"API key ssh:alice was revoked"])
+        self.assertEqual(self.relay.shares.sharesOf("alice"), [])
+
+    def test_status(self) -> None:
+        """
+        C{status} lists the account's agents and shares, relay-wide.
+        """
+        user, _ = self.user()
+        user.global_tcpip_forward(forward(b"blog", 80))
+        user.global_tcpip_forward(forward(b"", 5000))
+        other, _ = self.user("alice", "x")
+        lines = other._commands()["status"]()
+        self.assertIn("  agent laptop: TCP ports [5000]", lines)
+        self.assertTrue(any(line.startswith("  share blog (inspect)") for line in lines))
+
+
+class KeyStore:
+    def __init__(self, accounts: dict[str, str]) -> None:
+        self.accounts = accounts
+
+    def ssh_key_account(self, line: str) -> Deferred[str | None]:
+        return succeed(self.accounts.get(line))
+
+
+class CheckerTests(SynchronousTestCase):
+    """
+    L{AccountKeyChecker}: registered keys, real signatures, no SHA-1.
+    """
+
+    def setUp(self) -> None:
+        self.key = keys.Key.fromString(_ed25519())
+        line = self.key.public().toString("OPENSSH").decode()
+        self.checker = AccountKeyChecker(KeyStore({line: "alice"}))  # type: ignore[arg-type]
+
+    def login(self, alg: bytes = b"ssh-ed25519", signed: bool = True,
+              key: keys.Key | None = None, data: bytes = b"session data") -> Any:
+        key = key or self.key
+        signature = key.sign(data) if signed else None
+        creds = SSHPrivateKey(b"laptop", alg, key.public().blob(), data, signature)
+        results: list[Any] = []
+        self.checker.requestAvatarId(creds).addBoth(results.append)
+        return results[0]
+
+    def test_registered(self) -> None:
+        """
+        A registered key with a good signature logs into its account.
+        """
+        identity = self.login()
+        self.assertEqual((identity.account, identity.user), ("alice", "laptop"))
+        self.assertTrue(identity.credential.startswith("ssh:SHA256:"))
+
+    def test_refusals(self) -> None:
+        """
+        No signature yet: the key is acceptable (the client then signs); a
+        bad signature, an unregistered key or a SHA-1 algorithm: refused.
+        """
+        self.assertTrue(self.login(signed=False).check(ValidPublicKey))
+        other = keys.Key.fromString(_ed25519())
+        sig = other.sign(b"session data")
+        creds = SSHPrivateKey(b"u", b"ssh-ed25519", self.key.public().blob(), b"session data",
+                              sig)
+        results: list[Any] = []
+        self.checker.requestAvatarId(creds).addBoth(results.append)
+        self.assertTrue(results[0].check(UnauthorizedLogin))
+        self.assertTrue(self.login(key=other).check(UnauthorizedLogin))
+        self.assertTrue(self.login(alg=b"ssh-rsa").check(UnauthorizedLogin))
+
+    def test_password(self) -> None:
+        """
+        With password logins on, an API key is a password; a revoked or
+        unknown one is not.
+        """
+        store = FakeStore()
+        text = store.addKey("0123456789ab", "alice")
+        revoked: set[str] = set()
+        checker = APIKeyPasswordChecker(store, revoked.__contains__)
+        results: list[Any] = []
+        checker.requestAvatarId(UsernamePassword(b"u", text.encode())).addBoth(results.append)
+        self.assertEqual(results[-1].account, "alice")
+        checker.requestAvatarId(UsernamePassword(b"u", b"nope")).addBoth(results.append)
+        self.assertTrue(results[-1].check(UnauthorizedLogin))
+        revoked.add("0123456789ab")
+        checker.requestAvatarId(UsernamePassword(b"u", text.encode())).addBoth(results.append)
+        self.assertTrue(results[-1].check(UnauthorizedLogin))
+
+
+def _ed25519() -> bytes:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    return ed25519.Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+        serialization.NoEncryption(),
+    )
+
