@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +102,7 @@ class RelayService(Service):
         self.httpAdmission: Admission | None = None
         self.certificate: RelayCertificate | None = None
         self.sshFactory: Any = None
+        self._statePath: Path | None = None
         self._cleanups: list[Cleanup] = []
         self._starting: Deferred[RelayInfo] | None = None
         self._outcome: RelayInfo | Failure | None = None
@@ -197,7 +199,7 @@ class RelayService(Service):
         poller.start()
         self._cleanups.append(poller.stop)
         info = self._describe(pki, tlsPort, adminPort, httpPort, sshPort)
-        path = state_file_path(dataDir)
+        path = self._statePath = state_file_path(dataDir)
         write_state_file(path, info)
         self._cleanups.append(lambda: remove_state_file(path, info.pid))
         self._announce(info)
@@ -275,13 +277,18 @@ class RelayService(Service):
     def reload(self) -> bool:
         """
         Read the relay's certificate and key again (SIGHUP): new connections
-        get them; a failure keeps those in use.
+        get them, and C{relay.json} names the new fingerprint; a failure
+        keeps those in use.
 
         @return: whether the new ones are in use.
         """
-        if self.certificate is None:
+        if self.certificate is None or not self.certificate.reload():
             return False
-        return self.certificate.reload()
+        info = self.info
+        if info is not None and self._statePath is not None:
+            self.info = replace(info, fingerprint=self.certificate.fingerprint)
+            write_state_file(self._statePath, self.info)
+        return True
 
     def stopService(self) -> Deferred[None]:
         """

@@ -6,6 +6,7 @@ without a restart.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -62,7 +63,8 @@ class OperatorCertificateTests(SynchronousTestCase):
         """
         The operator's certificate is served for the relay's name, written
         to relay.json, and serves an inspect share it covers; after the files
-        change and a SIGHUP, new connections get the new one.
+        change and a SIGHUP, new connections get the new one, and relay.json
+        names it.
         """
         first, second = self.fingerprint(self.first), self.fingerprint(self.second)
         self.assertEqual(self.stack.info["fingerprint"], first)
@@ -82,3 +84,5 @@ class OperatorCertificateTests(SynchronousTestCase):
         self.assertEqual(now, second)
         self.assertEqual(served(self.port, "shop.localhost"), second)
         self.stack.relay.wait_for(r"reloaded the certificate")
+        written = json.loads((self.stack.data / "relay.json").read_text())
+        self.assertEqual(written["fingerprint"], second)
