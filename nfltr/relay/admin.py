@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from twisted.web import resource, server
+from twisted.web import resource
 from twisted.web.server import Request
+
+from .redirect import QuietSite
 
 HEALTHZ_BODY = b"ok\n"
 
@@ -61,19 +63,11 @@ class Readyz(resource.Resource):
     render_HEAD = render_GET
 
 
-class AdminSite(server.Site):
+class AdminSite(QuietSite):
     """
-    A L{server.Site} without tracebacks in responses and without an access
-    log (health checks would flood it).
+    A L{QuietSite}: no tracebacks in responses, no version banner, and no
+    access log (health checks would flood it).
     """
-
-    displayTracebacks = False
-    noisy = False
-
-    def log(self, request: Any) -> None:
-        """
-        No access log.
-        """
 
 
 def admin_site(

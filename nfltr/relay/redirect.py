@@ -67,13 +67,30 @@ class RedirectToHTTPS(resource.Resource):
         return b"" if request.method == b"HEAD" else REDIRECT_BODY
 
 
+class BannerlessRequest(server.Request):
+    """
+    A request whose response names no server software or version (Twisted
+    sets C{Server: TwistedWeb/VERSION} on every response).
+    """
+
+    def setHeader(self, name: bytes | str, value: bytes | str) -> None:
+        """
+        Any header but C{Server}.
+        """
+        key = name.encode("ascii") if isinstance(name, str) else name
+        if key.lower() != b"server":
+            super().setHeader(name, value)
+
+
 class QuietSite(server.Site):
     """
-    A site without an access log or tracebacks in responses.
+    A site without an access log, tracebacks in responses, or a version
+    banner.
     """
 
     displayTracebacks = False
     noisy = False
+    requestFactory = BannerlessRequest
 
     def log(self, request: Any) -> None:
         """

@@ -61,6 +61,15 @@ class SiteTests(SynchronousTestCase):
         protocol.dataReceived(raw)
         return transport.value()
 
+    def test_noVersionBanner(self) -> None:
+        """
+        The answer names no server software or version (no C{Server}
+        header).
+        """
+        answer = self.request(b"GET / HTTP/1.1\r\nHost: blog.localhost\r\n\r\n")
+        self.assertTrue(answer.startswith(b"HTTP/1.1 308 "), answer)
+        self.assertNotIn(b"\r\nserver:", answer.lower())
+
     def test_redirect(self) -> None:
         """
         A GET gets a 308 to the HTTPS URL with a short body; a POST keeps its
