@@ -165,6 +165,23 @@ class Exchange:
         else:
             self._close()
 
+    def stalled(self) -> None:
+        """
+        Nothing moved either way for the exchange timeout while a request
+        was in flight: the backend connection goes, and the visitor gets
+        C{504}, or its connection is cut if its response had begun.
+        """
+        if self.phase not in (Phase.CONNECTING, Phase.FORWARDING):
+            return
+        self.io.problem("exchange timed out: nothing moved")
+        if self.client is not None:
+            self.client = None
+            self.io.abortBackend()
+        if self.server.our_state is h11.SEND_RESPONSE:
+            self._respondError(HTTPStatus.GATEWAY_TIMEOUT)
+        else:
+            self._abort()
+
     def _pumpVisitor(self) -> None:
         while self.phase in (Phase.IDLE, Phase.FORWARDING):
             try:

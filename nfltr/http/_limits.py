@@ -15,6 +15,9 @@ MAX_REQUEST_HEAD_SIZE = 64 * 1024
 MAX_RESPONSE_HEAD_SIZE = 64 * 1024
 #: Seconds a visitor connection may wait for (the whole of) its next request head.
 IDLE_TIMEOUT = 60.0
+#: Seconds a request in flight may go without a byte moving either way
+#: (from the visitor, from the backend, or drained by the visitor).
+EXCHANGE_TIMEOUT = 300.0
 #: Idle keep-alive connections a pool keeps per backend.
 POOL_MAX_IDLE = 64
 #: Seconds an idle pooled connection is kept before it is closed.
@@ -37,6 +40,11 @@ class HTTPLimits:
         request head, counted from the connection or the end of the previous
         response until the whole head has arrived (so a head trickled byte
         by byte is cut too).
+    @ivar exchange_timeout: seconds a request in flight may go without a
+        byte moving either way (read from the visitor or the backend, or
+        drained by the visitor): then the backend connection is dropped and
+        the visitor gets C{504}, or its connection is cut if its response
+        had begun.  A slow response is not cut as long as bytes move.
     @ivar pool_max_idle: idle keep-alive connections a pool keeps; beyond
         that the oldest is closed.
     @ivar pool_idle_timeout: seconds an idle pooled connection is kept.
@@ -45,6 +53,7 @@ class HTTPLimits:
     max_request_head_size: int | None = MAX_REQUEST_HEAD_SIZE
     max_response_head_size: int | None = MAX_RESPONSE_HEAD_SIZE
     idle_timeout: float | None = IDLE_TIMEOUT
+    exchange_timeout: float | None = EXCHANGE_TIMEOUT
     pool_max_idle: int | None = POOL_MAX_IDLE
     pool_idle_timeout: float | None = POOL_IDLE_TIMEOUT
 
@@ -53,7 +62,7 @@ class HTTPLimits:
             value = getattr(self, name)
             if value is not None and (type(value) is not int or value < 0):
                 raise ValueError(f"{name} must be a non-negative integer or None, not {value!r}")
-        for name in ("idle_timeout", "pool_idle_timeout"):
+        for name in ("idle_timeout", "exchange_timeout", "pool_idle_timeout"):
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ValueError(f"{name} must be positive or None, not {value!r}")

@@ -64,6 +64,7 @@ class _PausesBackend:
         """
         The visitor caught up.
         """
+        self.proxy.moved()
         self.proxy.visitorFull = False
         backend = self.proxy.backend
         if backend is not None and backend.valve is not None:
@@ -113,6 +114,10 @@ class HTTPProxyProtocol(Protocol):
         self._pending: defer.Deferred[BackendConnection] | None = None
         self._timer: interfaces.IDelayedCall | None = None
         self._producing = False
+        # The exchange timeout: when a byte last moved, and the one timer
+        # that checks it (not rescheduled per read).
+        self._moved = 0.0
+        self._stallTimer: interfaces.IDelayedCall | None = None
 
     # The visitor connection.
 
@@ -132,6 +137,7 @@ class HTTPProxyProtocol(Protocol):
         if self.raw is not None:
             self.raw.dataReceived(data)
         else:
+            self._moved = self.clock.seconds()
             self.exchange.visitorData(data)
 
     def readConnectionLost(self) -> None:
@@ -154,6 +160,7 @@ class HTTPProxyProtocol(Protocol):
         exchange did not end) or end the splice.
         """
         self._setTimer(None)
+        self._stopStallTimer()
         if self.raw is not None:
             self.raw.connectionLost(reason)
             return
@@ -243,6 +250,42 @@ class HTTPProxyProtocol(Protocol):
         Start or stop the idle timer.
         """
         self._setTimer(self.exchange.idleTimeout if running else None)
+        if not running:
+            self.moved()
+            self._startStallTimer()
+
+    def moved(self) -> None:
+        """
+        A byte moved: the exchange timeout counts from now.
+        """
+        self._moved = self.clock.seconds()
+
+    def _startStallTimer(self) -> None:
+        timeout = self.limits.exchange_timeout
+        if timeout is not None and self._stallTimer is None:
+            self._stallTimer = self.clock.callLater(timeout, self._checkStall)
+
+    def _stopStallTimer(self) -> None:
+        if self._stallTimer is not None and self._stallTimer.active():
+            self._stallTimer.cancel()
+        self._stallTimer = None
+
+    def _checkStall(self) -> None:
+        """
+        The exchange timer: fires at most once a timeout, and only then
+        looks at when a byte last moved.
+        """
+        self._stallTimer = None
+        timeout = self.limits.exchange_timeout
+        if timeout is None or self.raw is not None or self.exchange.phase not in (
+            Phase.CONNECTING, Phase.FORWARDING
+        ):
+            return
+        left = self._moved + timeout - self.clock.seconds()
+        if left > 0:
+            self._stallTimer = self.clock.callLater(left, self._checkStall)
+        else:
+            self.exchange.stalled()
 
     def switchProtocols(
         self, toBackend: bytes, toVisitor: bytes, visitorEnded: bool, backendEnded: bool
@@ -316,6 +359,7 @@ class HTTPProxyProtocol(Protocol):
         """
         Bytes from the backend connection in use.
         """
+        self._moved = self.clock.seconds()
         self.exchange.backendData(data)
 
     def backendEOF(self) -> None:

@@ -545,9 +545,10 @@ class TimeoutTests(SynchronousTestCase):
 
     def test_noTimeout(self) -> None:
         """
-        With no idle timeout, nothing is timed.
+        With no idle (and no exchange) timeout, nothing is timed.
         """
-        h = Harness(fixed(b"ok"), limits=HTTPLimits(idle_timeout=None, pool_idle_timeout=None))
+        h = Harness(fixed(b"ok"), limits=HTTPLimits(idle_timeout=None, pool_idle_timeout=None,
+                                                     exchange_timeout=None))
         visitor, _ = h.visit()
         self.assertEqual(h.clock.getDelayedCalls(), [])
         h.send(visitor, request())
@@ -568,6 +569,89 @@ class TimeoutTests(SynchronousTestCase):
         h.backend.servers[0].transport.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
         h.network.run()
         self.assertEqual(parseResponses(bytes(visitor.received), closed=False)[0][1], b"ok")
+
+
+class Silent(ScriptedServer):
+    """
+    A backend that reads the request and never answers (the test writes
+    for it).
+    """
+
+    def _respond(self) -> None:
+        self.requests.append((self._request, b""))  # type: ignore[arg-type]
+
+
+class ExchangeTimeoutTests(SynchronousTestCase):
+    """
+    The exchange timeout: a request in flight during which nothing moves
+    either way.
+    """
+
+    limits = HTTPLimits(exchange_timeout=300.0)
+
+    def test_silentBackend(self) -> None:
+        """
+        A backend that never answers: after the exchange timeout the
+        visitor gets C{504} and the backend connection is dropped.
+        """
+        h = Harness(serve=lambda: Silent(fixed(b"")), limits=self.limits)
+        visitor, _ = h.visit(request())
+        h.network.advance(299)
+        self.assertIsNone(visitor.lost)
+        h.network.advance(2)
+        [(response, _, _)] = parseResponses(bytes(visitor.received))
+        self.assertEqual(response.status_code, 504)
+        self.assertTrue(h.backend.servers[0].lost)
+
+    def test_slowButMoving(self) -> None:
+        """
+        A response whose bytes trickle, each within the timeout, is not cut
+        however long it takes in all.
+        """
+        h = Harness(serve=lambda: Silent(fixed(b"")), limits=self.limits)
+        visitor, _ = h.visit(request())
+        backend = h.backend.servers[0].transport
+        backend.write(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n")
+        for n in range(10):
+            h.network.advance(250)
+            backend.write(b"%d" % n)
+            h.network.run()
+        [(response, body, _)] = parseResponses(bytes(visitor.received), closed=False)
+        self.assertEqual((response.status_code, body), (200, b"0123456789"))
+        self.assertIsNone(visitor.lost)
+
+    def test_stalledMidBody(self) -> None:
+        """
+        A response that stops halfway: the visitor's connection is cut (not
+        closed cleanly: the body is short).
+        """
+        h = Harness(serve=lambda: Silent(fixed(b"")), limits=self.limits)
+        visitor, _ = h.visit(request())
+        h.backend.servers[0].transport.write(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n12")
+        h.network.run()
+        h.network.advance(301)
+        self.assertIsNotNone(visitor.lost)
+        self.assertFalse(visitor.cleanlyClosed)
+
+    def test_idleBetweenRequestsUntouched(self) -> None:
+        """
+        Between requests only the idle timeout counts.
+        """
+        h = Harness(fixed(b"ok"), limits=HTTPLimits(idle_timeout=None, exchange_timeout=300.0,
+                                                     pool_idle_timeout=None))
+        visitor, _ = h.visit(request())
+        h.network.advance(10_000)
+        self.assertIsNone(visitor.lost)
+
+    def test_none(self) -> None:
+        """
+        With no exchange timeout, a silent backend is waited for.
+        """
+        h = Harness(serve=lambda: Silent(fixed(b"")),
+                    limits=HTTPLimits(exchange_timeout=None, idle_timeout=None))
+        visitor, _ = h.visit(request())
+        self.assertEqual(h.clock.getDelayedCalls(), [])
+        self.assertIsNone(visitor.lost)
 
 
 class GateTests(SynchronousTestCase):
