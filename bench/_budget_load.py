@@ -4,7 +4,8 @@ The load of L{bench.budgets}, in its own process:
     python -m bench._budget_load RELAY CA KEY AGENTS SESSIONS
 
 Connects AGENTS agent links to the relay (names C{budget-N}, each sharing
-port 9), prints C{agents up} once all are welcomed, then on SIGUSR1 opens
+port 9; it prints C{connecting} as it starts them), prints C{agents up}
+once all are welcomed, then on SIGUSR1 opens
 SESSIONS sessions from client links (1000 each), spread over the agents, which accept
 them with protocols that hold them idle; prints C{sessions up} once the
 agents have accepted them all.  Runs until killed.
@@ -81,6 +82,7 @@ class Load:
         self.welcomes = self.accepts = 0
 
     def start(self) -> None:
+        print("connecting", flush=True)  # the reactor runs: a start for timings
         for n in range(self.agents):
             hello = agent_hello(self.key, f"budget-{n}", [TcpShare(PORT, e2ee=False)])
             handler = Agent(self)

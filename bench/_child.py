@@ -45,7 +45,11 @@ def main(argv: list[str]) -> None:
     """
     from twisted.internet import epollreactor
 
-    epollreactor.install()
+    from nfltr.netio import install_reactor
+
+    # nfltr's epoll reactor, as the commands run (Twisted's with NFLTR_FAST_POLL=0).
+    if not install_reactor():
+        epollreactor.install()
     from twisted.internet import reactor, stdio
     from twisted.logger import (
         FilteringLogObserver,
@@ -55,8 +59,13 @@ def main(argv: list[str]) -> None:
         textFileLogObserver,
     )
 
+    from nfltr.netio import tune_process
+
     from ._ends import Control, DialerEnd, ListenerEnd
 
+    # As the nfltr commands run: nfltr's TCP transport and TLS, and the
+    # NFLTR_* switches of the environment (nfltr.netio).
+    reactor = tune_process(reactor)
     config = json.loads(argv[1])
     # Warnings and errors go to stderr (the parent shows its tail on failure);
     # an error logged by anything means the run cannot be trusted.

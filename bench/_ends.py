@@ -18,13 +18,12 @@ from typing import Any
 from twisted.internet import interfaces
 from twisted.internet.protocol import ClientFactory, Factory, Protocol
 from twisted.protocols.basic import LineReceiver
-from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from nfltr.link import DIALER, LISTENER, LinkConfig
 from nfltr.link.twisted import LinkFactory, LinkHandler, LinkProtocol, LinkSession
-from nfltr.tls import client_creator, server_context_factory
+from nfltr.tls import client_creator, server_context_factory, tls_factory
 
 ACK = b"A"
 
@@ -90,8 +89,10 @@ class End:
         Send one event line to the parent.
         """
         assert self.control is not None and self.control.transport is not None
+        # The real reactor under nfltr's TunedReactor.
+        real = getattr(self.reactor, "reactor", self.reactor)
         line = json.dumps({
-            "event": event, "pid": os.getpid(), "reactor": type(self.reactor).__name__,
+            "event": event, "pid": os.getpid(), "reactor": type(real).__name__,
             **fields,
         })
         self.control.transport.write(line.encode() + b"\n")
@@ -280,7 +281,7 @@ class ListenerEnd(End):
             )
         else:
             inner = Factory.forProtocol(self.newSink)
-        factory = TLSMemoryBIOFactory(tls, False, _OneConnection(inner, self), self.reactor)
+        factory = tls_factory(tls, False, _OneConnection(inner, self), self.reactor)
         self.port = self.reactor.adoptStreamPort(c["fd"], socket.AF_INET, factory)
         os.close(c["fd"])
         self.expectedSinks = c["sessions"] if c["mode"] == "link" else 1
@@ -339,7 +340,7 @@ class DialerEnd(End):
         self.acked = 0
         self.started: dict[str, float] | None = None
         inner = _DialerFactory(self, c["mode"])
-        factory = TLSMemoryBIOFactory(creator, True, inner, self.reactor)
+        factory = tls_factory(creator, True, inner, self.reactor)
         self.reactor.connectTCP("127.0.0.1", c["port"], factory, timeout=10)
 
     def plainSource(self) -> Source:

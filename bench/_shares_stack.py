@@ -1,8 +1,9 @@
 """
 The processes of the share-URL benchmark (L{bench.shares}): nginx serving
-1 KiB and 1 MiB files over plain HTTP and over TLS (with a certificate for
-the passthrough share's name from a CA made here), and an nfltr relay with
-one agent (C{nfltr http}) per share mode, started as a user would.
+1 KiB and 1 MiB files over plain HTTP and over TLS (L{bench._nginx}, with a
+certificate for the passthrough share's name from a CA made here), and an
+nfltr relay with one agent (C{nfltr http}) per share mode, started as a
+user would.
 
 It reuses L{bench._stack} (process groups, CPU from C{/proc}, bounded runs).
 """
@@ -17,179 +18,20 @@ import re
 import socket
 import ssl
 import subprocess
-import time
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
 from nfltr.processes import nfltr_command, wait_for_file
 
-from ._stack import READY, Proc, Processes, free_port, run_bounded
+from ._nginx import FILES, STATUS, Nginx, make_pki
+from ._relay import account_key, relay_command
+from ._stack import READY, Proc, Processes
 from ._system import BenchError
 
+__all__ = ["FILES", "MODES", "SHARE_DOMAIN", "STATUS", "Nginx", "Shares", "fetch", "make_pki"]
+
 MODES = ("e2ee", "inspect", "passthrough")
-#: The files nginx serves: size name to (path, bytes).
-FILES = {"1k": ("/1k.bin", 1024), "1m": ("/1m.bin", 1 << 20)}
 SHARE_DOMAIN = "localhost"
-STATUS = "/nginx-status"
-
-# TLS as close to nfltr's (nfltr/tls/_contexts.py) as nginx allows: TLS 1.2
-# and 1.3, AES-128-GCM first by the server's preference, no session tickets
-# and no session cache (nfltr resumes no session either), an ECDSA P-256
-# certificate sent with its CA.
-TLS12_CIPHERS = (
-    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305"
-)
-TLS13_SUITES = "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
-NGINX_CONF = """\
-daemon off;
-master_process {master};
-worker_processes {workers};
-{user}
-pid {dir}/nginx.pid;
-error_log {dir}/error.log warn;
-events {{ worker_connections 4096; }}
-http {{
-    access_log off;
-    client_body_temp_path {dir}/tmp;
-    proxy_temp_path {dir}/tmp;
-    fastcgi_temp_path {dir}/tmp;
-    uwsgi_temp_path {dir}/tmp;
-    scgi_temp_path {dir}/tmp;
-    default_type application/octet-stream;
-    keepalive_timeout 75s;
-    keepalive_requests 10000000;
-    server {{
-        listen 127.0.0.1:{http_port};
-        root {dir}/html;
-        location = {status} {{ stub_status; }}
-    }}
-    server {{
-        listen 127.0.0.1:{tls_port} ssl;
-        root {dir}/html;
-        ssl_certificate {dir}/tls/chain.pem;
-        ssl_certificate_key {dir}/tls/leaf.key;
-        ssl_protocols TLSv1.2 TLSv1.3;
-        ssl_prefer_server_ciphers on;
-        ssl_ciphers {tls12_ciphers};
-        ssl_conf_command Ciphersuites {tls13_suites};
-        ssl_session_tickets off;
-        ssl_session_cache off;
-    }}
-}}
-"""
-
-
-def make_pki(directory: Path, names: list[str]) -> Path:
-    """
-    A CA and a leaf certificate for C{names} (ECDSA P-256, as nfltr's share
-    certificates): C{directory/ca.crt}, C{chain.pem} (leaf then CA) and
-    C{leaf.key}.  Returns the CA's path.
-    """
-    directory.mkdir(parents=True, exist_ok=True)
-    now = datetime.now(UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "nfltr bench service CA")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(hours=1)).not_valid_after(now + timedelta(days=7))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=False, content_commitment=False, key_encipherment=False,
-                data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                crl_sign=True, encipher_only=False, decipher_only=False,
-            ), critical=True,
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    leaf = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0])]))
-        .issuer_name(ca_name).public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(hours=1)).not_valid_after(now + timedelta(days=7))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), False)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), False)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    pem = serialization.Encoding.PEM
-    (directory / "ca.crt").write_bytes(ca.public_bytes(pem))
-    (directory / "chain.pem").write_bytes(leaf.public_bytes(pem) + ca.public_bytes(pem))
-    (directory / "leaf.key").write_bytes(key.private_bytes(
-        pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ))
-    return directory / "ca.crt"
-
-
-class Nginx:
-    """
-    nginx on 127.0.0.1: plain HTTP on C{http_port}, TLS on C{tls_port}, the
-    same files on both, and C{stub_status} (connections accepted, requests)
-    on the plain port.
-    """
-
-    def __init__(self, tmp: Path, procs: Processes, workers: int, tls_names: list[str]) -> None:
-        directory = self.dir = tmp / "nginx"
-        (directory / "html").mkdir(parents=True)
-        (directory / "tmp").mkdir()
-        for path, size in FILES.values():
-            (directory / "html" / path.lstrip("/")).write_bytes(os.urandom(size))
-        self.ca = make_pki(directory / "tls", tls_names)
-        self.http_port, self.tls_port = free_port(), free_port()
-        # As root, nginx's workers would switch to "nobody", who cannot read
-        # a private temporary directory.
-        user = "user root root;" if os.geteuid() == 0 else ""
-        conf = directory / "nginx.conf"
-        conf.write_text(NGINX_CONF.format(
-            # One worker: the master serves itself, so that it dies with us.
-            master="on" if workers > 1 else "off", workers=workers, user=user, dir=directory,
-            http_port=self.http_port, tls_port=self.tls_port, status=STATUS,
-            tls12_ciphers=TLS12_CIPHERS, tls13_suites=TLS13_SUITES,
-        ))
-        self.proc: Proc = procs.start("nginx", [
-            "nginx", "-e", str(directory / "error.log"), "-p", str(directory), "-c", str(conf),
-        ])
-        deadline = time.monotonic() + READY
-        while True:
-            self.proc.check()
-            try:
-                self.status()
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise BenchError(f"nginx never answered on {self.http_port}") from None
-                time.sleep(0.05)
-
-    def body(self, size: str) -> bytes:
-        return (self.dir / "html" / FILES[size][0].lstrip("/")).read_bytes()
-
-    def status(self) -> dict[str, int]:
-        """
-        nginx's counters: connections C{accepted}, C{requests} served.
-        """
-        conn = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=5)
-        try:
-            conn.request("GET", STATUS)
-            text = conn.getresponse().read().decode()
-        except http.client.HTTPException as e:
-            raise OSError(str(e)) from e
-        finally:
-            conn.close()
-        m = re.search(r"\n\s*(\d+)\s+(\d+)\s+(\d+)\s*\n", text)
-        if m is None:
-            raise OSError(f"unexpected stub_status: {text!r}")
-        # The status request itself is one connection and one request.
-        return {"accepted": int(m[1]), "requests": int(m[3])}
 
 
 class Shares:
@@ -205,25 +47,23 @@ class Shares:
     """
 
     def __init__(
-        self, tmp: Path, procs: Processes, nginx: Nginx, relay_args: tuple[str, ...] = ()
+        self, tmp: Path, procs: Processes, nginx: Nginx, relay_args: tuple[str, ...] = (),
+        modes: tuple[str, ...] = MODES,
     ) -> None:
-        data = tmp / "relay"
-        self.relay = procs.start("relay", nfltr_command(
-            "relay", "--data-dir", str(data), "--tls", "tcp:0:interface=127.0.0.1",
-            "--admin", "tcp:0:interface=127.0.0.1", "--http", "none", "--log-level", "warn",
-            *relay_args,
-        ))
+        data = self.data = tmp / "relay"
+        self.relay_args = relay_args
+        self.relay = procs.start("relay", relay_command(data, *relay_args))
         try:
             self.info = json.loads(wait_for_file(data / "relay.json", READY))
         except RuntimeError as e:
             raise BenchError(f"{e}; the relay printed:\n{self.relay.tail()}") from None
         self.port = int(self.info["tls"].rsplit(":", 1)[1])
         self.share_ca = self.info["share_ca"]
-        env = {"NFLTR_KEY": _key(data)}
-        self.names = {mode: share_name(mode) for mode in MODES}
+        env = {"NFLTR_KEY": account_key(data)}
+        self.names = {mode: share_name(mode) for mode in modes}
         self.agents: dict[str, Proc] = {}
         self.urls: dict[str, str] = {}
-        for mode in MODES:
+        for mode in modes:
             port = nginx.tls_port if mode == "passthrough" else nginx.http_port
             self.agents[mode] = procs.start(f"agent {mode}", nfltr_command(
                 "http", str(port), "--name", self.names[mode], "--mode", mode,
@@ -236,17 +76,6 @@ class Shares:
 
 def share_name(mode: str) -> str:
     return f"bench-{mode}"
-
-
-def _key(data: Path) -> str:
-    def nfltr(*args: str) -> subprocess.CompletedProcess[str]:
-        done = run_bounded(nfltr_command(*args, "--data-dir", str(data)), READY)
-        if done.returncode != 0:
-            raise BenchError(f"nfltr {' '.join(args)} failed: {done.stderr}")
-        return done
-
-    nfltr("accounts", "create", "bench")
-    return nfltr("keys", "create", "--account", "bench").stdout.strip().splitlines()[0]
 
 
 def fetch(

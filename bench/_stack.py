@@ -24,7 +24,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +42,12 @@ class Proc(Child):
     A long-lived child in its own process group (see the module).
     """
 
-    def __init__(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, name: str, args: list[str], env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> None:
         guard = ["setpriv", "--pdeathsig", "KILL", "--"] if shutil.which("setpriv") else []
-        super().__init__(guard + args, env, name, cwd=ROOT)
+        super().__init__(guard + args, env, name, cwd=cwd or ROOT)
         self.pid = self.popen.pid
 
     def check(self) -> None:
@@ -82,8 +84,11 @@ class Processes:
     def __init__(self) -> None:
         self.all: list[Proc] = []
 
-    def start(self, name: str, args: list[str], env: dict[str, str] | None = None) -> Proc:
-        proc = Proc(name, args, env)
+    def start(
+        self, name: str, args: list[str], env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> Proc:
+        proc = Proc(name, args, env, cwd)
         self.all.append(proc)
         return proc
 
@@ -138,14 +143,16 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_bounded(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+def run_bounded(
+    args: list[str], timeout: float, cwd: Path | None = None, env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
     """
     Run C{args} in its own process group to completion; kill the group on
     a timeout (L{BenchError}) or any exception, ^C included.
     """
     proc = subprocess.Popen(
         args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, start_new_session=True,
+        text=True, start_new_session=True, cwd=cwd, env=env,
     )
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -211,48 +218,31 @@ def tree_state() -> dict[str, Any]:
 
 # -- services -------------------------------------------------------------------
 
-NGINX_CONF = """\
-daemon off;
-master_process {master};
-worker_processes {workers};
-{user}
-pid {dir}/nginx.pid;
-error_log {dir}/error.log warn;
-events {{ worker_connections 4096; }}
-http {{
-    access_log off;
-    client_body_temp_path {dir}/tmp;
-    proxy_temp_path {dir}/tmp;
-    fastcgi_temp_path {dir}/tmp;
-    uwsgi_temp_path {dir}/tmp;
-    scgi_temp_path {dir}/tmp;
-    default_type application/octet-stream;
-    keepalive_timeout 75s;
-    keepalive_requests 10000000;
-    server {{
-        listen 127.0.0.1:{port};
-        root {dir}/html;
-    }}
-}}
-"""
 PAGE = "/1k.bin"
 PAGE_SIZE = 1024
+#: The large file (the 1 MiB rows).
+BIG_PAGE = "/1m.bin"
+BIG_PAGE_SIZE = 1024 * 1024
 
 
 class Services:
     """
-    The services on 127.0.0.1: C{iperf3 -s} (bulk) and nginx serving a
-    1 KiB file with keep-alive (HTTP).
+    The services on 127.0.0.1: C{iperf3 -s} (bulk) and nginx serving 1 KiB
+    and 1 MiB files with keep-alive (HTTP: L{bench._nginx.Nginx}), also over
+    TLS with a certificate for C{tls_names} if given.
 
-    @ivar ports: service name to port.
+    @ivar ports: service name (C{iperf3}, C{nginx}, C{nginx-tls}) to port.
     """
 
-    def __init__(self, tmp: Path, procs: Processes, nginx_workers: int) -> None:
+    def __init__(
+        self, tmp: Path, procs: Processes, nginx_workers: int, tls_names: list[str] | None = None
+    ) -> None:
         self.tmp = tmp
         self.procs = procs
         self.ports: dict[str, int] = {}
         self.groups: dict[str, Proc] = {}
         self.nginx_workers = nginx_workers
+        self.tls_names = tls_names
         self.start_iperf()
         self.start_nginx()
 
@@ -272,37 +262,13 @@ class Services:
         self.groups["iperf3"] = proc
 
     def start_nginx(self) -> None:
-        directory = self.tmp / "nginx"
-        (directory / "html").mkdir(parents=True)
-        (directory / "tmp").mkdir()
-        (directory / "html" / PAGE.lstrip("/")).write_bytes(os.urandom(PAGE_SIZE))
-        port = self.ports["nginx"] = free_port()
-        # As root, nginx's workers would switch to "nobody", who cannot read
-        # a private temporary directory.
-        user = "user root root;" if os.geteuid() == 0 else ""
-        conf = directory / "nginx.conf"
-        conf.write_text(
-            NGINX_CONF.format(
-                # One worker: the master serves itself, so that it dies with
-                # us (a worker would outlive a killed master).
-                master="on" if self.nginx_workers > 1 else "off", workers=self.nginx_workers,
-                user=user, dir=directory, port=port,
-            )
-        )
-        proc = self.procs.start("nginx", [
-            "nginx", "-e", str(directory / "error.log"), "-p", str(directory), "-c", str(conf),
-        ])
-        self.groups["nginx"] = proc
-        deadline = time.monotonic() + READY
-        while True:
-            proc.check()
-            try:
-                fetch(port)
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise BenchError(f"nginx never answered on {port}") from None
-                time.sleep(0.05)
+        from ._nginx import Nginx  # here: it imports this module
+
+        self.nginx = Nginx(self.tmp, self.procs, self.nginx_workers, self.tls_names)
+        self.ports["nginx"] = self.nginx.http_port
+        if self.nginx.tls_port is not None:
+            self.ports["nginx-tls"] = self.nginx.tls_port
+        self.groups["nginx"] = self.nginx.proc
 
 
 def fetch(port: int, timeout: float = 10.0) -> bytes:
@@ -333,6 +299,10 @@ class Tunnel:
     A relay with one account, and for each mode (C{e2ee}, C{plain}, C{ws})
     an agent sharing every service port and a connector for each service.
 
+    A variant of the stack (to compare builds in one run) runs the nfltr of
+    another source tree (C{tree}: its processes start there, with it first
+    on C{PYTHONPATH}) and/or with more environment variables (C{env}).
+
     @ivar agents: mode to agent.
     @ivar connectors: (mode, service) to (connector, its local port).
     """
@@ -346,10 +316,27 @@ class Tunnel:
         "ws": ["--e2ee", "true", "--transport", "websocket"],
     }
 
-    def __init__(self, tmp: Path, procs: Processes, ports: dict[str, int]) -> None:
+    def __init__(
+        self, tmp: Path, procs: Processes, ports: dict[str, int], *,
+        modes: tuple[str, ...] | None = None, tree: Path | None = None,
+        env: dict[str, str] | None = None, label: str = "",
+    ) -> None:
         self.procs = procs
+        self.modes = modes or self.MODES
+        self.tree = tree
+        extra = dict(env or {})
+        if tree is not None:
+            extra["PYTHONPATH"] = os.pathsep.join(
+                filter(None, [str(tree), os.environ.get("PYTHONPATH")])
+            )
+        self.env = extra
+        suffix = f" {label}" if label else ""
         data = tmp / "relay"
-        self.relay = procs.start("relay", nfltr_command(
+
+        def start(name: str, args: list[str], env: dict[str, str] | None = None) -> Proc:
+            return procs.start(name + suffix, args, {**extra, **(env or {})}, tree)
+
+        self.relay = start("relay", nfltr_command(
             "relay", "--data-dir", str(data), "--tls", "tcp:0:interface=127.0.0.1",
             "--admin", "tcp:0:interface=127.0.0.1", "--http", "none", "--log-level", "warn",
         ))
@@ -363,10 +350,10 @@ class Tunnel:
         relay = ["--relay", info["tls"], "--ca", info["ca"]]
         self.agents: dict[str, Proc] = {}
         self.connectors: dict[tuple[str, str], tuple[Proc, int]] = {}
-        for mode in self.MODES:
+        for mode in self.modes:
             e2ee = self.OPTIONS[mode]
             name = f"bench-{mode}"
-            agent = procs.start(f"agent {mode}", nfltr_command(
+            agent = start(f"agent {mode}", nfltr_command(
                 "tcp", *(str(p) for p in ports.values()), "--name", name,
                 "--state-dir", str(tmp / f"agent-{mode}"), *relay, *e2ee,
             ), env)
@@ -376,7 +363,7 @@ class Tunnel:
             agent.wait_for("connected to the relay")
             self.agents[mode] = agent
             for service, port in ports.items():
-                connector = procs.start(f"connector {mode} {service}", nfltr_command(
+                connector = start(f"connector {mode} {service}", nfltr_command(
                     "tcp-connect", name, str(port), "--listen", "127.0.0.1:0", *pin, *relay,
                     *e2ee,
                 ), env)
@@ -385,7 +372,10 @@ class Tunnel:
 
     def _key(self, data: Path) -> str:
         def nfltr(*args: str) -> subprocess.CompletedProcess[str]:
-            done = run_bounded(nfltr_command(*args, "--data-dir", str(data)), READY)
+            done = run_bounded(
+                nfltr_command(*args, "--data-dir", str(data)), READY, cwd=self.tree,
+                env={**os.environ, **self.env},
+            )
             if done.returncode != 0:
                 raise BenchError(f"nfltr {' '.join(args)} failed: {done.stderr}")
             return done

@@ -74,6 +74,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ._cli import add_noise, add_output, add_profile, add_quick, add_rounds
 from ._profile import Sampler, hot_spots, hot_spots_markdown
 from ._shares_stack import FILES, MODES, SHARE_DOMAIN, Nginx, Shares, fetch, tls_parameters
 from ._stack import Processes, children_cpu, group_cpu, run_bounded, tool_versions, tree_state
@@ -657,10 +658,9 @@ def profile(bench: Bench, workloads: list[Workload], tmp: Path) -> dict[str, Any
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.shares", description=__doc__.split("\n")[1])
-    p.add_argument("--rounds", type=int, default=5, help="rounds of every case (>= 1)")
+    add_rounds(p, 5)
     p.add_argument("--duration", type=int, default=2, help="seconds of each wrk run")
-    p.add_argument("--quick", action="store_true",
-                   help="smoke run: 1 round of 1 s runs; no warm-up, repeats or JSON")
+    add_quick(p, "1 round of 1 s runs; no warm-up, repeats or JSON")
     p.add_argument("--workloads", default=DEFAULT_WORKLOADS,
                    help="SIZE-keep-N or SIZE-close-N (SIZE: 1k or 1m), comma-separated")
     p.add_argument("--paths", default=",".join(PATHS),
@@ -675,31 +675,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="keep the relay's default per-source connection rate (200/s after a"
                    " burst of 2,000), which the close workloads from one address exceed;"
                    " by default the benchmark turns it off (--per-source-rate none)")
-    p.add_argument("--settle", type=float, default=0.2,
-                   help="seconds after each run still counted (the teardown)")
-    p.add_argument("--max-other", type=float, default=0.2,
-                   help="others' CPU (cores) above which a run is repeated")
-    p.add_argument("--retries", type=int, default=2, help="repeats of a contaminated run")
-    p.add_argument("--quiet-budget", type=float, default=45.0,
-                   help="seconds in all to wait for a quiet machine before runs")
-    p.add_argument("--budget", type=float, default=540.0,
-                   help="seconds for the whole benchmark: runs are waited for or repeated only"
-                   " while the cases left still fit")
+    add_noise(p, settle_help="the teardown")
     p.add_argument("--profile", action="store_true",
                    help="after the rounds, sample relay and agent with py-spy during one more"
                    " run of each --profile-workloads in each mode")
-    p.add_argument("--profile-workloads", default="1k-keep-50,1k-close-50")
-    p.add_argument("--profile-seconds", type=int, default=4)
-    p.add_argument("--rate", type=int, default=200, help="py-spy samples a second")
-    p.add_argument("--top", type=int, default=12, help="hot spots listed per process")
-    p.add_argument("--profile-dir", help="keep py-spy's collapsed stacks here")
-    p.add_argument("--report", type=Path, metavar="JSON",
-                   help="print the tables of a stored run instead of running")
+    add_profile(p, workloads="1k-keep-50,1k-close-50", seconds=4)
     p.add_argument("--update-doc", action="store_true",
                    help=f"also put the tables into {DOC.relative_to(ROOT)} between its markers")
-    p.add_argument("--json", type=Path, default=None,
-                   help=f"where the results go (default: {DEFAULT_JSON.relative_to(ROOT)};"
-                   " none with --quick)")
+    add_output(p, DEFAULT_JSON)
     args = p.parse_args(argv)
     if args.quick:
         args.rounds, args.duration, args.warmup, args.retries = 1, 1, 0, 0

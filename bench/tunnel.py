@@ -58,8 +58,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ._cli import add_noise, add_output, add_profile, add_quick, add_rounds
 from ._profile import Sampler, hot_spots, hot_spots_markdown
 from ._stack import (
+    BIG_PAGE,
     PAGE,
     Processes,
     Services,
@@ -112,12 +114,13 @@ class Workload:
     """
     C{bulk-N}: iperf3 with N parallel streams; C{http-N}: wrk with N
     keep-alive connections; C{close-N}: wrk with N connections and a new
-    connection for each request (C{Connection: close}).
+    connection for each request (C{Connection: close}); C{mib-N}: wrk with
+    N keep-alive connections getting a 1 MiB file.
     """
 
     def __init__(self, name: str) -> None:
         kind, _, n = name.partition("-")
-        if kind not in ("bulk", "http", "close") or not n.isdigit() or int(n) < 1:
+        if kind not in ("bulk", "http", "close", "mib") or not n.isdigit() or int(n) < 1:
             raise ValueError(name)
         self.name = name
         self.kind = kind
@@ -133,7 +136,8 @@ class Workload:
         """
         if self.kind == "bulk":
             return _iperf(port, self.parallel, seconds)
-        return _wrk(port, self.parallel, seconds, script, self.kind == "close")
+        page = BIG_PAGE if self.kind == "mib" else PAGE
+        return _wrk(port, self.parallel, seconds, script, self.kind == "close", page)
 
 
 def _iperf(port: int, streams: int, seconds: int) -> dict[str, Any]:
@@ -156,12 +160,14 @@ def _iperf(port: int, streams: int, seconds: int) -> dict[str, Any]:
     }
 
 
-def _wrk(port: int, connections: int, seconds: int, script: Path, close: bool) -> dict[str, Any]:
+def _wrk(
+    port: int, connections: int, seconds: int, script: Path, close: bool, page: str = PAGE,
+) -> dict[str, Any]:
     threads = min(2, connections)
     done = run_bounded([
         "wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--timeout", "5s",
         *(["-H", "Connection: close"] if close else []),
-        "-s", str(script), f"http://127.0.0.1:{port}{PAGE}",
+        "-s", str(script), f"http://127.0.0.1:{port}{page}",
     ], seconds + 30)
     lines = [line for line in done.stdout.splitlines() if line.startswith('{"requests"')]
     if done.returncode != 0 or not lines:
@@ -213,9 +219,23 @@ class Bench:
 
     def start(self) -> None:
         self.services = Services(self.tmp, self.procs, self.args.nginx_workers)
-        self.tunnel = Tunnel(self.tmp, self.procs, self.services.ports)
-        for mode in Tunnel.MODES:
-            fetch(self.tunnel.connectors[mode, "nginx"][1])  # the path works
+        self.tunnels: dict[str, Tunnel] = {}
+        for name, tree, env in [("", None, {}), *self.args.variant_list]:
+            self.tunnels[name] = Tunnel(
+                self.tmp / f"stack{'-' + name if name else ''}", self.procs,
+                self.services.ports, modes=self.args.path_list, tree=tree, env=env, label=name,
+            )
+        self.tunnel = self.tunnels[""]
+        for case in self.args.cases[1:]:
+            tunnel, mode = self.path(case)
+            fetch(tunnel.connectors[mode, "nginx"][1])  # the path works
+
+    def path(self, case: str) -> tuple[Tunnel, str]:
+        """
+        The stack and mode of a tunnel case (C{MODE} or C{MODE@VARIANT}).
+        """
+        mode, _, variant = case.partition("@")
+        return self.tunnels[variant], mode
 
     def stop(self) -> None:
         self.procs.stop_all()
@@ -246,21 +266,23 @@ class Bench:
                             rss[proc.name] = int(line.split()[1])
         return rss
 
-    def port(self, workload: Workload, mode: str) -> int:
-        if mode == "direct":
+    def port(self, workload: Workload, case: str) -> int:
+        if case == "direct":
             return self.services.ports[workload.service]
-        return self.tunnel.connectors[mode, workload.service][1]
+        tunnel, mode = self.path(case)
+        return tunnel.connectors[mode, workload.service][1]
 
-    def groups(self, workload: Workload, mode: str) -> dict[str, int]:
+    def groups(self, workload: Workload, case: str) -> dict[str, int]:
         """
         Role to process group: the relay, the path's agent and connector,
         the service, and every other process of ours as C{idle-N}.
         """
         roles: dict[str, int] = {"service": self.services.groups[workload.service].pid}
-        if mode != "direct":
-            roles["relay"] = self.tunnel.relay.pid
-            roles["agent"] = self.tunnel.agents[mode].pid
-            roles["connector"] = self.tunnel.connectors[mode, workload.service][0].pid
+        if case != "direct":
+            tunnel, mode = self.path(case)
+            roles["relay"] = tunnel.relay.pid
+            roles["agent"] = tunnel.agents[mode].pid
+            roles["connector"] = tunnel.connectors[mode, workload.service][0].pid
         taken = set(roles.values())
         rest = [p.pid for p in self.procs.all if p.pid not in taken]
         roles.update({f"idle-{i}": pid for i, pid in enumerate(rest)})
@@ -414,7 +436,7 @@ def warm_up(bench: Bench, workloads: list[Workload]) -> list[dict[str, Any]]:
     """
     runs = []
     for workload in workloads:
-        for mode in Tunnel.MODES:
+        for mode in bench.args.cases[1:]:
             record = bench.run_once(workload, mode, bench.args.warmup)
             bench.log(f"warm-up {describe(record)}")
             runs.append(record)
@@ -423,12 +445,15 @@ def warm_up(bench: Bench, workloads: list[Workload]) -> list[dict[str, Any]]:
 
 def run_rounds(bench: Bench, workloads: list[Workload]) -> list[dict[str, Any]]:
     runs: list[dict[str, Any]] = []
-    bench.cases_left = bench.args.rounds * len(workloads) * len(MODES)
+    cases = bench.args.cases
+    bench.cases_left = bench.args.rounds * len(workloads) * len(cases)
     if bench.args.profile:
         bench.cases_left += len(bench.args.profile_list) * 2  # runs, and py-spy's start
     for n in range(1, bench.args.rounds + 1):
         for workload in workloads:
-            for mode in MODES:
+            # Rotate the order each round, so no case always follows another.
+            shift = (n - 1) % len(cases)
+            for mode in cases[shift:] + cases[:shift]:
                 for record in bench.measure(workload, mode, f"round {n}"):
                     record["round"] = n
                     runs.append(record)
@@ -444,10 +469,15 @@ def _spread(values: list[float]) -> dict[str, float] | None:
     }
 
 
-def summarize(workloads: list[Workload], runs: list[dict[str, Any]]) -> dict[str, Any]:
+def summarize(
+    workloads: list[Workload], runs: list[dict[str, Any]], cases: tuple[str, ...] = MODES,
+) -> dict[str, Any]:
     """
-    Per workload and mode: medians and spread over the counted runs, and
-    the per-round ratios of the rate to C{direct}.
+    Per workload and case: medians and spread over the counted runs, the
+    per-round ratios of the rate to C{direct}, and for a variant's case
+    (C{MODE@VARIANT}) the per-round ratios of this tree's C{MODE} to it
+    (C{current_vs_variant}: above 1, the current tree is faster) and of its
+    CPU per GB or per 1,000 requests to the variant's.
     """
     counted = [r for r in runs if r.get("counted")]
     summary: dict[str, Any] = {}
@@ -458,7 +488,7 @@ def summarize(workloads: list[Workload], runs: list[dict[str, Any]]) -> dict[str
             r["round"]: r for r in counted
             if r["workload"] == workload.name and r["mode"] == "direct"
         }
-        for mode in MODES:
+        for mode in cases:
             everything = [r for r in runs if r["workload"] == workload.name and r["mode"] == mode]
             mine = [r for r in everything if r.get("counted")]
             entry: dict[str, Any] = {
@@ -483,8 +513,30 @@ def summarize(workloads: list[Workload], runs: list[dict[str, Any]]) -> dict[str
                     r[rate] / direct[r["round"]][rate] for r in mine if r["round"] in direct
                 ]
                 entry["vs_direct"] = _spread(ratios)
+            if "@" in mode:
+                _versus(entry, mode.partition("@")[0], mine, counted, rate, per)
             summary[f"{workload.name} {mode}"] = entry
     return summary
+
+
+def _versus(
+    entry: dict[str, Any], current: str, variant_runs: list[dict[str, Any]],
+    counted: list[dict[str, Any]], rate: str, per: str,
+) -> None:
+    """
+    Add the per-round ratios of the current tree's case C{current} to a
+    variant's runs: rate (current / variant) and CPU (current / variant).
+    """
+    mine = {
+        r["round"]: r for r in counted
+        if r["workload"] == entry["workload"] and r["mode"] == current
+    }
+    pairs = [(mine[r["round"]], r) for r in variant_runs if r["round"] in mine]
+    entry["current_vs_variant"] = _spread([a[rate] / b[rate] for a, b in pairs])
+    key = f"tunnel_{per}"
+    entry["current_vs_variant_cpu"] = _spread(
+        [a[key] / b[key] for a, b in pairs if a.get(key) and b.get(key)]
+    )
 
 
 def _num(value: float, digits: int = 2) -> str:
@@ -542,6 +594,24 @@ def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
                 f" {med(e, 'relay_cpu_s_per_1k', 3)} | {med(e, 'agent_cpu_s_per_1k', 3)} |"
                 f" {med(e, 'connector_cpu_s_per_1k', 3)} | {med(e, 'tunnel_cpu_s_per_1k', 3)} |"
                 f" {_cores(e)} | {med(e, 'p50_ms')} / {med(e, 'p99_ms')} |"
+            )
+        lines.append("")
+    versus = [e for e in summary.values() if "current_vs_variant" in e]
+    if versus:
+        lines += [
+            "This tree against each variant (per-round ratios, medians; rate above 1 and CPU"
+            " below 1: this tree is better):",
+            "",
+            "| load | path | variant | rate: this tree ÷ variant | CPU per unit: this tree ÷"
+            " variant | variant's rate |",
+            "|---|---|---|---|---|---|",
+        ]
+        for e in versus:
+            mode, _, variant = e["mode"].partition("@")
+            lines.append(
+                f"| {e['workload']} | {mode} | {variant} | {med(e, 'current_vs_variant')} |"
+                f" {med(e, 'current_vs_variant_cpu')} |"
+                f" {med(e, e['rate'], 2 if e['rate'] == 'gbit_s' else 0)} |"
             )
         lines.append("")
     lines += [
@@ -642,40 +712,30 @@ def profile(bench: Bench, workloads: list[Workload], tmp: Path) -> dict[str, Any
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.tunnel", description=__doc__.split("\n")[1])
-    p.add_argument("--rounds", type=int, default=5, help="rounds of every case (>= 1)")
+    add_rounds(p, 5)
     p.add_argument("--seconds", type=int, default=4, help="duration of each iperf3/wrk run")
-    p.add_argument("--quick", action="store_true",
-                   help="smoke run: 1 round of 1 s runs; no warm-up, repeats, profile or JSON")
+    add_quick(p, "1 round of 1 s runs; no warm-up, repeats, profile or JSON")
     p.add_argument("--workloads", default="bulk-1,bulk-8,http-1,http-50,close-50",
-                   help="bulk-N (iperf3 -P N), http-N (wrk -cN, keep-alive) and close-N (wrk -cN,"
-                   " a new connection each request), comma-separated")
+                   help="bulk-N (iperf3 -P N), http-N (wrk -cN, keep-alive), close-N (wrk -cN,"
+                   " a new connection each request) and mib-N (wrk -cN, keep-alive, 1 MiB),"
+                   " comma-separated")
     p.add_argument("--warmup", type=int, default=1,
                    help="seconds of the uncounted warm-up run of each tunnel case (0: none)")
+    p.add_argument("--paths", default=",".join(Tunnel.MODES),
+                   help=f"tunnel modes measured, comma-separated ({', '.join(Tunnel.MODES)})")
+    p.add_argument("--variant", action="append", default=[], metavar="NAME:SETTINGS",
+                   help="also run a second stack, NAME, in the same interleaved rounds:"
+                   " SETTINGS are comma-separated tree=DIR (the nfltr of another source tree,"
+                   " e.g. a git worktree of HEAD) and VAR=VALUE environment variables;"
+                   " repeatable. Its cases are MODE@NAME")
     p.add_argument("--nginx-workers", type=int, default=1, help="nginx worker_processes")
-    p.add_argument("--settle", type=float, default=0.2,
-                   help="seconds after each run still counted (the tunnel's teardown)")
-    p.add_argument("--max-other", type=float, default=0.2,
-                   help="others' CPU (cores) above which a run is repeated")
-    p.add_argument("--retries", type=int, default=2, help="repeats of a contaminated run")
-    p.add_argument("--quiet-budget", type=float, default=45.0,
-                   help="seconds in all to wait for a quiet machine before runs")
-    p.add_argument("--budget", type=float, default=540.0,
-                   help="seconds for the whole benchmark: runs are waited for or repeated only"
-                   " while the cases left still fit (at the mean time a case took)")
+    add_noise(p, settle_help="the tunnel's teardown")
     p.add_argument("--profile", action=argparse.BooleanOptionalAction, default=None,
                    help="sample one more run of each --profile-workloads (default: on, but"
                    " off with --quick)")
-    p.add_argument("--profile-workloads", default="http-50,bulk-1")
     p.add_argument("--profile-mode", choices=Tunnel.MODES, default="e2ee")
-    p.add_argument("--profile-seconds", type=int, default=5)
-    p.add_argument("--rate", type=int, default=200, help="py-spy samples a second")
-    p.add_argument("--top", type=int, default=12, help="hot spots listed per process")
-    p.add_argument("--profile-dir", help="keep py-spy's collapsed stacks here")
-    p.add_argument("--report", type=Path, metavar="JSON",
-                   help="print the tables of a stored run instead of running")
-    p.add_argument("--json", type=Path, default=None,
-                   help=f"where the results go (default: {DEFAULT_JSON.relative_to(ROOT)};"
-                   " none with --quick)")
+    add_profile(p, workloads="http-50,bulk-1", seconds=5)
+    add_output(p, DEFAULT_JSON)
     args = p.parse_args(argv)
     if args.quick:
         args.rounds, args.seconds, args.warmup, args.retries = 1, 1, 0, 0
@@ -690,10 +750,43 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
             Workload(w.strip()) for w in args.profile_workloads.split(",") if w.strip()
         ]
     except ValueError as e:
-        p.error(f"not a workload: {e} (bulk-N, http-N or close-N)")
+        p.error(f"not a workload: {e} (bulk-N, http-N, close-N or mib-N)")
     if args.rounds < 1 or args.seconds < 1 or not args.workload_list:
         p.error("--rounds, --seconds and --workloads need at least 1")
+    args.path_list = tuple(m.strip() for m in args.paths.split(",") if m.strip())
+    if not args.path_list or not set(args.path_list) <= set(Tunnel.MODES):
+        p.error(f"--paths: give some of {', '.join(Tunnel.MODES)}")
+    try:
+        args.variant_list = [parse_variant(v) for v in args.variant]
+    except ValueError as e:
+        p.error(f"--variant: {e}")
+    args.cases = ("direct", *args.path_list, *(
+        f"{mode}@{name}" for name, _, _ in args.variant_list for mode in args.path_list
+    ))
     return args
+
+
+def parse_variant(spec: str) -> tuple[str, Path | None, dict[str, str]]:
+    """
+    C{NAME:tree=DIR,VAR=VALUE,...}: the variant's name, tree and environment.
+
+    @raise ValueError: saying what is wrong.
+    """
+    name, _, settings = spec.partition(":")
+    if not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", name):
+        raise ValueError(f"{spec!r}: the name must be lowercase letters, digits, - or _")
+    tree, env = None, {}
+    for item in filter(None, settings.split(",")):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"{item!r} is not KEY=VALUE")
+        if key == "tree":
+            tree = Path(value).resolve()
+            if not (tree / "nfltr" / "__init__.py").exists():
+                raise ValueError(f"{tree} holds no nfltr package")
+        else:
+            env[key] = value
+    return name, tree, env
 
 
 def report(doc: dict[str, Any]) -> None:
@@ -730,7 +823,7 @@ def benchmark(args: argparse.Namespace, doc: dict[str, Any]) -> int:
             if args.warmup:
                 doc["warmups"] = warm_up(bench, args.workload_list)
             runs = run_rounds(bench, args.workload_list)
-            summary = summarize(args.workload_list, runs)
+            summary = summarize(args.workload_list, runs, args.cases)
             doc["rss_kib_after_rounds"] = bench.memory()
             doc["complaints"] = bench.complaints()
             if doc["complaints"]:
@@ -764,11 +857,12 @@ def main(argv: list[str] | None = None) -> int:
     if missing is not None:
         _log(f"{missing} is missing: apt-get install -y iperf3 nginx wrk; pip install py-spy")
         return 1
-    tunables = os.environ.get("GLIBC_TUNABLES")
-    command = shlex.join(
-        ([f"GLIBC_TUNABLES={tunables}"] if tunables else [])
-        + ["python", "-m", "bench.tunnel", *argv]
-    )
+    # The environment that changes what the nfltr processes do.
+    settings = [
+        f"{k}={v}" for k, v in sorted(os.environ.items())
+        if k == "GLIBC_TUNABLES" or (k.startswith("NFLTR_") and k != "NFLTR_KEY")
+    ]
+    command = shlex.join([*settings, "python", "-m", "bench.tunnel", *argv])
     meta: dict[str, Any] = {
         "command": command, "started": datetime.now(UTC).isoformat(timespec="seconds"),
         "environment": environment(), "tools": tool_versions(), "tree": tree_state(),

@@ -211,9 +211,11 @@ def makeService(options: Options) -> IService:
         if reactor.running:
             reactor.stop()
 
+    from nfltr.netio import tune_process
+
     assert options.subCommand is not None
     return build_service(
-        options.subCommand, options.subOptions.checked, reactor, None, fatal, done
+        options.subCommand, options.subOptions.checked, tune_process(reactor), None, fatal, done
     )
 
 
@@ -259,6 +261,9 @@ def serve(make: Callable[..., IService], verbose: bool) -> int:
     latter's message on standard output) or C{onFatal} does (status 1, its
     message on standard error as the last line).
     """
+    from nfltr.netio import install_reactor
+
+    install_reactor()
     from twisted.internet import reactor
     from twisted.internet.error import ReactorNotRunning
 
@@ -278,7 +283,9 @@ def serve(make: Callable[..., IService], verbose: bool) -> int:
         with suppress(ReactorNotRunning):
             reactor.stop()
 
-    service = make(reactor, announce, fatal, done)
+    from nfltr.netio import tune_process
+
+    service = make(tune_process(reactor), announce, fatal, done)
     reactor.callWhenRunning(service.startService)
     reactor.addSystemEventTrigger("before", "shutdown", service.stopService)
     reactor.run()

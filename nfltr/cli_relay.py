@@ -78,6 +78,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     except SystemExit as e:  # --help
         return e.code if isinstance(e.code, int) else 0
+    from nfltr.netio import install_reactor
+
+    install_reactor()
     try:
         task.react(_main, (options,))
     except SystemExit as e:
@@ -94,6 +97,7 @@ async def _main(reactor: Any, options: Any) -> None:
         textFileLogObserver,
     )
 
+    from nfltr.netio import tune_process
     from nfltr.relay_tap import buildService, reload_on_sighup
 
     observer = FilteringLogObserver(
@@ -101,7 +105,7 @@ async def _main(reactor: Any, options: Any) -> None:
         [LogLevelFilterPredicate(defaultLogLevel=options["log-level"])],
     )
     globalLogBeginner.beginLoggingTo([observer], redirectStandardIO=False)
-    top = buildService(options.config, reactor)
+    top = buildService(options.config, tune_process(reactor))
     top.startService()
     reactor.addSystemEventTrigger("before", "shutdown", top.stopService)
     relay = top.getServiceNamed("relay")

@@ -4,8 +4,9 @@ The end-to-end TLS layer of a TCP tunnel: the agent ends TLS for each
 session with its own key, the client pins that key, and the relay carries
 ciphertext.
 
-L{E2EETLSProtocol} is Twisted's memory-BIO TLS (L{BufferingTLSTransport})
-with two changes that a byte-stream tunnel needs:
+L{E2EETLSProtocol} is nfltr's memory-BIO TLS (L{BatchingTLSProtocol}, on
+Twisted's L{TLSMemoryBIOProtocol}) with two changes that a byte-stream
+tunnel needs:
 
   - B{half-close.}  Its application may call C{loseWriteConnection}: the
     TLS C{close_notify} goes out after the data written before, followed by
@@ -21,9 +22,9 @@ with two changes that a byte-stream tunnel needs:
     gets that failure, not the TLS layer's "unexpected EOF"; a refused
     certificate still reports the refusal (L{nfltr.tls.PinMismatch}).
 
-It relies on private attributes of L{TLSMemoryBIOProtocol} and
-L{BufferingTLSTransport} (Twisted 26.10); the tests run it over real
-pyOpenSSL so that a change in them fails here.
+It relies on private attributes of L{TLSMemoryBIOProtocol} (Twisted
+26.10); the tests run it over real pyOpenSSL so that a change in them fails
+here.
 """
 
 from __future__ import annotations
@@ -31,41 +32,18 @@ from __future__ import annotations
 from contextlib import suppress
 from typing import Any
 
-from OpenSSL.SSL import Error, WantReadError, ZeroReturnError
+from OpenSSL.SSL import Error
 from twisted.internet import error, interfaces
 from twisted.internet.protocol import Factory
-from twisted.protocols.policies import ProtocolWrapper
-from twisted.protocols.tls import BufferingTLSTransport, TLSMemoryBIOFactory
+from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-# How much plaintext one SSL_read may return.
-_READ_SIZE = 1 << 16
-
-
-class _WritesClosed:
-    """
-    Stands in for the write aggregator once writing is over: drops writes.
-    """
-
-    def write(self, data: bytes) -> None:
-        """
-        Drop C{data}.
-        """
-
-    def flush(self) -> None:
-        """
-        Nothing buffered.
-        """
-
-    def close(self) -> None:
-        """
-        Nothing to release.
-        """
+from nfltr.tls import BatchingTLSProtocol
 
 
 @implementer(interfaces.IHalfCloseableProtocol)
-class E2EETLSProtocol(BufferingTLSTransport):
+class E2EETLSProtocol(BatchingTLSProtocol):
     """
     TLS over a session (or any stream transport) with half-close.
 
@@ -73,14 +51,22 @@ class E2EETLSProtocol(BufferingTLSTransport):
         C{close_notify} waits for the handshake or buffered writes.
     @ivar _writeShut: our C{close_notify} went out through
         C{loseWriteConnection}.
-    @ivar _readShut: the peer's C{close_notify} arrived and the application
-        got C{readConnectionLost}.
+    @ivar _readClosed: the peer's C{close_notify} arrived and the
+        application got C{readConnectionLost}.
     """
 
     transport: Any  # the stream below: a session or a TCP connection
     _closeNotifyPending = False
     _writeShut = False
-    _readShut = False
+
+    def write(self, data: bytes) -> None:
+        """
+        Encrypt and send C{data}; dropped once C{loseWriteConnection} was
+        called.
+        """
+        if self._closeNotifyPending or self._writeShut:
+            return
+        super().write(data)
 
     # -- the application's transport -------------------------------------
 
@@ -93,9 +79,6 @@ class E2EETLSProtocol(BufferingTLSTransport):
             return
         if not self.connected or self._lostTLSConnection:
             return
-        self._aggregator.flush()
-        self._aggregator = _WritesClosed()  # type: ignore[assignment]
-        self.write = self._aggregator.write  # type: ignore[method-assign]
         self._closeNotifyPending = True
         self._maybeSendCloseNotify()
 
@@ -109,7 +92,7 @@ class E2EETLSProtocol(BufferingTLSTransport):
         with suppress(Error):  # reported by the next read, if it matters
             self._tlsConnection.shutdown()
         self._flushSendBIO()
-        if self._readShut:
+        if self._readClosed:
             self.transport.loseConnection()
         else:
             halfClose = getattr(self.transport, "loseWriteConnection", None)
@@ -126,32 +109,19 @@ class E2EETLSProtocol(BufferingTLSTransport):
 
     # -- from the transport below -----------------------------------------
 
-    def _flushReceiveBIO(self) -> None:
+    def _closeNotifyReceived(self) -> None:
         """
-        Deliver decrypted bytes; on the peer's C{close_notify}, tell a
-        half-closeable application and keep the connection up for writing.
+        The peer's C{close_notify}: tell a half-closeable application and
+        keep the connection up for writing; close any other.
         """
-        while not self._lostTLSConnection and not self._readShut:
-            try:
-                data = self._tlsConnection.recv(_READ_SIZE)
-            except WantReadError:
-                break
-            except ZeroReturnError:
-                if self._halfCloseable():
-                    self._readShut = True
-                    self._flushSendBIO()
-                    interfaces.IHalfCloseableProtocol(self.wrappedProtocol).readConnectionLost()
-                    if self._writeShut and not self._lostTLSConnection:
-                        self.transport.loseConnection()  # both directions are done
-                    return
-                self._shutdownTLS()
-                self._tlsShutdownFinished(None)
-            except Error:
-                self._tlsShutdownFinished(Failure())
-            else:
-                if not self._aborted:
-                    ProtocolWrapper.dataReceived(self, data)
+        if not self._halfCloseable():
+            super()._closeNotifyReceived()
+            return
+        self._readClosed = True
         self._flushSendBIO()
+        interfaces.IHalfCloseableProtocol(self.wrappedProtocol).readConnectionLost()
+        if self._writeShut and not self._lostTLSConnection:
+            self.transport.loseConnection()  # both directions are done
 
     def _halfCloseable(self) -> bool:
         return bool(
@@ -164,11 +134,11 @@ class E2EETLSProtocol(BufferingTLSTransport):
         The stream below ended.  After the peer's C{close_notify} that is
         expected; before it, the TLS stream was cut short.
         """
-        if self._readShut or self._lostTLSConnection:
+        if self._readClosed or self._lostTLSConnection:
             return
         self._tlsConnection.bio_shutdown()
         self._flushReceiveBIO()
-        if not self._lostTLSConnection and not self._readShut:
+        if not self._lostTLSConnection and not self._readClosed:
             # OpenSSL saw nothing wrong (mid-handshake, say): still a cut.
             self._tlsShutdownFinished(Failure(error.ConnectionLost("TLS stream truncated")))
 
@@ -198,13 +168,24 @@ class E2EETLSFactory(TLSMemoryBIOFactory):
 
     protocol = E2EETLSProtocol
 
-    def __init__(self, creator: Any, isClient: bool, clock: interfaces.IReactorTime) -> None:
+    def __init__(
+        self, creator: Any, isClient: bool, clock: interfaces.IReactorTime,
+        batch: bool | None = None,
+    ) -> None:
         """
         @param creator: an C{IOpenSSLClientConnectionCreator} (C{isClient})
             or C{IOpenSSLServerConnectionCreator}.
-        @param clock: for the write aggregation of each connection.
+        @param clock: the time (Twisted's TLS factories want one).
+        @param batch: whether the connections batch records (see
+            L{BatchingTLSProtocol.batch}); default: this process's
+            C{NFLTR_TLS_BATCH}.
         """
         super().__init__(creator, isClient, Factory(), clock=clock)
+        if batch is None:
+            from nfltr.netio import settings
+
+            batch = settings().tls_batch
+        self.batch = batch
 
     def wrap(self, application: Any) -> E2EETLSProtocol:
         """

@@ -57,12 +57,21 @@ class PrefixReader(Protocol):
 
     def dataReceived(self, data: bytes) -> None:
         """
-        Before a hand-over, to L{prefixReceived}; after, to the new protocol.
+        Before a hand-over, to L{prefixReceived}; after, to the new protocol
+        (L{takeOver} then puts the new protocol's own C{dataReceived} in
+        place of this method, so later reads skip this frame).
         """
         if self.inner is not None:
             self.inner.dataReceived(data)
         else:
             self.prefixReceived(data)
+
+    def takeOver(self, inner: Any) -> None:
+        """
+        Make C{inner} the protocol every later read goes to, directly.
+        """
+        self.inner = inner
+        self.dataReceived = inner.dataReceived  # type: ignore[method-assign]
 
     def prefixReceived(self, data: bytes) -> None:
         """
@@ -91,7 +100,7 @@ class PrefixReader(Protocol):
         if inner is None:
             self.transport.loseConnection()
             return False
-        self.inner = inner
+        self.takeOver(inner)
         inner.makeConnection(self.transport)
         inner.dataReceived(received)
         return True

@@ -305,8 +305,10 @@ def makeService(options: Options) -> MultiService:
     """
     from twisted.internet import reactor
 
+    from nfltr.netio import tune_process
+
     assert options.config is not None
-    top = buildService(options.config, reactor)
+    top = buildService(options.config, tune_process(reactor))
     relay = top.getServiceNamed(RelayService.name)
     assert isinstance(relay, RelayService)
 

@@ -1,26 +1,36 @@
 """
-nfltr against peers on loopback:
+nfltr against peers and a direct connection, on loopback:
 
-    python -m bench.peers [--rounds R] [--seconds S] [--tools direct,nfltr,ssh,socat]
-                          [--workloads bulk-1,http-1,http-50] [--json PATH]
+    python -m bench.peers [--rounds 3] [--seconds 3] [--tools T1,T2,...]
+                          [--loads L1,L2,...] [--quick] [--report JSON]
 
-The services (C{iperf3 -s}, nginx serving 1 KiB with keep-alive:
-L{bench._stack.Services}) run throughout.  Each round sets up each tool in
-turn (L{bench.peers.adapters}), runs every workload through it
-(C{bulk-1}: C{iperf3 -P 1}; C{http-1}, C{http-50}: C{wrk} with 1 and 50
-keep-alive connections, as in L{bench.tunnel}), and tears it down again:
-direct, nfltr, ssh, socat, direct, nfltr, ...  Per run: the rate and the
-CPU seconds of the tool's process trees (from C{/proc}) per GB received or
-per 1,000 requests.  Medians over the rounds go to stdout as Markdown and
-to C{docs/benchmarks/peers.json}.  Not in this slice: pagekite, haproxy.
+(also C{python -m bench}).  The services (C{iperf3 -s}; nginx serving 1 KiB
+and 1 MiB files with keep-alive over HTTP and HTTPS) run throughout.  Each
+round sets up each tool in turn (L{bench.peers.adapters}), measures it idle,
+runs every load it carries (L{bench.peers.loads}), restarts its relay, and
+tears it down (L{bench.peers.run}); after each round 200 agents register
+with nfltr and with sshd (L{bench.peers.fleet}).  Medians, per-round ratios
+and the issue's targets (L{bench.peers.report}) go to stdout and
+C{docs/benchmarks/peers.md} as Markdown, to C{docs/benchmarks/peers.json},
+and as plots to C{docs/benchmarks/peers_*.png}.  A tool whose programs are
+not installed is skipped, with the reason in the report.
+
+Needs C{apt-get install iperf3 nginx wrk openssh-server openssh-client
+socat haproxy pagekite} and matplotlib (C{pip install -e '.[bench]'}).
+C{--quick}: one round of 1-second runs, 2 s idle, 20 agents, no JSON or
+plots unless asked (a smoke run of a few minutes).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import shlex
-import statistics
+import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -28,191 +38,192 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .._cli import add_noise, add_output, add_quick, add_rounds, comma_list
 from .._stack import Processes, Services, tool_versions, tree_state
-from .._system import ROOT, BenchError, environment, loadavg
-from ..tunnel import WRK_DONE, Workload
-from .adapters import TOOLS, TreeCpu, versions
+from .._system import ROOT, BenchError, environment
+from .adapters import DEFAULT_TOOLS, TLS_HOST, TOOLS, versions
+from .fleet import FLEET_TOOLS
+from .loads import ALL, WRK_SCRIPT, Load
+from .report import check_targets, markdown, plots, summarize
+from .run import Config, Runner
 
-GB = 1e9
-THOUSAND = 1000
-DEFAULT_JSON = ROOT / "docs" / "benchmarks" / "peers.json"
+OUT = ROOT / "docs" / "benchmarks"
+DEFAULT_JSON = OUT / "peers.json"
+#: Open files wanted: 1,000 visitor connections pass through several
+#: processes of ours, each holding two sockets per connection.
+NOFILE = 16384
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench.peers", description=__doc__.split("\n")[1])
+    add_rounds(p, 3)
+    p.add_argument("--seconds", type=int, default=3, help="duration of each iperf3/wrk run")
+    add_quick(p, "1 round of 1 s runs, 2 s idle, 20 agents; no JSON or plots unless asked")
+    p.add_argument("--tools", default=",".join(DEFAULT_TOOLS),
+                   help=f"comma-separated, in the order of a round ({', '.join(TOOLS)})")
+    p.add_argument("--loads", "--workloads", default=",".join(ALL),
+                   help="bulk-N (iperf3 -P N), http-N (wrk -cN, 1 KiB, keep-alive), close-N"
+                   " (a new connection each request), mib-N (1 MiB, keep-alive); comma-separated")
+    p.add_argument("--idle-seconds", type=float, default=10.0,
+                   help="seconds each tool is measured idle after it starts (0: not)")
+    p.add_argument("--warmup", type=int, default=1,
+                   help="seconds of an uncounted run after each start (0: none)")
+    p.add_argument("--restarts", type=int, default=2, help="relay restarts per tool and round")
+    p.add_argument("--agents", type=int, default=200,
+                   help="agents registering at once after each round (0: not measured)")
+    p.add_argument("--fleet", default=",".join(FLEET_TOOLS),
+                   help="the tools of the agents row (nfltr, ssh)")
+    add_noise(p, settle_help="the teardown of the run's connections", max_other=0.25,
+              quiet_budget=120.0, budget=None)
+    p.add_argument("--quiet-wait", type=float, default=5.0,
+                   help="seconds at most to wait for a quiet machine before one run")
+    p.add_argument("--retry-budget", type=float, default=600.0,
+                   help="seconds of repeated (contaminated) runs in all, at most")
+    p.add_argument("--nginx-workers", type=int, default=1, help="nginx worker_processes")
+    add_output(p, DEFAULT_JSON)
+    p.add_argument("--plots", action=argparse.BooleanOptionalAction, default=None,
+                   help="write the PNG plots next to the JSON (default: on, off with --quick)")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.rounds, args.seconds, args.retries = 1, 1, 0
+        args.idle_seconds, args.restarts = min(args.idle_seconds, 2.0), min(args.restarts, 1)
+        args.agents = min(args.agents, 20)
+        args.quiet_budget = min(args.quiet_budget, 10.0)
+    args.tool_list = comma_list(args.tools)
+    unknown = set(args.tool_list) - set(TOOLS)
+    if unknown:
+        p.error(f"unknown tools: {', '.join(sorted(unknown))} (known: {', '.join(TOOLS)})")
+    try:
+        args.load_list = [Load.parse(name) for name in comma_list(args.loads)]
+    except ValueError as e:
+        p.error(f"not a load: {e} (bulk-N, http-N, close-N or mib-N)")
+    args.fleet_list = comma_list(args.fleet)
+    if not set(args.fleet_list) <= set(FLEET_TOOLS):
+        p.error(f"--fleet: some of {', '.join(FLEET_TOOLS)}")
+    if args.rounds < 1 or args.seconds < 1:
+        p.error("--rounds and --seconds need at least 1")
+    return args
 
 
 def _log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def run_tool(
-    name: str, tmp: Path, ports: dict[str, int], workloads: list[Workload], seconds: int,
-    script: Path, round_: int,
-) -> list[dict[str, Any]]:
-    tool = TOOLS[name](tmp / f"{name}-{round_}", ports)
-    runs = []
+def missing_services() -> list[str]:
+    return [p for p in ("iperf3", "nginx", "wrk", "setpriv") if shutil.which(p) is None]
+
+
+def nfltr_status() -> list[str]:
+    """
+    C{git status --short nfltr}: what of the library differs from the
+    commit (others may be changing the data path meanwhile).
+    """
     try:
-        started = time.monotonic()
-        visitor = tool.start()
-        setup = time.monotonic() - started
-        for workload in workloads:
-            tool.check()
-            roots = tool.roots()
-            meter = TreeCpu(roots)
-            meter.start()
-            try:
-                result = workload.run(visitor[workload.service], seconds, script)
-            finally:
-                cpu = meter.stop()
-            tool.check()
-            if workload.kind == "bulk":
-                per = cpu / (result["bytes"] / GB)
-                rate = result["gbit_s"]
-            else:
-                per = cpu / (result["requests"] / 1000)
-                rate = result["req_s"]
-            run = {
-                "round": round_, "tool": name, "workload": workload.name, "rate": rate,
-                "cpu_s": round(cpu, 3), "cpu_per_unit": round(per, 4) if roots else None,
-                "setup_s": round(setup, 2), "loadavg": loadavg()[0], **result,
-            }
-            _log(f"round {round_} {name:6} {workload.name:8} {rate:>10} cpu {cpu:.2f}s")
-            runs.append(run)
-    finally:
-        tool.stop()
-    return runs
-
-
-def summarize(
-    tools: list[str], workloads: list[Workload], runs: list[dict[str, Any]]
-) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for w in workloads:
-        row: dict[str, Any] = {}
-        for t in tools:
-            mine = [r for r in runs if r["tool"] == t and r["workload"] == w.name]
-            if not mine:
-                continue
-            pers = [r["cpu_per_unit"] for r in mine if r["cpu_per_unit"] is not None]
-            row[t] = {
-                "rate": statistics.median(r["rate"] for r in mine),
-                "rates": [r["rate"] for r in mine],
-                "cpu_per_unit": statistics.median(pers) if pers else None,
-                "cpu_per_units": pers,
-                "setup_s": statistics.median(r["setup_s"] for r in mine),
-            }
-        out[w.name] = row
-    return out
-
-
-def _ratio(a: float | None, b: float | None) -> str:
-    return f"{a / b:.2f}" if a is not None and b else "n/a"
-
-
-def _num(v: float | None) -> str:
-    if v is None:
-        return "n/a"
-    if v >= 10 * THOUSAND:
-        return f"{v / THOUSAND:.1f}k"
-    return f"{v:.0f}" if v >= THOUSAND / 10 else f"{v:.3g}"
-
-
-def markdown(summary: dict[str, Any], tools: list[str], meta: dict[str, Any]) -> str:
-    env, ver = meta["environment"], meta["versions"]
-    lines = [
-        f"`{meta['command']}`, {meta['started']}, {meta['elapsed_s']:.0f} s",
-        "",
-        f"{env['cpu_model']}, {env['nproc']} CPUs, Linux {env['kernel']}; Python {env['python']},"
-        f" Twisted {env['twisted']}, {env['openssl']}; nfltr {meta['tools']['nfltr']}"
-        f" (commit {meta['tree']['commit']}); {ver['openssh']}; {ver['socat']};"
-        f" iperf3 {meta['tools']['iperf3']}, nginx {meta['tools']['nginx']},"
-        f" wrk {meta['tools']['wrk']}",
-        "",
-        "Rate (Gbit/s for bulk, requests/s for http), medians over the rounds:",
-        "",
-        "| load | " + " | ".join(tools) + " | nfltr ÷ ssh | nfltr ÷ direct |",
-        "|---|" + "---|" * (len(tools) + 2),
-    ]
-    for load, row in summary.items():
-        rate = {t: row[t]["rate"] if t in row else None for t in tools}
-        lines.append(
-            f"| {load} | " + " | ".join(_num(rate[t]) for t in tools)
-            + f" | {_ratio(rate.get('nfltr'), rate.get('ssh'))}"
-            + f" | {_ratio(rate.get('nfltr'), rate.get('direct'))} |"
+        done = subprocess.run(
+            ["git", "status", "--short", "nfltr"], capture_output=True, text=True, cwd=ROOT,
+            timeout=10, check=False,
         )
-    tunnels = [t for t in tools if t != "direct"]
-    lines += [
-        "",
-        "CPU seconds of the tool's processes (all of them: relay, exposer and visitor side)"
-        " per GB (bulk) or per 1,000 requests (http), medians:",
-        "",
-        "| load | " + " | ".join(tunnels) + " | nfltr ÷ ssh |",
-        "|---|" + "---|" * (len(tunnels) + 1),
-    ]
-    for load, row in summary.items():
-        per = {t: row[t]["cpu_per_unit"] if t in row else None for t in tunnels}
-        lines.append(
-            f"| {load} | " + " | ".join(
-                "n/a" if per[t] is None else f"{per[t]:.3f}" for t in tunnels
-            ) + f" | {_ratio(per.get('nfltr'), per.get('ssh'))} |"
-        )
-    return "\n".join(lines)
+    except (OSError, subprocess.TimeoutExpired):
+        return ["(git status failed)"]
+    return done.stdout.splitlines()
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m bench.peers", description=__doc__.split("\n")[1])
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--seconds", type=int, default=3)
-    p.add_argument("--tools", default=",".join(TOOLS))
-    p.add_argument("--workloads", default="bulk-1,http-1,http-50")
-    p.add_argument("--json", type=Path, default=DEFAULT_JSON)
-    p.add_argument("--no-json", action="store_true")
-    args = p.parse_args(argv)
-    args.tools = args.tools.split(",")
-    unknown = set(args.tools) - set(TOOLS)
-    if unknown:
-        p.error(f"unknown tools: {sorted(unknown)}")
-    return args
+def raise_nofile(want: int = NOFILE) -> tuple[int, int]:
+    """
+    Raise this process's open-file limit (which every child inherits) to
+    C{want}, or as far as the hard limit allows; the limit now.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < want:
+        new = want if hard == resource.RLIM_INFINITY else min(want, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
-    workloads = [Workload(w) for w in args.workloads.split(",")]
-    started = time.monotonic()
+    if args.report is not None:
+        doc = json.loads(args.report.read_text())
+        print(markdown(doc))
+        return 0
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda n, _: sys.exit(128 + n))
+    absent = missing_services()
+    if absent:
+        _log(f"missing: {', '.join(absent)} (apt-get install -y iperf3 nginx wrk util-linux)")
+        return 1
+    nofile = raise_nofile()
+    skipped = {name: why for name in args.tool_list if (why := TOOLS[name].missing())}
+    for name, why in skipped.items():
+        _log(f"skipping {name}: {why}")
+    tools = [t for t in args.tool_list if t not in skipped]
+    fleet = [f for f in args.fleet_list if not (f == "ssh" and "ssh" in skipped)]
+    config = Config(
+        rounds=args.rounds, seconds=args.seconds, tools=tools, loads=args.load_list,
+        idle_seconds=args.idle_seconds, warmup=args.warmup, restarts=args.restarts,
+        agents=args.agents, fleet=fleet, max_other=args.max_other, retries=args.retries,
+        settle=args.settle, quiet_wait=args.quiet_wait, quiet_budget=args.quiet_budget,
+        retry_budget=args.retry_budget,
+    )
     meta: dict[str, Any] = {
         "command": shlex.join(["python", "-m", "bench.peers", *argv]),
         "started": datetime.now(UTC).isoformat(timespec="seconds"),
         "environment": environment(), "tools": tool_versions(), "versions": versions(),
-        "tree": tree_state(), "rounds": args.rounds, "seconds": args.seconds,
-        "not_in_this_slice": ["pagekite", "haproxy"],
+        "tree": {**tree_state(), "nfltr_status": nfltr_status()},
+        "rounds": args.rounds, "seconds": args.seconds,
+        "tools_run": tools, "skipped": skipped, "loads": [x.name for x in args.load_list],
+        "nofile": list(nofile), "notes": {t: TOOLS[t].note for t in tools},
+        "restart_notes": {t: TOOLS[t].restart_note for t in tools if TOOLS[t].restart_note},
+        "config": {k: v for k, v in vars(config).items() if k != "loads"},
     }
+    _log(f"tools {tools}; tree {meta['tree']['commit']}, git status --short nfltr:"
+         f" {meta['tree']['nfltr_status'] or 'clean'}")
+    started = time.monotonic()
     procs = Processes()
-    runs: list[dict[str, Any]] = []
     try:
         with tempfile.TemporaryDirectory(prefix="nfltr-peers-") as name:
             tmp = Path(name)
-            script = tmp / "done.lua"
-            script.write_text(WRK_DONE)
-            services = Services(tmp, procs, nginx_workers=1)
-            for round_ in range(1, args.rounds + 1):
-                for tool in args.tools:
-                    runs += run_tool(
-                        tool, tmp, services.ports, workloads, args.seconds, script, round_
-                    )
+            script = tmp / "wrk.lua"
+            script.write_text(WRK_SCRIPT)
+            services = Services(tmp, procs, args.nginx_workers, [TLS_HOST, "localhost"])
+            runner = Runner(config, tmp, services, script, _log)
+            try:
+                runner.run()
+            except KeyboardInterrupt:
+                _log("interrupted: stopping everything; reporting what was measured")
+            runs = runner.runs
     except BenchError as e:
-        print(f"bench.peers: {e}", file=sys.stderr)
+        _log(f"bench.peers: {e}")
         return 1
     finally:
         procs.stop_all()
     meta["elapsed_s"] = round(time.monotonic() - started, 1)
-    summary = summarize(args.tools, workloads, runs)
-    print(markdown(summary, args.tools, meta))
-    if not args.no_json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(
-            json.dumps({"meta": meta, "summary": summary, "runs": runs}, indent=1) + "\n"
-        )
-        _log(f"wrote {args.json}")
+    write(args, meta, runs)
+    _log(f"done in {meta['elapsed_s']} s")
     return 0
 
 
+def write(args: argparse.Namespace, meta: dict[str, Any], runs: list[dict[str, Any]]) -> None:
+    """
+    Summarize the runs; print the report, and write it (Markdown, JSON,
+    plots) where asked.
+    """
+    summary = summarize(runs, meta["tools_run"], meta["loads"])
+    doc = {"meta": meta, "summary": summary, "targets": check_targets(summary), "runs": runs}
+    text = markdown(doc)
+    print(text)
+    out = args.json or (None if args.quick else DEFAULT_JSON)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+        out.with_suffix(".md").write_text(f"# bench.peers\n\n{text}")
+        _log(f"wrote {out} and {out.with_suffix('.md')}")
+    if args.plots or (args.plots is None and out is not None):
+        for path in plots(doc, out.parent if out else OUT, out.stem if out else "peers"):
+            _log(f"wrote {path}")
+
+
 if __name__ == "__main__":
+    os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])
     sys.exit(main())

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from twisted.internet.endpoints import HostnameEndpoint, wrapClientTLS
+from twisted.internet.endpoints import HostnameEndpoint
 from twisted.internet.interfaces import IStreamClientEndpoint
 
 from nfltr.link import Keepalive, parse_keepalive
@@ -24,6 +24,7 @@ from nfltr.tls import (
     ClientTLS,
     InvalidFingerprint,
     PKIError,
+    TLSClientEndpoint,
     TLSConfigError,
     client_creator,
     parse_fingerprint,
@@ -122,7 +123,7 @@ class RelaySettings:
             tcp = ConnectProxyEndpoint(hop, self.host, self.port)
         else:
             tcp = HostnameEndpoint(reactor, self.host, self.port, timeout=CONNECT_TIMEOUT)
-        link = wrapClientTLS(self.creator, tcp)
+        link = TLSClientEndpoint(self.creator, tcp, reactor)
         if self.transport == LINK:
             return link
         websocket = WebSocketLinkEndpoint(link, self.host, self.port, self.key, reactor)

@@ -6,7 +6,9 @@ sessions into L{LinkSession} transports.
 
 The reactor's time (C{IReactorTime}) is injected; nothing here touches the
 global reactor.  Frames queued during one reactor turn leave in one
-transport write.
+transport write: at the end of the read being processed when a link's read
+queued them (on this link or another: a relay forwards between links with
+no extra reactor turn), otherwise on the next turn (C{callLater(0)}).
 """
 
 from __future__ import annotations
@@ -43,6 +45,36 @@ __all__ = [
     "ILinkHandler", "LinkAddress", "LinkFactory", "LinkHandler", "LinkProtocol", "LinkSession",
     "LinkUnavailable", "SessionResetError",
 ]
+
+
+class _Reading:
+    """
+    The links whose output waits for the end of the link read being
+    processed (see the module): one per process, used on the reactor thread
+    only.
+
+    @ivar depth: how many link reads are being processed (nested reads are
+        rare: a link carried by a protocol over another link).
+    @ivar pending: the links to flush once the outermost read ends.
+    """
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.pending: list[LinkProtocol] = []
+
+    def flush(self) -> None:
+        """
+        Flush every pending link, those made pending meanwhile included.
+        """
+        pending = self.pending
+        while pending:
+            self.pending = []
+            for link in pending:
+                link._flush()
+            pending = self.pending
+
+
+_reading = _Reading()
 
 
 class LinkUnavailable(Exception):
@@ -156,6 +188,7 @@ class LinkProtocol(Protocol):
         self._events: deque[Any] = deque()
         self._dispatching = False
         self._flushCall: Any = None
+        self._flushPending = False
         self._timer: Any = None
         self._waiting: list[defer.Deferred[LinkProtocol]] = []
         self._drained: list[defer.Deferred[None]] = []
@@ -198,15 +231,22 @@ class LinkProtocol(Protocol):
         if conn is None or self._lost or self.failure is not None:
             return
         self.bytesReceived += len(data)
+        reading = _reading
+        reading.depth += 1
         try:
-            events = conn.receive_data(data)
-        except RemoteProtocolError as e:
-            self._dispatch(e.events)
-            self._linkFailed(e)
-            return
-        self._dispatch(events)
-        self._flush()
-        self._closeIfDrained()
+            try:
+                events = conn.receive_data(data)
+            except RemoteProtocolError as e:
+                self._dispatch(e.events)
+                self._linkFailed(e)
+                return
+            self._dispatch(events)
+            self._flush()
+            self._closeIfDrained()
+        finally:
+            reading.depth -= 1
+            if not reading.depth and reading.pending:
+                reading.flush()
 
     def connectionLost(self, reason: Failure = error.ConnectionDone) -> None:  # type: ignore[assignment]
         """
@@ -473,10 +513,16 @@ class LinkProtocol(Protocol):
     # -- output and time ------------------------------------------------------
 
     def _scheduleFlush(self) -> None:
-        if self._flushCall is None and not self._lost:
+        if self._flushCall is not None or self._flushPending or self._lost:
+            return
+        if _reading.depth:
+            self._flushPending = True
+            _reading.pending.append(self)
+        else:
             self._flushCall = self.clock.callLater(0, self._flush)
 
     def _flush(self) -> None:
+        self._flushPending = False
         if self._flushCall is not None:
             if self._flushCall.active():
                 self._flushCall.cancel()

@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 
 from cryptography import x509
 from twisted.internet import interfaces
-from twisted.protocols.tls import TLSMemoryBIOFactory
 from zope.interface import Interface, implementer
 
 from nfltr.link import LISTENER
@@ -43,7 +42,7 @@ from nfltr.sni.twisted import (
     SNIRouterFactory,
     Splice,
 )
-from nfltr.tls import PKIError, subject_alt_names
+from nfltr.tls import PKIError, subject_alt_names, tls_factory
 from nfltr.ws.server import relay_websocket_factory
 
 from ._sniff import SniffingFactory
@@ -203,8 +202,7 @@ def tls_port_factory(
     links.noisy = False
     websocket = relay_websocket_factory(links, relay.checkKey, clock, config.ws_echo)
     sniffing = SniffingFactory(links, clock, config.handshake_timeout, websocket)
-    tls = TLSMemoryBIOFactory(creator, False, sniffing, clock=clock)
-    tls.noisy = False
+    tls = tls_factory(creator, False, sniffing, clock)
     routes = TLSPortRoutes(
         tls, own_names(config.names), check_share_domain(config.share_domain), shares
     )

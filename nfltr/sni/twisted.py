@@ -209,7 +209,7 @@ class SNIRouter(PrefixReader):
     def _splice(self, backend: ISpliceBackend, replay: bytes) -> None:
         visitor, remote = SpliceEnd(), _ReplayEnd(replay)
         visitor.other, remote.other = remote, visitor
-        self.inner = visitor
+        self.takeOver(visitor)
         # Reading pauses here until the backend's end is connected.
         visitor.makeConnection(self.transport)
         try:

@@ -8,9 +8,17 @@ Certificates, fingerprints and TLS settings.
     format (C{sha256:<hex of SHA-256 of the SubjectPublicKeyInfo>});
   - L{server_context_factory} and L{client_creator} make the connection
     creators Twisted's TLS takes; L{peer_fingerprint} reads a finished
-    handshake's peer key.
+    handshake's peer key;
+  - L{BatchingTLSProtocol} (made by L{tls_factory}, L{TLSClientEndpoint})
+    is memory-BIO TLS that moves data in batches rather than records.
 """
 
+from nfltr.tls._batching import (
+    BatchingTLSFactory,
+    BatchingTLSProtocol,
+    TLSClientEndpoint,
+    tls_factory,
+)
 from nfltr.tls._contexts import (
     CertificateRejected,
     ClientTLS,
@@ -46,6 +54,10 @@ from nfltr.tls._shares import (
 )
 
 __all__ = [
+    "BatchingTLSFactory",
+    "BatchingTLSProtocol",
+    "TLSClientEndpoint",
+    "tls_factory",
     "CertificateRejected",
     "ClientTLS",
     "InvalidFingerprint",

@@ -4,6 +4,10 @@ TLS connection creators for Twisted's TLS (L{twisted.protocols.tls}).
 
 Both sides: TLS 1.2 at least, AEAD ciphers only with AES-GCM first (ChaCha20
 allowed, not forced), no compression, no renegotiation, no session tickets.
+Partial writes are off, so that one C{SSL_write} encrypts a whole write
+(L{nfltr.tls.BatchingTLSProtocol}); OpenSSL releases a connection's record
+buffers while it is idle unless C{NFLTR_TLS_RELEASE_BUFFERS=0}
+(L{nfltr.netio}).
 
 A client trusts the peer one of two ways:
 
@@ -56,6 +60,10 @@ OPTIONS = (
     | SSL.OP_CIPHER_SERVER_PREFERENCE
 )
 
+#: C{SSL_MODE_ENABLE_PARTIAL_WRITE} (OpenSSL's ssl.h), which pyOpenSSL sets
+#: on every context and does not name.
+MODE_ENABLE_PARTIAL_WRITE = 0x1
+
 _VERIFY_ERRORS = {
     value: name.removeprefix("ERR_").lower().replace("_", " ")
     for name, value in vars(SSL.X509VerificationCodes).items()
@@ -97,10 +105,14 @@ class CertificateRejected(VerificationFailed):
 
 
 def _base_context() -> SSL.Context:
+    from nfltr.netio import settings
+
     context = SSL.Context(SSL.TLS_METHOD)
     context.set_min_proto_version(SSL.TLS1_2_VERSION)
     context.set_options(OPTIONS)
-    context.set_mode(SSL.MODE_RELEASE_BUFFERS)
+    context.clear_mode(MODE_ENABLE_PARTIAL_WRITE)
+    if settings().tls_release_buffers:
+        context.set_mode(SSL.MODE_RELEASE_BUFFERS)
     context.set_cipher_list(_TLS12_CIPHERS)
     context.set_tls13_ciphersuites(_TLS13_SUITES)
     context.set_session_cache_mode(SSL.SESS_CACHE_OFF)

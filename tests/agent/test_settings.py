@@ -160,7 +160,7 @@ class RelaySettingsTests(SynchronousTestCase):
 
         settings = relay_settings(values(relay="r.example:444", transport="link"), {})
         endpoint = settings.endpoint(MemoryReactorClock())
-        inner = endpoint._wrappedEndpoint  # type: ignore[attr-defined]
+        inner = endpoint.endpoint  # type: ignore[attr-defined]
         self.assertIsInstance(inner, HostnameEndpoint)
         self.assertEqual((inner._hostText, inner._port), ("r.example", 444))
         auto = relay_settings(values(relay="r.example:444"), {}).endpoint(MemoryReactorClock())

@@ -353,3 +353,40 @@ class BatchingTests(SynchronousTestCase):
         self.assertEqual(len(writes), 1)
         frames = FrameDecoder().feed(writes[0])
         self.assertEqual(len(frames), 16)
+
+    def test_writesDuringReadLeaveAtItsEnd(self) -> None:
+        """
+        What protocols write while a link's read is being processed (an echo
+        on the same link, a forward onto another link as a relay does)
+        leaves at the end of that read, in one write per link, with no
+        reactor turn: nothing is left scheduled.
+        """
+        forward = LinkPair(listenerHandler=RecordingHandler(lambda s: Protocol()))
+        onward = forward.dialer.openSession("onward", Protocol())
+        forward.run()
+
+        class EchoAndForward(Protocol):
+            def dataReceived(self, data: bytes) -> None:
+                self.transport.write(data.upper())
+                onward.write(data)
+                onward.write(data)
+
+        pair = LinkPair(listenerHandler=RecordingHandler(lambda s: EchoAndForward()))
+        session = pair.dialer.openSession("echo", Protocol())
+        pair.run()
+        echoed: list[bytes] = []
+        forwarded: list[bytes] = []
+        pair.listenerIO.write = echoed.append
+        forward.dialerIO.write = forwarded.append
+        session.write(b"ping")
+        pair.dialer._flush()
+        pair.pump.pump(advanceClock=False)
+        self.assertEqual(len(echoed), 1)
+        self.assertEqual([f.payload for f in FrameDecoder().feed(echoed[0])], [b"PING"])
+        self.assertEqual(len(forwarded), 1)
+        self.assertEqual(
+            [f.payload for f in FrameDecoder().feed(forwarded[0])], [b"ping", b"ping"]
+        )
+        for clock in (pair.clock, forward.clock):
+            due = [c for c in clock.getDelayedCalls() if c.getTime() <= clock.seconds()]
+            self.assertEqual(due, [])

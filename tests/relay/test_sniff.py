@@ -107,6 +107,15 @@ class SniffingTests(SynchronousTestCase):
         self.assertEqual(self.built[0].received, PREAMBLE + b"more")
         self.assertIs(self.built[0].lost, reason)
 
+    def test_laterReadsGoDirectly(self) -> None:
+        """
+        After the hand-over the transport's reads reach the protocol that
+        took over with no forwarding frame: the sniffer's C{dataReceived}
+        is that protocol's own.
+        """
+        self.protocol.dataReceived(PREAMBLE)
+        self.assertEqual(self.protocol.dataReceived, self.built[0].dataReceived)
+
     def _checkHTTP(self, split: bool) -> None:
         self.feed(HTTP_GET, split)
         self.assertEqual(self.built, [])

@@ -1,0 +1,54 @@
+"""
+An nfltr relay as the benchmarks start it (L{bench._shares_stack},
+L{bench.peers}): its command line, on fixed ports to restart it, and the
+account and API key its agents use.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from nfltr.processes import nfltr_command
+
+from ._stack import READY, run_bounded
+from ._system import BenchError
+
+LOOPBACK_ANY_PORT = "tcp:0:interface=127.0.0.1"
+
+
+def relay_command(
+    data: Path, *extra: str, tls: str = LOOPBACK_ANY_PORT, admin: str = LOOPBACK_ANY_PORT
+) -> list[str]:
+    """
+    The command of a benchmark's relay: TLS and admin ports on 127.0.0.1
+    (any free ones unless given, e.g. the ports of a relay started before,
+    to restart it), no HTTP port, warnings only, C{extra} options added.
+    """
+    return nfltr_command(
+        "relay", "--data-dir", str(data), "--tls", tls, "--admin", admin, "--http", "none",
+        "--log-level", "warn", *extra,
+    )
+
+
+def loopback_port(port: int) -> str:
+    """
+    The endpoint string of 127.0.0.1:C{port}.
+    """
+    return f"tcp:{port}:interface=127.0.0.1"
+
+
+def account_key(data: Path) -> str:
+    """
+    Create the account C{bench} in the relay's data directory, and an API
+    key for it; the key.
+    """
+
+    def nfltr(*args: str) -> subprocess.CompletedProcess[str]:
+        done = run_bounded(nfltr_command(*args, "--data-dir", str(data)), READY)
+        if done.returncode != 0:
+            raise BenchError(f"nfltr {' '.join(args)} failed: {done.stderr}")
+        return done
+
+    nfltr("accounts", "create", "bench")
+    return nfltr("keys", "create", "--account", "bench").stdout.strip().splitlines()[0]

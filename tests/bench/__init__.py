@@ -1,0 +1,3 @@
+"""
+Tests of the benchmark harness (C{bench/}): adapters, parsing, targets.
+"""

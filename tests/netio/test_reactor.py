@@ -1,0 +1,181 @@
+"""
+Tests for L{nfltr.netio._reactor}.
+"""
+
+from __future__ import annotations
+
+import socket
+
+from twisted.internet import interfaces, reactor
+from twisted.internet.defer import Deferred
+from twisted.internet.protocol import Factory, Protocol
+from twisted.internet.task import Clock
+from twisted.internet.testing import MemoryReactorClock
+from twisted.logger import LogLevel, globalLogPublisher
+from twisted.trial.unittest import SynchronousTestCase, TestCase
+
+from nfltr.netio import IOSettings, Port, TunedReactor, set_settings, settings, tune_process
+from nfltr.netio import _reactor as module
+
+
+class TunedReactorTests(TestCase):
+    """
+    The wrapper is the reactor but for the TCP ports and connections it
+    makes.
+    """
+
+    def test_passesThrough(self) -> None:
+        """
+        It provides the real reactor's interfaces and attributes.
+        """
+        tuned = TunedReactor(reactor, IOSettings())
+        for interface in (
+            interfaces.IReactorTCP, interfaces.IReactorTime, interfaces.IReactorCore,
+            interfaces.IReactorPluggableNameResolver, interfaces.IReactorThreads,
+        ):
+            self.assertTrue(interface.providedBy(tuned), interface)
+        self.assertEqual(tuned.callLater, reactor.callLater)
+        self.assertIs(tuned.nameResolver, reactor.nameResolver)
+
+    def test_methodsLookedUpOnce(self) -> None:
+        """
+        The reactor's methods are looked up once and kept; plain attributes
+        are read from the reactor every time.
+        """
+        tuned = TunedReactor(reactor, IOSettings())
+        first = tuned.callLater
+        self.assertIs(tuned.__dict__["callLater"], first)
+        self.assertNotIn("running", tuned.__dict__)
+        self.assertEqual(tuned.running, reactor.running)
+        self.assertNotIn("running", tuned.__dict__)
+
+    def test_listenAndConnect(self) -> None:
+        """
+        C{listenTCP} makes nfltr's L{Port}, C{connectTCP} nfltr's client
+        transport; a connection between them carries bytes, and both ends
+        have the wrapper's settings.
+        """
+        chosen = IOSettings(read_size=100_000, send_limit=200_000)
+        tuned = TunedReactor(reactor, chosen)
+        accepted: list[Protocol] = []
+
+        class Server(Protocol):
+            def connectionMade(self) -> None:
+                accepted.append(self)
+                self.transport.write(b"hello")
+
+        port = tuned.listenTCP(0, Factory.forProtocol(Server), interface="127.0.0.1")
+        self.addCleanup(port.stopListening)
+        self.assertIsInstance(port, Port)
+        received = []
+        done: Deferred[None] = Deferred()
+
+        class Client(Protocol):
+            def dataReceived(self, data: bytes) -> None:
+                received.append(data)
+                self.transport.loseConnection()
+
+            def connectionLost(self, reason: object = None) -> None:
+                done.callback(None)
+
+        connector = tuned.connectTCP("127.0.0.1", port.getHost().port, _ClientFactory(Client))
+
+        def check(_: object) -> None:
+            self.assertEqual(b"".join(received), b"hello")
+            client = connector.transport
+            server = accepted[0].transport
+            for transport in (client, server):
+                self.assertEqual(
+                    (transport.bufferSize, transport.SEND_LIMIT), (100_000, 200_000)
+                )
+            self.assertEqual(type(client).__module__, "nfltr.netio._tcp")
+            accepted[0].transport.loseConnection()
+
+        return done.addCallback(check)
+
+
+    def test_adoptStreamPort(self) -> None:
+        """
+        A listening TCP socket handed over (as a multi-process relay's
+        workers would get it) becomes nfltr's L{Port} with the wrapper's
+        settings; other families go to the reactor.
+        """
+        chosen = IOSettings(read_size=100_000)
+        tuned = TunedReactor(reactor, chosen)
+        sock = socket.socket()
+        self.addCleanup(sock.close)
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(5)
+        port = tuned.adoptStreamPort(sock.fileno(), socket.AF_INET, Factory.forProtocol(Protocol))
+        self.addCleanup(port.stopListening)
+        self.assertIsInstance(port, Port)
+        self.assertIs(port.settings, chosen)
+        self.assertEqual(port.getHost().port, sock.getsockname()[1])
+
+
+class _ClientFactory(Factory):
+    def __init__(self, protocol: type[Protocol]) -> None:
+        self.protocol = protocol
+
+    def startedConnecting(self, connector: object) -> None:
+        pass
+
+    def clientConnectionFailed(self, connector: object, reason: object) -> None:
+        pass
+
+    def clientConnectionLost(self, connector: object, reason: object) -> None:
+        pass
+
+
+class TuneProcessTests(SynchronousTestCase):
+    """
+    L{tune_process} applies the environment's settings once.
+    """
+
+    def setUp(self) -> None:
+        before = settings()
+        self.addCleanup(set_settings, before)
+        self.malloc: list[bool] = []
+        self.patch(module, "tune_malloc", lambda: self.malloc.append(True) or True)
+
+    def test_wrapsRealReactor(self) -> None:
+        """
+        The real reactor comes back wrapped, with the settings of the
+        environment, which become the process's; malloc is tuned.
+        """
+        tuned = tune_process(reactor, {"NFLTR_READ_SIZE": "131072"})
+        self.assertIsInstance(tuned, TunedReactor)
+        self.assertIs(tuned.reactor, reactor)
+        self.assertEqual(tuned.settings.read_size, 131072)
+        self.assertIs(settings(), tuned.settings)
+        self.assertEqual(self.malloc, [True])
+        self.assertIs(tune_process(tuned, {}), tuned)
+
+    def test_fakeReactorsUnwrapped(self) -> None:
+        """
+        A reactor that is not a real one (tests' fakes) is returned as it
+        is, so that it keeps recording listens and connects.
+        """
+        for fake in (Clock(), MemoryReactorClock()):
+            self.assertIs(tune_process(fake, {}), fake)
+
+    def test_noMallocTuning(self) -> None:
+        """
+        C{NFLTR_MALLOC_TUNING=0} leaves malloc alone.
+        """
+        tune_process(Clock(), {"NFLTR_MALLOC_TUNING": "0"})
+        self.assertEqual(self.malloc, [])
+
+    def test_badValue(self) -> None:
+        """
+        A value that is not understood is logged as a warning and the
+        defaults are used.
+        """
+        events: list[dict[str, object]] = []
+        globalLogPublisher.addObserver(events.append)
+        self.addCleanup(globalLogPublisher.removeObserver, events.append)
+        tuned = tune_process(reactor, {"NFLTR_WRITE_NOW": "sometimes"})
+        self.assertEqual(tuned.settings, IOSettings())
+        warnings = [e for e in events if e.get("log_level") == LogLevel.warn]
+        self.assertEqual(len(warnings), 1)
+        self.assertIn("NFLTR_WRITE_NOW", str(warnings[0]["error"]))
