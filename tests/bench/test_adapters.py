@@ -76,10 +76,16 @@ class AdapterTests(SynchronousTestCase):
         return tool
 
     def test_direct(self) -> None:
+        """
+        Direct: no tool process, no roles; the service answers.
+        """
         tool = self.roundTrip("direct")
         self.assertEqual(tool.roles(), {})
 
     def test_directTls(self) -> None:
+        """
+        direct-tls: starts, carries a request, and stops leaving no process.
+        """
         self.roundTrip("direct-tls")
 
     def test_nfltrPlain(self) -> None:
@@ -92,15 +98,27 @@ class AdapterTests(SynchronousTestCase):
         self.assertEqual(len(tool.role_procs["connector"]), 2)
 
     def test_nfltrE2ee(self) -> None:
+        """
+        nfltr-e2ee: starts, carries a request, and stops leaving no process.
+        """
         self.roundTrip("nfltr-e2ee")
 
     def test_shareE2ee(self) -> None:
+        """
+        share-e2ee: starts, carries a request, and stops leaving no process.
+        """
         self.roundTrip("share-e2ee")
 
     def test_shareInspect(self) -> None:
+        """
+        share-inspect: starts, carries a request, and stops leaving no process.
+        """
         self.roundTrip("share-inspect")
 
     def test_sharePassthrough(self) -> None:
+        """
+        share-passthrough: starts, carries a request, and stops leaving no process.
+        """
         self.roundTrip("share-passthrough")
 
     def test_ssh(self) -> None:
@@ -111,15 +129,27 @@ class AdapterTests(SynchronousTestCase):
         self.roundTrip("ssh")
 
     def test_nfltrSsh(self) -> None:
+        """
+        nfltr-ssh: starts, carries a request, and stops leaving no process.
+        """
         self.roundTrip("nfltr-ssh")
 
     def test_pagekite(self) -> None:
+        """
+        pagekite: starts, carries a request, and stops leaving no process.
+        """
         self.roundTrip("pagekite")
 
     def test_socat(self) -> None:
+        """
+        socat: starts, carries a request, and stops leaving no process.
+        """
         self.roundTrip("socat")
 
     def test_haproxy(self) -> None:
+        """
+        haproxy: starts, carries a request, and stops leaving no process.
+        """
         self.roundTrip("haproxy")
 
     def test_everyToolTested(self) -> None:

@@ -149,6 +149,9 @@ class ProcTests(SynchronousTestCase):
         self.assertEqual((odd.comm, odd.ppid), ("a) b (c)", 1))
 
     def test_smapsRollup(self) -> None:
+        """
+        Rss, Pss and Pss_Anon are read from a recorded smaps_rollup, in KiB.
+        """
         sizes = parse_smaps_rollup((SAMPLES / "smaps_rollup.txt").read_text())
         self.assertEqual((sizes["Rss"], sizes["Pss"], sizes["Pss_Anon"]), (1696, 244, 112))
 
@@ -178,6 +181,9 @@ class NginxTests(SynchronousTestCase):
         self.assertIn("master_process on", both)
 
     def test_stubStatus(self) -> None:
+        """
+        nginx's stub_status gives accepted connections and requests; anything else is an error.
+        """
         text = ("Active connections: 1 \nserver accepts handled requests\n 7 7 42 \n"
                 "Reading: 0 Writing: 1 Waiting: 0 \n")
         self.assertEqual(parse_stub_status(text), {"accepted": 7, "requests": 42})
