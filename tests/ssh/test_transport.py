@@ -403,6 +403,9 @@ class ConnectionTests(SynchronousTestCase):
 
 def _combination(kex: bytes, hostKey: bytes, cipher: bytes, mac: bytes) -> Callable[..., None]:
     def test(self: ConnectionTests) -> None:
+        """
+        One combination carries data both ways (replaced below by its name).
+        """
         self.check(kex, hostKey, cipher, mac)
 
     test.__doc__ = (f"{kex.decode()}, host key {hostKey.decode()}, {cipher.decode()}"
