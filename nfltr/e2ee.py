@@ -180,12 +180,13 @@ class E2EETLSFactory(TLSMemoryBIOFactory):
             L{BatchingTLSProtocol.batch}); default: this process's
             C{NFLTR_TLS_BATCH}.
         """
+        from nfltr.netio import settings
+
         super().__init__(creator, isClient, Factory(), clock=clock)
         if batch is None:
-            from nfltr.netio import settings
-
             batch = settings().tls_batch
         self.batch = batch
+        self.direct = settings().tls_direct
 
     def wrap(self, application: Any) -> E2EETLSProtocol:
         """

@@ -58,7 +58,10 @@ class BatchPair:
     A client and a server L{BatchingTLSProtocol} over iosim.
     """
 
-    def __init__(self, case: SynchronousTestCase, batch: bool = True, connect: bool = True) -> None:
+    def __init__(
+        self, case: SynchronousTestCase, batch: bool = True, connect: bool = True,
+        direct: bool | None = None,
+    ) -> None:
         identity = ensure_self_signed(case.mktemp(), "server")
         self.clock = Clock()
         self.server_app, self.client_app = Recorder(), Recorder()
@@ -71,6 +74,9 @@ class BatchPair:
             Factory.forProtocol(lambda: self.client_app), clock=self.clock,
         )
         server.batch = client.batch = batch  # type: ignore[attr-defined]
+        # A test case with direct = False runs the pyOpenSSL data path.
+        chosen = getattr(case, "direct", True) if direct is None else direct
+        server.direct = client.direct = chosen  # type: ignore[attr-defined]
         address = IPv4Address("TCP", "127.0.0.1", 8443)
         self.client: BatchingTLSProtocol
         self.server: BatchingTLSProtocol

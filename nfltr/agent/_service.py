@@ -34,6 +34,7 @@ from nfltr.messages import (
     MessageError,
     TcpShare,
     agent_hello,
+    agent_target,
     parse_agent_target,
     parse_http_target,
     parse_share_target,
@@ -43,7 +44,7 @@ from nfltr.tls import PKIError, ServerTLS, ensure_self_signed, server_context_fa
 from ._data import DataLinks
 from ._dialler import DiallerObserver, RelayDialler
 from ._expiry import IdleExpiry
-from ._local import ServiceConnector, splice_local
+from ._local import ServiceAttempt, ServiceConnector, TcpEnd, splice_local
 from ._names import agent_name
 from ._options import AgentOptions
 from ._quiet import Quiet
@@ -58,6 +59,11 @@ class AgentSessions:
     Serves the sessions the relay opens: target C{tcp:PORT} for a shared
     port becomes a connection to the service on that port; any other
     target is refused as not found.
+
+    A session for a shared port is the path every tunnelled connection
+    takes, so it is kept lean: its target is looked up in a dict, the
+    connection made by L{ServiceConnector.dial} (no Deferred), and nothing
+    logged.
     """
 
     log = Logger()
@@ -67,8 +73,7 @@ class AgentSessions:
         shares: Mapping[str, ShareServer] | None = None,
     ) -> None:
         """
-        @param connector: has C{connect(port, protocol)} returning a
-            cancellable Deferred (L{ServiceConnector}).
+        @param connector: has C{dial(attempt)} (L{ServiceConnector}).
         @param tls: ends each session's TLS, or L{None} for plain sessions.
         @param shares: the servers of the share URLs, by share name.
         """
@@ -77,10 +82,29 @@ class AgentSessions:
         self.tls = tls
         self.shares = dict(shares or {})
         self.quiet = Quiet(clock)
+        self._targets = {agent_target(port): port for port in self.ports}
 
     def sessionRequested(self, session: LinkSession) -> None:
         """
         Accept C{session} and connect to its service, or refuse it.
+        """
+        port = self._targets.get(session.target)
+        if port is None:
+            port = self._otherTarget(session)
+            if port is None:
+                return
+        local, remote = splice_local()
+        session.accept(self.tls.wrap(remote) if self.tls is not None else remote)
+        attempt = _SessionAttempt(port, local, session, self)
+        # The session ended before the service answered: give up on it.
+        remote.onLost = attempt.cancel
+        self.connector.dial(attempt)
+
+    def _otherTarget(self, session: LinkSession) -> int | None:
+        """
+        Serve or refuse a session whose target is not C{tcp:PORT} for a
+        shared port as the relay writes it; return the port of a shared
+        port spelt otherwise.
         """
         try:
             share = parse_share_target(session.target)
@@ -93,33 +117,30 @@ class AgentSessions:
                 session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
             else:
                 server.serveRelayed(session)
-            return
+            return None
         if share is not None:
             server = self.shares.get(share[0])
             if server is None:
                 session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
             else:
                 server.serve(session, share[1])
-            return
+            return None
         try:
             port: int | None = parse_agent_target(session.target)
         except MessageError:
             port = None
-        if port not in self.ports:
-            self.log.debug("refused a session for {target!r}", target=session.target)
-            session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
-            return
-        assert port is not None
-        local, remote = splice_local()
-        session.accept(self.tls.wrap(remote) if self.tls is not None else remote)
-        d = self.connector.connect(port, local)
-        # The session ended before the service answered: give up on it.
-        remote.onLost = lambda reason: d.cancel()
-        d.addErrback(self._serviceFailed, session, port)
+        if port in self.ports:
+            return port
+        self.log.debug("refused a session for {target!r}", target=session.target)
+        session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
+        return None
 
-    def _serviceFailed(self, failure: Failure, session: LinkSession, port: int) -> None:
-        if failure.check(defer.CancelledError):
-            return
+    def serviceFailed(self, session: LinkSession, port: int, failure: Failure) -> None:
+        """
+        The service on C{port} could not be reached for C{session}: reset
+        the session with C{CONNECT_FAILED}, saying why, and warn (one line
+        for a burst, see L{Quiet}).
+        """
         if failure.check(error.ConnectionRefusedError):
             why = f"service on port {port} refused the connection"
         elif failure.check(error.TimeoutError):
@@ -130,6 +151,34 @@ class AgentSessions:
         text = self.quiet.admit(why)
         if text is not None:
             self.log.warn("{text}", text=text)
+
+
+class _SessionAttempt(ServiceAttempt):
+    """
+    The connection of a session's splice end to its service.
+    """
+
+    def __init__(
+        self, port: int, local: TcpEnd, session: LinkSession, sessions: AgentSessions
+    ) -> None:
+        super().__init__(port, local)
+        self.session: LinkSession | None = session
+        self.sessions = sessions
+
+    def failed(self, reason: Failure) -> None:
+        """
+        Reset the session.
+        """
+        assert self.session is not None
+        self.sessions.serviceFailed(self.session, self.port, reason)
+
+    def clientConnectionLost(self, connector: Any, reason: Failure) -> None:
+        """
+        The connection to the service is gone: let go of the session.  (A
+        TCP connector and its transport refer to each other, and the
+        connector to this factory, until the garbage collector frees them.)
+        """
+        self.session = None
 
 
 @dataclass(frozen=True)
@@ -195,8 +244,8 @@ class AgentService(Service, DiallerObserver):
         @param onDone: told why the agent ends normally (its share expired);
             it should stop the service (default: C{onFatal}).
         @param endpoint: connects to the relay (default: from the options).
-        @param connector: connects to local services (default:
-            L{ServiceConnector}).
+        @param connector: connects to local services, stopped with the
+            service (default: L{ServiceConnector}).
         """
         options = setup.options
         self.setup = setup
@@ -210,7 +259,7 @@ class AgentService(Service, DiallerObserver):
         tls = None
         if setup.server_tls is not None:
             tls = E2EETLSFactory(setup.server_tls, False, reactor)
-        connector = connector or ServiceConnector(reactor)
+        connector = self.connector = connector or ServiceConnector(reactor)
         # One share URL per agent, named as the agent (see agent_options).
         self.shares: dict[str, ShareServer] = {}
         if options.http:
@@ -266,7 +315,8 @@ class AgentService(Service, DiallerObserver):
 
     def stopService(self) -> defer.Deferred[None]:
         """
-        Drain the link to the relay, then close it.
+        Drain the link to the relay, then close it, and stop the
+        connector's timer.
         """
         super().stopService()
         if self.expiry is not None:
@@ -276,7 +326,7 @@ class AgentService(Service, DiallerObserver):
         ]).addCallback(lambda _: None)
         for server in self.shares.values():
             d.addBoth(_passing(server.close))
-        return d
+        return d.addBoth(_passing(self.connector.stop))
 
     def relayUp(self, link: Any, welcome: dict[str, Any]) -> None:
         """

@@ -14,6 +14,15 @@ prefix.  An exception escaping an event's handling (Twisted's
 C{_doReadOrWrite} already catches those of C{doRead} and C{doWrite}) is
 logged, and the other events of the poll are still handled, as before.
 
+L{EPollReactor.callAfterEvents} runs a function once every event of the
+current poll has been handled, before the reactor runs its timers or
+polls again: a link that many reads of one poll wrote to sends once, at
+no extra reactor turn (a C{callLater(0)} costs a timer and a turn).
+
+The common event, "readable" alone, calls C{doRead} directly (and
+disconnects the selectable on its result or exception as Twisted does);
+every other event goes through Twisted's C{_doReadOrWrite}.
+
 L{install_reactor} installs it, if no reactor is installed yet and
 C{NFLTR_FAST_POLL} is not C{0}.
 """
@@ -22,6 +31,7 @@ from __future__ import annotations
 
 import errno
 import os
+import select
 import sys
 from collections.abc import Callable, Mapping
 
@@ -31,12 +41,31 @@ from twisted.logger import Logger
 from ._settings import IOSettings
 
 _log = Logger()
+_READABLE = select.EPOLLIN
 
 
 class EPollReactor(epollreactor.EPollReactor):
     """
     The epoll reactor, calling each selectable's handler directly.
+
+    @ivar _afterEvents: what to call once the events being handled are,
+        or C{None} when no events are being handled.
     """
+
+    _afterEvents: list[Callable[[], object]] | None = None
+
+    def callAfterEvents(self, f: Callable[[], object]) -> bool:
+        """
+        Call C{f} once every event of the poll being handled has been.
+
+        @return: C{False} when no poll's events are being handled (a timer
+            or a thread called): C{f} was not scheduled, use C{callLater}.
+        """
+        after = self._afterEvents
+        if after is None:
+            return False
+        after.append(f)
+        return True
 
     def doPoll(self, timeout: float | None) -> None:
         """
@@ -51,6 +80,21 @@ class EPollReactor(epollreactor.EPollReactor):
             if e.errno == errno.EINTR:
                 return
             raise
+        if not events:
+            return
+        after: list[Callable[[], object]] = []
+        self._afterEvents = after
+        try:
+            self._handle(events)
+        finally:
+            self._afterEvents = None  # what these calls schedule takes a timer
+            for f in after:
+                try:
+                    f()
+                except Exception:  # noqa: BLE001 - log it, call the others
+                    _log.failure("after the events of a poll: {f!r}", f=f)
+
+    def _handle(self, events: list[tuple[int, int]]) -> None:
         handle = self._doReadOrWrite
         selectables = self._selectables
         for fd, event in events:
@@ -58,7 +102,16 @@ class EPollReactor(epollreactor.EPollReactor):
             if selectable is None:
                 continue
             try:
-                handle(selectable, fd, event)
+                if event == _READABLE:
+                    try:
+                        why = selectable.doRead()
+                    except BaseException as e:  # noqa: BLE001 - as Twisted: disconnect it
+                        _log.failure("while reading from {selectable!r}", selectable=selectable)
+                        why = e
+                    if why:
+                        self._disconnectSelectable(selectable, why, True)
+                else:
+                    handle(selectable, fd, event)
             except Exception:  # noqa: BLE001 - as Twisted: log it, handle the next event
                 _log.failure("while handling an event of {selectable!r}", selectable=selectable)
 

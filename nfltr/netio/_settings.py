@@ -18,6 +18,9 @@ for working around a kernel or library that misbehaves:
   - C{NFLTR_TLS_BATCH=0}: Twisted's own memory-BIO TLS (one record per
     C{SSL_write}, small writes held for a reactor turn) instead of
     L{nfltr.tls.BatchingTLSProtocol};
+  - C{NFLTR_TLS_DIRECT=0}: that protocol's data path calls pyOpenSSL's
+    C{recv}/C{send}/C{bio_read}/C{bio_write} instead of OpenSSL's functions
+    directly (L{nfltr.tls._direct});
   - C{NFLTR_TLS_RELEASE_BUFFERS=0}: OpenSSL keeps each connection's record
     buffers while it is idle, instead of releasing them
     (C{SSL_MODE_RELEASE_BUFFERS}): about 20 KiB more per idle link, and no
@@ -49,6 +52,8 @@ class IOSettings:
     @ivar send_limit: bytes one queued send may offer the kernel.
     @ivar malloc_tuning: raise glibc's mmap and trim thresholds at start.
     @ivar tls_batch: nfltr's batching TLS protocol rather than Twisted's.
+    @ivar tls_direct: that protocol calls OpenSSL directly once the
+        handshake is done.
     @ivar tls_release_buffers: let OpenSSL free a connection's record
         buffers while it is idle (less memory per idle connection).
     @ivar fast_poll: the commands run nfltr's epoll reactor, which skips
@@ -60,6 +65,7 @@ class IOSettings:
     send_limit: int = 1 * MIB
     malloc_tuning: bool = True
     tls_batch: bool = True
+    tls_direct: bool = True
     tls_release_buffers: bool = True
     fast_poll: bool = True
 
@@ -84,6 +90,7 @@ class IOSettings:
             send_limit=_size(environ, "NFLTR_SEND_LIMIT", defaults.send_limit),
             malloc_tuning=_flag(environ, "NFLTR_MALLOC_TUNING", defaults.malloc_tuning),
             tls_batch=_flag(environ, "NFLTR_TLS_BATCH", defaults.tls_batch),
+            tls_direct=_flag(environ, "NFLTR_TLS_DIRECT", defaults.tls_direct),
             tls_release_buffers=_flag(
                 environ, "NFLTR_TLS_RELEASE_BUFFERS", defaults.tls_release_buffers
             ),

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from twisted.internet import tcp
+from twisted.python.failure import Failure
 
 from ._settings import IOSettings
 
@@ -86,6 +87,20 @@ class WriteNowMixin:
                 data = data[sent:]
         super().write(data)  # type: ignore[misc]
 
+    def sendNow(self, data: memoryview) -> int:
+        """
+        Offer C{data}, a buffer its owner reuses, to the socket if nothing
+        is queued: how much it took (0 when it must be queued, or the
+        socket refused).  The caller L{write}s the rest as bytes.
+        """
+        if not self._canWriteNow():
+            return 0
+        try:
+            sent: int = self.socket.send(data)
+        except OSError:
+            return 0  # EAGAIN, EINTR, or an error the queued send will report
+        return sent
+
     def writeSequence(self, iovec: Iterable[bytes]) -> None:
         """
         As L{write} of the concatenation, when it can go now.
@@ -114,9 +129,25 @@ class Client(WriteNowMixin, tcp.Client):
     An outgoing connection (see the module); tuned by its connector.
     """
 
+    _requiresResolution: bool
+    addr: tuple[Any, ...]
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.tune(self.connector.settings)
+
+    def resolveAddress(self) -> None:
+        """
+        Connect to an IP address literal at once; resolve a name as Twisted
+        does.  (Twisted makes a L{Deferred} for a literal too.)
+        """
+        if self._requiresResolution:
+            super().resolveAddress()
+            return
+        try:
+            self._setRealAddress(self.addr)
+        except Exception:  # noqa: BLE001 - as Twisted's errback: fail the attempt
+            self.failIfNotConnected(Failure())
 
 
 class Port(tcp.Port):
@@ -146,3 +177,14 @@ class Connector(tcp.Connector):
 
     def _makeTransport(self) -> Client:
         return Client(self.host, self.port, self.bindAddress, self, self.reactor)
+
+    def connectionLost(self, reason: Failure) -> None:
+        """
+        As Twisted's, then forget the lost transport (it and this connector
+        point at each other: a cycle per connection for the garbage
+        collector), unless the factory connected again meanwhile.
+        """
+        lost = self.transport
+        super().connectionLost(reason)
+        if self.transport is lost:
+            self.transport = None

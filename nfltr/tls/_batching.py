@@ -24,6 +24,13 @@ L{BufferingTLSTransport} holds them until the next turn): each write is
 encrypted at once, so a link's frames, already batched per turn by the
 link, leave in the turn they were written.
 
+Once the handshake is done, the data path calls OpenSSL through
+L{nfltr.tls._direct.DirectIO} (no per-call allocation, copy or exception of
+pyOpenSSL's), and hands the send BIO's bytes to a transport that has
+C{sendNow} (nfltr's TCP transport) straight from its buffer: a whole TLS
+read or write costs a handful of C calls.  C{NFLTR_TLS_DIRECT=0} keeps
+pyOpenSSL's calls.
+
 L{tls_factory} chooses this protocol or Twisted's by the process's I/O
 settings (C{NFLTR_TLS_BATCH}, L{nfltr.netio}); L{TLSClientEndpoint} is
 C{wrapClientTLS} with it.
@@ -39,6 +46,8 @@ from twisted.protocols.policies import ProtocolWrapper
 from twisted.protocols.tls import TLSMemoryBIOFactory, TLSMemoryBIOProtocol
 from twisted.python.failure import Failure
 from zope.interface import implementer
+
+from ._direct import DirectIO, Problem, available
 
 #: The most plaintext one TLS record carries (RFC 8446 section 5.1): what
 #: one C{SSL_read} returns at most.
@@ -58,17 +67,49 @@ class BatchingTLSProtocol(TLSMemoryBIOProtocol):
 
     @ivar batch: C{False} restores Twisted's data path (16 KiB per
         C{SSL_write}, one C{dataReceived} per record), for comparison.
+    @ivar direct: use L{DirectIO} once the handshake is done.
     @ivar _readClosed: no more plaintext will be read (a subclass that
         keeps writing after the peer's C{close_notify} sets it).
+    @ivar _direct: the connection's L{DirectIO}, once in use.
     """
 
     transport: Any  # the stream below
     batch = True
+    direct = True
     _readClosed = False
+    _direct: DirectIO | None = None
 
     def __init__(self, factory: Any, wrappedProtocol: Any, _connectWrapped: bool = True) -> None:
         super().__init__(factory, wrappedProtocol, _connectWrapped)
         self.batch = getattr(factory, "batch", True)
+        self.direct = self.batch and available() and getattr(factory, "direct", True)
+
+    def _startDirect(self) -> DirectIO | None:
+        """
+        The L{DirectIO} of the connection, made once the handshake is done
+        (C{None} before, and when not used).
+        """
+        if self.direct and self._handshakeDone and self._tlsConnection is not None:
+            self._direct = DirectIO(self._tlsConnection)
+        return self._direct
+
+    def dataReceived(self, data: bytes) -> None:
+        """
+        Give the ciphertext to OpenSSL and deliver what it decrypts; the
+        handshake goes Twisted's way.
+        """
+        direct = self._direct
+        if direct is None or self._lostTLSConnection:
+            super().dataReceived(data)
+            return
+        try:
+            direct.feed(data)
+        except Problem as p:
+            self._tlsShutdownFinished(Failure(p.error))
+            return
+        if self._appSendBuffer:
+            self._unbufferPendingWrites()
+        self._flushReceiveBIO()
 
     def _write(self, data: bytes) -> None:
         """
@@ -80,16 +121,35 @@ class BatchingTLSProtocol(TLSMemoryBIOProtocol):
             return
         if self._lostTLSConnection or not data:
             return  # SSL_write of nothing is an error in OpenSSL
+        direct = self._direct or self._startDirect()
         try:
-            self._tlsConnection.send(data)
+            if direct is None:
+                self._tlsConnection.send(data)
+            else:
+                try:
+                    direct.write(data)
+                except Problem as p:
+                    raise p.error from None
         except WantReadError:
             self._bufferedWrite(data)
             return
         except Error:
             self._tlsShutdownFinished(Failure())
             return
+        if direct is not None:
+            self._drainDirect(direct)
+            return
         records = -(-len(data) // RECORD_SIZE)
         self._flushSendBIO(len(data) + records * RECORD_OVERHEAD)
+
+    def _drainDirect(self, direct: DirectIO) -> None:
+        """
+        Hand the send BIO's bytes to the transport: offered to its
+        C{sendNow} from the buffer when it has one, the rest written.
+        """
+        rest = direct.drain(getattr(self.transport, "sendNow", None))
+        if rest:
+            self.transport.write(rest)
 
     def _flushSendBIO(self, expected: int = SMALL_READ) -> None:
         """
@@ -101,6 +161,10 @@ class BatchingTLSProtocol(TLSMemoryBIOProtocol):
         """
         if not self.batch:
             super()._flushSendBIO()
+            return
+        direct = self._direct or self._startDirect()
+        if direct is not None:
+            self._drainDirect(direct)
             return
         connection = self._tlsConnection
         size = max(expected, SMALL_READ)
@@ -121,6 +185,10 @@ class BatchingTLSProtocol(TLSMemoryBIOProtocol):
         Decrypt every complete record, deliver the plaintext in one
         C{dataReceived}, then flush the send BIO.
         """
+        direct = self._direct or self._startDirect()
+        if direct is not None:
+            self._flushReceiveDirect(direct)
+            return
         connection = self._tlsConnection
         chunks: list[bytes] = []
         while not self._lostTLSConnection and not self._readClosed:
@@ -145,6 +213,34 @@ class BatchingTLSProtocol(TLSMemoryBIOProtocol):
         self._deliver(chunks)
         if self._tlsConnection is not None:
             self._flushSendBIO()
+
+    def _flushReceiveDirect(self, direct: DirectIO) -> None:
+        """
+        L{_flushReceiveBIO} through L{DirectIO}: the same order of delivery,
+        close and errors.
+        """
+        if not self._lostTLSConnection and not self._readClosed:
+            try:
+                data = direct.read()
+                error = None
+            except Problem as p:
+                data, error = p.data, p.error
+            if data and not self._aborted:
+                self.wrappedProtocol.dataReceived(data)
+            if error is not None and not self._lostTLSConnection and not self._readClosed:
+                if isinstance(error, ZeroReturnError):
+                    self._closeNotifyReceived()
+                elif not isinstance(error, WantReadError):
+                    self._tlsShutdownFinished(Failure(error))
+        if self._tlsConnection is not None:
+            self._drainDirect(direct)
+
+    def connectionLost(self, reason: Failure) -> None:  # type: ignore[override]
+        """
+        As Twisted's, and drop the L{DirectIO}.
+        """
+        super().connectionLost(reason)
+        self._direct = None
 
     def _deliver(self, chunks: list[bytes]) -> list[bytes]:
         """
@@ -188,13 +284,14 @@ def tls_factory(
     batching (L{BatchingTLSFactory}) or Twisted's own, as C{batch} says
     (default: this process's C{NFLTR_TLS_BATCH}, L{nfltr.netio.settings}).
     """
-    if batch is None:
-        from nfltr.netio import settings
+    from nfltr.netio import settings
 
+    if batch is None:
         batch = settings().tls_batch
     kind = BatchingTLSFactory if batch else TLSMemoryBIOFactory
     factory = kind(creator, isClient, wrappedFactory, clock=clock)
     factory.noisy = False
+    factory.direct = settings().tls_direct  # type: ignore[attr-defined]
     return factory
 
 

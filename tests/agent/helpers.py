@@ -242,10 +242,11 @@ class AnswersAtEnd(Recorder):
 
 class FakeServices:
     """
-    Local services for an agent, in memory: C{connect(port, protocol)} as
-    L{nfltr.agent.ServiceConnector} does it.
+    Local services for an agent, in memory: C{connect(port, protocol)} and
+    C{dial(attempt)} as L{nfltr.agent.ServiceConnector} does them.
 
     @ivar services: the protocols connected on each port.
+    @ivar stopped: C{stop} was called.
     """
 
     def __init__(self, network: Network, factories: dict[int, Callable[[], Protocol]]) -> None:
@@ -253,17 +254,31 @@ class FakeServices:
         self.factories = factories
         self.services: dict[int, list[Protocol]] = {}
         self.transports: list[PausableTransport] = []
+        self.stopped = False
 
     def connect(self, port: int, protocol: Any) -> defer.Deferred[Any]:
         make = self.factories.get(port)
         if make is None:
             return defer.fail(error.ConnectionRefusedError("refused"))
+        self._join(port, make, protocol)
+        return defer.succeed(protocol)
+
+    def dial(self, attempt: Any) -> None:
+        make = self.factories.get(attempt.port)
+        if make is None:
+            attempt.fail(Failure(error.ConnectionRefusedError("refused")))
+            return
+        self._join(attempt.port, make, attempt.buildProtocol(ADDRESS))
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def _join(self, port: int, make: Callable[[], Protocol], protocol: Any) -> None:
         service = make()
         self.services.setdefault(port, []).append(service)
         agentSide = PausableTransport(protocol, isServer=False)
         self.transports.append(agentSide)
         self.network.join(service, protocol, clientIO=agentSide)
-        return defer.succeed(protocol)
 
 
 class RelayHandler(LinkHandler):

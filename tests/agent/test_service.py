@@ -11,10 +11,13 @@ from typing import Any
 from twisted.internet import error
 from twisted.internet.interfaces import IHalfCloseableProtocol
 from twisted.internet.protocol import Protocol
+from twisted.internet.testing import MemoryReactorClock, StringTransport
+from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
 
-from nfltr.agent import AgentService, agent_options, prepare_agent
+from nfltr.agent import AgentService, ServiceConnector, agent_options, prepare_agent
+from nfltr.agent._local import CANCELLED
 from nfltr.e2ee import E2EETLSFactory
 from nfltr.link import ErrorCode
 from nfltr.link.twisted import SessionResetError
@@ -225,24 +228,90 @@ class RefusalTests(SynchronousTestCase):
     def test_sessionGoneBeforeService(self) -> None:
         """
         A session that ends while the agent still connects to the service
-        cancels that connection attempt.
+        cancels that connection attempt, quietly.
         """
-        from twisted.internet import defer
-
-        cancelled = []
+        attempts: list[Any] = []
 
         class Slow:
-            def connect(self, port: int, protocol: Any) -> Any:
-                return defer.Deferred(lambda d: cancelled.append(port))
+            dial = attempts.append
 
         f = AgentFixture(self)
         f.agent.sessions.connector = Slow()
         session = f.open("tcp:3000", Recorder())
         f.network.run()
+        self.assertEqual([(a.port, a.outcome) for a in attempts], [(3000, None)])
         session.abortConnection()
         f.network.run()
-        self.assertEqual(cancelled, [3000])
+        self.assertEqual(attempts[0].outcome, CANCELLED)
         self.assertEqual(f.logs.lines(), [])
+
+    def test_serviceSilent(self) -> None:
+        """
+        A service that does not answer within the connector's timeout: the
+        session is reset with C{CONNECT_FAILED}, saying so, and ::1 is not
+        tried.
+        """
+        f = AgentFixture(self)
+        reactor = MemoryReactorClock()
+        connector = f.agent.sessions.connector = ServiceConnector(reactor, timeout=5)
+        client = Recorder()
+        f.open("tcp:3000", client)
+        f.network.run()
+        self.assertEqual(reactor.tcpClients[0][:2], ("127.0.0.1", 3000))
+        reactor.advance(5)
+        f.network.run()
+        assert client.lost is not None
+        self.assertTrue(client.lost.check(SessionResetError), client.lost)
+        self.assertEqual(
+            (client.lost.value.code, client.lost.value.reason),
+            (ErrorCode.CONNECT_FAILED, "service on port 3000 did not answer"),
+        )
+        self.assertTrue(reactor.connectors[0].stoppedConnecting)
+        self.assertEqual(len(reactor.tcpClients), 1)
+        self.assertEqual(f.logs.lines(), ["service on port 3000 did not answer"])
+        connector.stop()
+
+class ConnectorUseTests(SynchronousTestCase):
+    """
+    How the agent uses its connector to local services.
+    """
+
+    def test_attemptLetsGo(self) -> None:
+        """
+        Once its connection to the service is gone, a session's connection
+        attempt (which the TCP connector keeps) holds on to the session no
+        more.
+        """
+        f = AgentFixture(self, e2ee=False)
+        reactor = MemoryReactorClock()
+        f.agent.sessions.connector = ServiceConnector(reactor)
+        f.open("tcp:3000", Recorder())
+        f.network.run()
+        attempt = reactor.tcpClients[0][2]
+        service = attempt.buildProtocol(None)
+        service.makeConnection(StringTransport())
+        self.assertIsNotNone(attempt.session)
+        attempt.clientConnectionLost(reactor.connectors[0], Failure(error.ConnectionDone()))
+        self.assertIsNone(attempt.session)
+
+    def test_targetSpeltOtherwise(self) -> None:
+        """
+        A shared port's target with a leading zero is still that port.
+        """
+        f = AgentFixture(self, e2ee=False)
+        client = Recorder(MARKER)
+        f.open("tcp:03000", client)
+        f.network.run()
+        self.assertEqual(client.received, MARKER)
+
+    def test_stopStopsConnector(self) -> None:
+        """
+        Stopping the agent stops its connector (and its timer).
+        """
+        f = AgentFixture(self)
+        f.agent.stopService()
+        f.network.advance(60)
+        self.assertTrue(f.services.stopped)
 
 
 class AnnounceTests(SynchronousTestCase):

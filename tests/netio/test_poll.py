@@ -5,6 +5,7 @@ Tests for L{nfltr.netio._poll}.
 from __future__ import annotations
 
 import os
+import select
 from typing import Any
 
 from twisted.logger import LogLevel, globalLogPublisher
@@ -83,6 +84,78 @@ class EPollReactorTests(SynchronousTestCase):
                   or e.get("isError")]
         self.assertTrue(errors)
         self.flushLoggedErrors(RuntimeError)
+
+    def test_readResultDisconnects(self) -> None:
+        """
+        A C{doRead} that returns a reason (the peer closed, say) gets its
+        selectable disconnected with it, as in Twisted.
+        """
+        lost: list[Any] = []
+
+        class Closing(Reader):
+            def doRead(self) -> Any:
+                super().doRead()
+                return ValueError("gone")
+
+            def connectionLost(self, reason: Any) -> None:
+                lost.append(reason)
+
+        reader = Closing(self, self.reactor)
+        self.reactor.addReader(reader)
+        os.write(reader.w, b"x")
+        self.reactor.doIteration(0)
+        self.assertNotIn(reader, self.reactor.getReaders())
+        self.assertEqual(len(lost), 1)
+        self.assertIsInstance(lost[0].value, ValueError)
+
+    def test_otherEventsTwistedsWay(self) -> None:
+        """
+        An event other than "readable" alone (a hang-up here) goes through
+        Twisted's handler.
+        """
+        seen: list[int] = []
+        self.patch(self.reactor, "_doReadOrWrite", lambda s, fd, event: seen.append(event))
+        reader = Reader(self, self.reactor)
+        self.reactor.addReader(reader)
+        os.close(reader.w)
+        reader.w = os.open(os.devnull, os.O_RDONLY)  # closed by the cleanup instead
+        self.reactor.doIteration(0)
+        self.assertEqual(len(seen), 1)
+        self.assertTrue(seen[0] & select.EPOLLHUP)
+
+    def test_callAfterEvents(self) -> None:
+        """
+        A function given to C{callAfterEvents} while events are handled runs
+        once all of that poll's events were, before the next poll; outside
+        event handling it is refused.  One that fails is logged and the
+        others still run.
+        """
+        order: list[str] = []
+        readers = [Reader(self, self.reactor), Reader(self, self.reactor)]
+
+        def failing() -> None:
+            order.append("failing")
+            raise RuntimeError("broken")
+
+        def doRead(reader: Reader, name: str) -> None:
+            Reader.doRead(reader)
+            order.append(name)
+            self.assertTrue(self.reactor.callAfterEvents(failing))
+            self.assertTrue(self.reactor.callAfterEvents(lambda: order.append("after " + name)))
+
+        for reader, name in zip(readers, "ab", strict=True):
+            reader.doRead = lambda r=reader, n=name: doRead(r, n)  # type: ignore[method-assign]
+            self.reactor.addReader(reader)
+            os.write(reader.w, b"x")
+        self.assertFalse(self.reactor.callAfterEvents(lambda: order.append("never")))
+        self.reactor.doIteration(0)
+        self.assertEqual(sorted(order[:2]), ["a", "b"])
+        self.assertEqual(
+            [o for o in order[2:] if o != "failing"], ["after " + order[0], "after " + order[1]]
+        )
+        self.assertEqual(order.count("failing"), 2)
+        self.assertEqual(len(self.flushLoggedErrors(RuntimeError)), 2)
+        self.assertFalse(self.reactor.callAfterEvents(lambda: order.append("never")))
 
     def test_timeout(self) -> None:
         """

@@ -5,11 +5,12 @@ Tests for L{nfltr.netio._reactor}.
 from __future__ import annotations
 
 import socket
+from typing import Any
 
-from twisted.internet import interfaces, reactor
+from twisted.internet import defer, error, interfaces, reactor
 from twisted.internet.defer import Deferred
 from twisted.internet.protocol import Factory, Protocol
-from twisted.internet.task import Clock
+from twisted.internet.task import Clock, deferLater
 from twisted.internet.testing import MemoryReactorClock
 from twisted.logger import LogLevel, globalLogPublisher
 from twisted.trial.unittest import SynchronousTestCase, TestCase
@@ -111,6 +112,77 @@ class TunedReactorTests(TestCase):
         self.assertIsInstance(port, Port)
         self.assertIs(port.settings, chosen)
         self.assertEqual(port.getHost().port, sock.getsockname()[1])
+
+
+class ConnectTests(TestCase):
+    """
+    nfltr's client connections: an IP address literal is connected to with
+    no resolution step, a name is resolved as in Twisted, a refusal is
+    reported, and a lost connection's connector lets go of it.
+    """
+
+    def outcome(self, host: str, port: int) -> Deferred[tuple[str, Any]]:
+        tuned = TunedReactor(reactor, IOSettings())
+        d: Deferred[tuple[str, Any]] = Deferred()
+
+        class Closer(Protocol):
+            def connectionMade(self) -> None:
+                self.transport.loseConnection()
+
+        class Watch(_ClientFactory):
+            def clientConnectionFailed(self, connector: object, reason: Any) -> None:
+                d.callback(("failed", reason))
+
+            def clientConnectionLost(self, connector: object, reason: Any) -> None:
+                d.callback(("lost", connector))
+
+        tuned.connectTCP(host, port, Watch(Closer))
+        return d
+
+    def listening(self) -> int:
+        port = reactor.listenTCP(0, Factory.forProtocol(Protocol), interface="127.0.0.1")
+        self.addCleanup(port.stopListening)
+        return int(port.getHost().port)
+
+    async def test_literalConnects(self) -> None:
+        """
+        An IP address literal connects without the L{Deferred} Twisted
+        makes for its resolution; once the connection is lost the connector has no
+        transport any more.
+        """
+        made: list[object] = []
+        original = defer.succeed
+
+        def counting(result: Any) -> Deferred[Any]:
+            made.append(result)
+            return original(result)
+
+        port = self.listening()
+        self.patch(defer, "succeed", counting)
+        kind, connector = await self.outcome("127.0.0.1", port)
+        self.assertEqual(kind, "lost")
+        self.assertEqual(made, [])  # Twisted's resolveAddress makes one
+        await deferLater(reactor, 0, lambda: None)  # clientConnectionLost fired d
+        self.assertIsNone(connector.transport)
+
+    async def test_nameResolved(self) -> None:
+        """
+        A name still goes through the reactor's resolver.
+        """
+        kind, _ = await self.outcome("localhost", self.listening())
+        self.assertEqual(kind, "lost")
+
+    async def test_refused(self) -> None:
+        """
+        A refused literal is reported as the connection's failure.
+        """
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        sock.close()
+        kind, reason = await self.outcome("127.0.0.1", port)
+        self.assertEqual(kind, "failed")
+        self.assertTrue(reason.check(error.ConnectionRefusedError))
 
 
 class _ClientFactory(Factory):
