@@ -77,12 +77,14 @@ class TcpEnd(SpliceEnd):
 
     def connectionLost(self, reason: Failure = error.ConnectionDone) -> None:  # type: ignore[assignment]
         """
-        End the other side as L{SpliceEnd} does, then let go of it: the two
-        ends refer to each other, a cycle only the garbage collector would
+        End the other side as L{SpliceEnd} does, then let go of it and of
+        C{onLost}: the two ends refer to each other, and C{onLost} is often
+        a closure over this end, cycles only the garbage collector would
         free otherwise.
         """
         super().connectionLost(reason)
         self.other = None
+        self.onLost = None
 
 
 def splice_local() -> tuple[TcpEnd, SpliceEnd]:

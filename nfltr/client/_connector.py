@@ -309,7 +309,10 @@ class TcpConnector(Service, DiallerObserver):
         return local
 
     def _pick(self) -> LinkProtocol | None:
-        usable = [link for link in (self.link, *self.extra) if link is not None and link.canOpen()]
+        link = self.link
+        if not self.extra:
+            return link if link is not None and link.canOpen() else None
+        usable = [link for link in (link, *self.extra) if link is not None and link.canOpen()]
         if not usable:
             return None
         return min(usable, key=lambda link: link.connection.session_count)  # type: ignore[union-attr]

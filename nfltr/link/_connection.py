@@ -46,6 +46,7 @@ from ._frames import (
     encode_ping,
     encode_reset,
     encode_window,
+    pack_header,
 )
 from ._liveness import LivenessTracker
 from ._receiving import Receiver
@@ -69,6 +70,9 @@ class State(Enum):
     OPEN = "open"
     ERROR = "failed"
     CLOSED = "closed"
+
+
+_OPEN = State.OPEN
 
 
 class LinkConnection(Receiver):
@@ -100,13 +104,21 @@ class LinkConnection(Receiver):
         self._highest_peer = 0
         self._peer_open = 0
         self._local_open = 0
-        self._recv_conn_credit = self.config.budget
+        self._budget = self.config.budget
+        self._recv_conn_credit = self._budget
         self._recv_conn_ungranted = 0
+        # Consumed bytes go back in one WINDOW per half window: per session,
+        # and for the connection per half the smaller of window and budget.
+        self._session_grant = self.config.session_window // 2
+        self._conn_grant = min(self.config.session_window, self._budget) // 2
         self.goaway_sent = False
         self.goaway_received = False
         now = clock()
         self._handshake_deadline = now + self.config.handshake_timeout
         self._liveness: LivenessTracker | None = None
+        # When the last bytes arrived, until the tracker is told (see
+        # _tracker): receive_data only records it.
+        self._received_at: float | None = None
         self._ping_payload: bytes | None = None
         self._ping_count = 0
         self._ping_tokens = 4 * self.config.ping_rate
@@ -163,8 +175,7 @@ class LinkConnection(Receiver):
         events: list[Event] = []
         now = self._clock()
         try:
-            if self._liveness is not None:
-                self._liveness.received(now)
+            self._received_at = now
             if self.state is State.PREAMBLE:
                 data = self._receive_preamble(data)
             if data:
@@ -173,7 +184,10 @@ class LinkConnection(Receiver):
                 except DecodeError as e:
                     frames, error = e.frames, e.error
                 for frame in frames:
-                    self._dispatch(frame, events, now)
+                    if frame.type == _DATA and self.state is _OPEN:
+                        self._on_data(frame, events)
+                    else:
+                        self._dispatch(frame, events, now)
                 if error is not None:
                     raise error
         except RemoteProtocolError as e:
@@ -215,10 +229,9 @@ class LinkConnection(Receiver):
         return encode_control(encode_message(message))
 
     def _dispatch(self, frame: Frame, events: list[Event], now: float) -> None:
+        # DATA on an open link is handled by receive_data's loop itself.
         ftype = frame.type
-        if ftype == _DATA and self.state is State.OPEN:
-            self._on_data(frame, events)
-        elif self.state is State.HELLO:
+        if self.state is State.HELLO:
             if ftype == FrameType.GOAWAY:
                 # The peer refuses the link before its hello (its handshake
                 # timeout, say): report its code rather than a bare
@@ -313,10 +326,31 @@ class LinkConnection(Receiver):
             pause whatever produces its data until L{SessionWritable}.
         @raise LocalProtocolError: the session is not open or was FINed.
         """
-        s = self._local_session(sid)
+        self._local_session(sid)
+        return self.send_if_open(sid, data)
+
+    def send_if_open(self, sid: int, data: bytes) -> bool:
+        """
+        L{send_data}, except that a session that is gone (a frame received
+        earlier ended it) or a link that is not open drops C{data} and
+        returns C{False} instead of raising.
+
+        @raise LocalProtocolError: the session was FINed.
+        """
+        s = self._sessions.get(sid)
+        if s is None or self.state is not _OPEN:
+            return False
         if s.fin_queued:
             raise LocalProtocolError(f"session {sid}: data after FIN")
-        return self._send(s, data)
+        n = len(data)
+        if n <= s.send_credit and n <= self._send_conn_credit and n <= MAX_PAYLOAD \
+                and n and not s.pending:
+            # Within the credit and nothing queued before: one frame now.
+            s.send_credit -= n
+            self._send_conn_credit -= n
+            self._out += (pack_header(_DATA, 0, sid, n), data)
+            return s.over_high
+        return self._enqueue(s, data)
 
     def is_open(self, sid: int) -> bool:
         """
@@ -362,23 +396,37 @@ class LinkConnection(Receiver):
         self._remove(s)
         self._out.append(encode_reset(sid, code, reason))
 
-    def consumed(self, sid: int, n: int) -> None:
+    def consumed(self, sid: int, n: int) -> bool:
         """
         Report that C{n} received bytes of session C{sid} left its queue
         (delivered, or dropped because the session ended).  Credit goes back
-        to the peer in one WINDOW per half window.
+        to the peer in one WINDOW per half window, for the connection budget
+        and for the session (session 0: the connection budget only).
+
+        @return: whether a WINDOW was queued (L{data_to_send} has it).
         """
-        if n <= 0 or self.state is not State.OPEN:
-            return
-        self._release_conn(n)
+        if n <= 0 or self.state is not _OPEN:
+            return False
+        ungranted = self._recv_conn_ungranted + n
+        if ungranted + self._recv_conn_credit > self._budget:
+            raise LocalProtocolError("consumed more bytes than were received")
+        queued = ungranted >= self._conn_grant
+        if queued:
+            self._recv_conn_credit += ungranted
+            self._out.append(encode_window(0, ungranted))
+            ungranted = 0
+        self._recv_conn_ungranted = ungranted
         s = self._sessions.get(sid)
         if s is None or s.fin_received:
-            return
-        s.recv_ungranted += n
-        if s.recv_ungranted >= self.config.session_window // 2:
-            s.recv_credit += s.recv_ungranted
-            self._out.append(encode_window(sid, s.recv_ungranted))
-            s.recv_ungranted = 0
+            return queued
+        ungranted = s.recv_ungranted + n
+        if ungranted < self._session_grant:
+            s.recv_ungranted = ungranted
+            return queued
+        s.recv_credit += ungranted
+        s.recv_ungranted = 0
+        self._out.append(encode_window(sid, ungranted))
+        return True
 
     def send_control(self, message: dict[str, Any]) -> None:
         """
@@ -430,9 +478,10 @@ class LinkConnection(Receiver):
         """
         if self.state in (State.ERROR, State.CLOSED):
             return None
-        if self._liveness is None:
+        liveness = self._tracker()
+        if liveness is None:
             return self._handshake_deadline
-        return self._liveness.deadline()
+        return liveness.deadline()
 
     def tick(self) -> list[Event]:
         """
@@ -441,15 +490,16 @@ class LinkConnection(Receiver):
         if self.state in (State.ERROR, State.CLOSED):
             return []
         now = self._clock()
-        if self._liveness is None:
+        liveness = self._tracker()
+        if liveness is None:
             if now < self._handshake_deadline:
                 return []
             why = f"no hello within {self.config.handshake_timeout:g}s"
             self._fail(ErrorCode.TIMEOUT, why)
             return [LinkTimedOut(why)]
-        action = self._liveness.poll(now)
+        action = liveness.poll(now)
         if action == "dead":
-            ka = self._liveness.keepalive
+            ka = liveness.keepalive
             why = f"nothing received for {ka.interval + ka.timeout:g}s ({ka.describe()})"
             self._fail(ErrorCode.TIMEOUT, why)
             return [LinkTimedOut(why)]
@@ -458,6 +508,17 @@ class LinkConnection(Receiver):
             self._ping_payload = _PING.pack(self._ping_count)
             self._out.append(encode_ping(self._ping_payload))
         return []
+
+    def _tracker(self) -> LivenessTracker | None:
+        """
+        The liveness tracker (C{None} before the hello), told of the last
+        read first.
+        """
+        liveness = self._liveness
+        if liveness is not None and self._received_at is not None:
+            liveness.received(self._received_at)
+        self._received_at = None
+        return liveness
 
     def connection_lost(self) -> list[Event]:
         """

@@ -6,7 +6,7 @@ The events a L{LinkConnection} reports to its application.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ._control import Hello
 
@@ -32,10 +32,12 @@ class SessionOpened:
     first_bytes: bytes
 
 
-@dataclass(frozen=True, slots=True)
-class DataReceived:
+class DataReceived(NamedTuple):
     """
     Bytes for a session; report them consumed when they leave its queue.
+
+    The one event per DATA frame, so a (frozen, immutable) named tuple: the
+    receiver builds it without a Python-level constructor call.
     """
 
     session_id: int

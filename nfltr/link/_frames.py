@@ -85,6 +85,13 @@ class Frame(NamedTuple):
     payload: bytes
 
 
+# Per-frame helpers: tuple_new builds a Frame (or another NamedTuple) without
+# the Python-level __new__ that calling the class goes through; pack_header
+# encodes a header (type, flags, session id, length) without header()'s call.
+tuple_new = tuple.__new__
+pack_header = HEADER.pack
+
+
 def check_header(ftype: int, length: int) -> None:
     """
     Validate a frame header before its body is read.
@@ -127,84 +134,104 @@ class FrameDecoder:
     """
     Turns a byte stream into L{Frame}s.
 
-    @ivar _partial: the bytes of one incomplete frame (at most one header and
-        L{MAX_PAYLOAD} bytes of body).
-    @ivar _length: the body length of the frame in C{_partial} once its
-        header is complete and valid, else C{-1}.
+    A frame that spans chunks is held as its header and the pieces of its
+    body as they came (a chunk wholly inside a body is kept as it is, not
+    copied), joined once when the last piece arrives.
+
+    @ivar _head: the bytes of an incomplete header, or the whole header of
+        the frame whose body is being collected.
+    @ivar _length: that frame's body length once its header is complete and
+        valid, else C{-1}.
+    @ivar _body: the pieces of its body received so far (at most
+        L{_MAX_PIECES} and one joined piece: a peer that trickles a frame
+        cannot make it cost more than its size and a few small objects).
+    @ivar _have: their total size.
     """
 
+    _MAX_PIECES = 64
+
     def __init__(self) -> None:
-        self._partial = bytearray()
+        self._head = bytearray()
         self._length = -1
+        self._body: list[bytes] = []
+        self._have = 0
 
     def buffered(self) -> int:
         """
         How many bytes of an incomplete frame are held.
         """
-        return len(self._partial)
+        return len(self._head) + self._have
 
     def feed(self, data: bytes) -> list[Frame]:
         """
-        Decode every frame completed by C{data}.
+        Decode every frame completed by C{data}: finish the frame held from
+        earlier chunks, slice out every whole frame, keep the rest.
 
         @raise DecodeError: a header was invalid; carries the frames decoded
             before it.
         """
         frames: list[Frame] = []
         try:
-            pos = self._finish_partial(data, frames) if self._partial else 0
-            if pos >= 0:
-                self._decode_whole(data, pos, frames)
+            pos = 0
+            if self._head:
+                pos = self._finish_partial(data, frames)
+                if pos < 0:
+                    return frames
+            end = len(data)
+            unpack = HEADER.unpack_from
+            append = frames.append
+            while end - pos >= HEADER_SIZE:
+                ftype, flags, sid, length = unpack(data, pos)
+                if ftype != _DATA or length > MAX_PAYLOAD:
+                    check_header(ftype, length)
+                body = pos + HEADER_SIZE
+                if body + length > end:
+                    self._head = bytearray(data[pos:body])
+                    self._length = length
+                    if body < end:
+                        self._body.append(data[body:])
+                        self._have = end - body
+                    return frames
+                append(tuple_new(Frame, (ftype, flags, sid, data[body : body + length])))
+                pos = body + length
+            if pos < end:
+                self._head = bytearray(data[pos:])
         except RemoteProtocolError as e:
             raise DecodeError(frames, e) from None
         return frames
 
     def _finish_partial(self, data: bytes, frames: list[Frame]) -> int:
         """
-        Complete the frame held in C{_partial}; return where C{data}'s
+        Complete the frame held from earlier chunks; return where C{data}'s
         unread part starts, or C{-1} if C{data} was used up.
         """
-        partial = self._partial
+        head = self._head
         pos = 0
         if self._length < 0:
-            pos = HEADER_SIZE - len(partial)
-            partial += data[:pos]
-            if len(partial) < HEADER_SIZE:
+            pos = HEADER_SIZE - len(head)
+            head += data[:pos]
+            if len(head) < HEADER_SIZE:
                 return -1
-            ftype, _, _, length = HEADER.unpack_from(partial)
+            ftype, _, _, length = HEADER.unpack_from(head)
             check_header(ftype, length)
             self._length = length
-        need = HEADER_SIZE + self._length - len(partial)
-        partial += data[pos : pos + need]
-        if len(partial) < HEADER_SIZE + self._length:
+        need = self._length - self._have
+        piece = data[pos : pos + need]  # data itself if it lies wholly in the body
+        body = self._body
+        if piece:
+            body.append(piece)
+            self._have += len(piece)
+        if self._have < self._length:
+            if len(body) > self._MAX_PIECES:
+                self._body = [b"".join(body)]
             return -1
-        ftype, flags, sid, _ = HEADER.unpack_from(partial)
-        frames.append(Frame(ftype, flags, sid, bytes(partial[HEADER_SIZE:])))
-        self._partial = bytearray()
+        ftype, flags, sid, _ = HEADER.unpack_from(head)
+        frames.append(Frame(ftype, flags, sid, b"".join(body)))
+        self._head = bytearray()
         self._length = -1
+        self._body = []
+        self._have = 0
         return pos + need
-
-    def _decode_whole(self, data: bytes, pos: int, frames: list[Frame]) -> None:
-        """
-        Slice out every whole frame of C{data} from C{pos}; keep the rest.
-        """
-        end = len(data)
-        unpack = HEADER.unpack_from
-        append = frames.append
-        while end - pos >= HEADER_SIZE:
-            ftype, flags, sid, length = unpack(data, pos)
-            if ftype != _DATA or length > MAX_PAYLOAD:
-                check_header(ftype, length)
-            body = pos + HEADER_SIZE
-            if body + length > end:
-                self._partial = bytearray(data[pos:])
-                self._length = length
-                return
-            append(Frame(ftype, flags, sid, data[body : body + length]))
-            pos = body + length
-        if pos < end:
-            self._partial = bytearray(data[pos:])
-            self._length = -1
 
 
 def header(ftype: FrameType, session_id: int, length: int, flags: int = 0) -> bytes:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._control import HELLO, decode_message
-from ._errors import ErrorCode, LocalProtocolError, RemoteProtocolError, code_name
+from ._errors import ErrorCode, RemoteProtocolError, code_name
 from ._events import (
     ControlReceived,
     DataReceived,
@@ -35,7 +35,7 @@ from ._frames import (
     decode_u32,
     encode_ping,
     encode_reset,
-    encode_window,
+    tuple_new,
 )
 from ._liveness import LivenessTracker
 from ._sending import Sender
@@ -116,33 +116,52 @@ class Receiver(Sender):
 
     def _take_conn_credit(self, n: int) -> None:
         if n > self._recv_conn_credit:
-            raise RemoteProtocolError(
-                ErrorCode.FLOW_CONTROL_ERROR,
-                f"{n} bytes of data exceed the connection budget ({self._recv_conn_credit} left)",
-            )
+            raise self._over_budget(n)
         self._recv_conn_credit -= n
 
+    def _over_budget(self, n: int) -> RemoteProtocolError:
+        return RemoteProtocolError(
+            ErrorCode.FLOW_CONTROL_ERROR,
+            f"{n} bytes of data exceed the connection budget ({self._recv_conn_credit} left)",
+        )
+
     def _on_data(self, frame: Frame, events: list[Event]) -> None:
-        n = len(frame.payload)
+        # Runs once per DATA frame: the common case inline, the rest in
+        # _refuse_data.
         sid = frame.session_id
+        payload = frame.payload
+        n = len(payload)
         if sid == 0:
             raise RemoteProtocolError(ErrorCode.PROTOCOL_ERROR, "DATA frame on session 0")
-        self._take_conn_credit(n)
-        s = self._session(frame)
+        credit = self._recv_conn_credit - n
+        if credit < 0:
+            raise self._over_budget(n)
+        self._recv_conn_credit = credit
+        s = self._sessions.get(sid)
+        if s is None or s.fin_received or n > s.recv_credit:
+            self._refuse_data(frame, s, events)
+            return
+        s.recv_credit -= n
+        events.append(tuple_new(DataReceived, (sid, payload)))
+
+    def _refuse_data(self, frame: Frame, s: SessionState | None, events: list[Event]) -> None:
+        """
+        DATA (already taken from the connection budget) that its session
+        cannot take: gone, FINed, or over its credit.  Its budget goes back.
+        """
+        n = len(frame.payload)
         if s is None:
+            self._session(frame)  # raises if the session was never opened
             self._release_conn(n)
         elif s.fin_received:
             self._release_conn(n)
             self._reset_by_us(s, ErrorCode.SESSION_CLOSED, "DATA after FIN", events)
-        elif n > s.recv_credit:
+        else:
             self._release_conn(n)
             self._reset_by_us(
                 s, ErrorCode.FLOW_CONTROL_ERROR,
                 f"{n} bytes of DATA exceed the session's credit of {s.recv_credit}", events,
             )
-        else:
-            s.recv_credit -= n
-            events.append(DataReceived(sid, frame.payload))
 
     def _on_fin(self, frame: Frame, events: list[Event]) -> None:
         s = self._session(frame)
@@ -236,11 +255,14 @@ class Receiver(Sender):
             self._peer_open -= 1
 
     def _release_conn(self, n: int) -> None:
-        budget = self.config.budget
-        if self._recv_conn_ungranted + self._recv_conn_credit + n > budget:
-            raise LocalProtocolError("consumed more bytes than were received")
-        self._recv_conn_ungranted += n
-        if self._recv_conn_ungranted >= min(self.config.session_window, budget) // 2:
-            self._recv_conn_credit += self._recv_conn_ungranted
-            self._out.append(encode_window(0, self._recv_conn_ungranted))
-            self._recv_conn_ungranted = 0
+        """
+        Give back the connection budget of C{n} received bytes that no
+        session takes (the frame was refused or its session is gone).
+        """
+        self.consumed(0, n)
+
+    def consumed(self, sid: int, n: int) -> bool:
+        """
+        Credit accounting of consumed bytes; L{LinkConnection} defines it.
+        """
+        raise NotImplementedError  # pragma: no cover

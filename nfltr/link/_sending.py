@@ -17,10 +17,10 @@ from typing import Any
 from ._config import LinkConfig
 from ._errors import ErrorCode, RemoteProtocolError
 from ._events import SessionClosed, SessionWritable
-from ._frames import MAX_PAYLOAD, FrameType, encode_fin, header
+from ._frames import MAX_PAYLOAD, FrameType, encode_fin, pack_header
 from ._session import SessionState
 
-_DATA = FrameType.DATA
+_DATA = int(FrameType.DATA)
 
 
 class Sender:
@@ -50,19 +50,19 @@ class Sender:
         out = self._out
         if not out:
             return b""
-        data = out[0] if len(out) == 1 and isinstance(out[0], bytes) else b"".join(out)
         self._out = []
-        return data
+        return b"".join(out)  # one bytes item comes back as it is, uncopied
 
-    def _send(self, s: SessionState, data: bytes) -> bool:
+    def _enqueue(self, s: SessionState, data: bytes) -> bool:
+        """
+        Queue C{data} on C{s} and send what the credit allows: the path of
+        data that cannot leave at once as one frame (see
+        L{LinkConnection.send_if_open}).
+
+        @return: whether C{s}'s queue is over the high-water mark.
+        """
         n = len(data)
         if n == 0:
-            return s.over_high
-        if not s.pending and n <= s.send_credit and n <= self._send_conn_credit \
-                and n <= MAX_PAYLOAD:
-            s.send_credit -= n
-            self._send_conn_credit -= n
-            self._out += (header(_DATA, s.session_id, n), data)
             return s.over_high
         s.pending.append(data)
         s.pending_bytes += n
@@ -87,7 +87,7 @@ class Sender:
                 view = chunk if isinstance(chunk, memoryview) else memoryview(chunk)
                 pending[0] = view[n:]
                 chunk = view[:n]
-            out += (header(_DATA, s.session_id, n), chunk)
+            out += (pack_header(_DATA, 0, s.session_id, n), chunk)
             s.send_credit -= n
             self._send_conn_credit -= n
             s.pending_bytes -= n

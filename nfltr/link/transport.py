@@ -340,8 +340,22 @@ class LinkSession:
         if self.disconnecting or self._closed:
             self.link.consumed(self.sessionId, len(data))
             return
-        self._queue.append(data)
-        self._deliver()
+        if self._queue or self._paused or self._delivering or self.protocol is None:
+            self._queue.append(data)
+            self._deliver()
+            return
+        # Nothing queued and nothing in the way: deliver at once, as
+        # _deliver would, without the queue.
+        self._delivering = True
+        try:
+            self.protocol.dataReceived(data)
+            self.link.consumed(self.sessionId, len(data))
+        finally:
+            self._delivering = False
+        if self._queue or self._finReceived or self._closed:
+            # The protocol's reaction queued data (a nested read) or ended
+            # the session: finish as _deliver does.
+            self._deliver()
 
     def finWasReceived(self) -> bool:
         """

@@ -8,7 +8,10 @@ The reactor's time (C{IReactorTime}) is injected; nothing here touches the
 global reactor.  Frames queued during one reactor turn leave in one
 transport write: at the end of the read being processed when a link's read
 queued them (on this link or another: a relay forwards between links with
-no extra reactor turn), otherwise on the next turn (C{callLater(0)}).
+no extra reactor turn); otherwise, when the clock is nfltr's reactor
+(L{nfltr.netio.EPollReactor.callAfterEvents}), once every event of the poll
+being handled was (the reads of 50 local connections in one poll leave in
+one write per link), and else on the next turn (C{callLater(0)}).
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ from twisted.internet import defer, error, interfaces
 from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
-from zope.interface import Interface, implementer
 
 from ._config import LinkConfig
 from ._connection import LinkConnection
@@ -39,6 +41,7 @@ from ._events import (
     SessionReset,
     SessionWritable,
 )
+from .handler import ILinkHandler, LinkHandler, LinkUnavailable
 from .transport import LinkAddress, LinkSession, SessionResetError
 
 __all__ = [
@@ -77,80 +80,6 @@ class _Reading:
 _reading = _Reading()
 
 
-class LinkUnavailable(Exception):
-    """
-    No session can be opened on this link now (not yet established, going
-    away, or at the peer's session limit).
-    """
-
-
-class ILinkHandler(Interface):
-    """
-    What the application does with a link's events.
-    """
-
-    def linkEstablished(link: LinkProtocol) -> None:
-        """
-        The peer's hello arrived (C{link.peerHello}).
-        """
-
-    def sessionRequested(session: LinkSession) -> None:
-        """
-        The peer opened C{session}: call C{session.accept(protocol)} or
-        C{session.refuse(code, reason)}, now or later.
-        """
-
-    def controlReceived(link: LinkProtocol, message: dict[str, Any]) -> None:
-        """
-        An application control message arrived.
-        """
-
-    def linkGoingAway(link: LinkProtocol) -> None:
-        """
-        The peer sent a GOAWAY without an error: it takes no new sessions,
-        and those in flight may finish.
-        """
-
-    def linkLost(link: LinkProtocol, reason: Failure) -> None:
-        """
-        The link's connection is gone.
-        """
-
-
-@implementer(ILinkHandler)
-class LinkHandler:
-    """
-    A handler that refuses every session and ignores control messages;
-    subclass what you need.
-    """
-
-    def linkEstablished(self, link: LinkProtocol) -> None:
-        """
-        Nothing to do.
-        """
-
-    def sessionRequested(self, session: LinkSession) -> None:
-        """
-        Refuse.
-        """
-        session.refuse(ErrorCode.REFUSED, "no sessions accepted here")
-
-    def controlReceived(self, link: LinkProtocol, message: dict[str, Any]) -> None:
-        """
-        Ignore.
-        """
-
-    def linkGoingAway(self, link: LinkProtocol) -> None:
-        """
-        Nothing to do.
-        """
-
-    def linkLost(self, link: LinkProtocol, reason: Failure) -> None:
-        """
-        Nothing to do.
-        """
-
-
 class LinkProtocol(Protocol):
     """
     One link over one transport.
@@ -176,6 +105,9 @@ class LinkProtocol(Protocol):
         self.role = role
         self.handler = handler
         self.clock = clock
+        # nfltr's reactor runs functions once the events of a poll are
+        # handled; any other clock (and a call from a timer) takes callLater.
+        self._afterEvents: Any = getattr(clock, "callAfterEvents", None)
         self.config = config or LinkConfig()
         self._appHello = appHello
         self.connection: LinkConnection | None = None
@@ -240,9 +172,16 @@ class LinkProtocol(Protocol):
                 self._dispatch(e.events)
                 self._linkFailed(e)
                 return
-            self._dispatch(events)
-            self._flush()
-            self._closeIfDrained()
+            if events:
+                self._dispatch(events)
+            if not self._lost:
+                # What the codec queued meanwhile (not scheduled by anyone).
+                out = conn.data_to_send()
+                if out:
+                    self.bytesSent += len(out)
+                    self.transport.write(out)
+                if conn.goaway_sent or conn.goaway_received:
+                    self._closeIfDrained()
         finally:
             reading.depth -= 1
             if not reading.depth and reading.pending:
@@ -291,30 +230,44 @@ class LinkProtocol(Protocol):
         Deliver events in order.  The codec has already processed the whole
         input when its events are delivered, so what the application does
         meanwhile may add events (a session closed by our FIN): they queue
-        behind the events still to deliver.
+        behind the events still to deliver.  Nothing is delivered once the
+        link is lost.
         """
-        self._events.extend(events)
         if self._dispatching:
+            self._events.extend(events)
             return
         self._dispatching = True
+        queue = self._events
+        if queue:
+            # Left by an exception in an earlier dispatch: they go first.
+            queue.extend(events)
+            events = list(queue)
+            queue.clear()
+        batch = iter(events)
         try:
-            self._drainEvents()
+            while True:
+                for event in batch:
+                    if self._lost:
+                        return
+                    if type(event) is DataReceived:
+                        sid, data = event
+                        session = self._sessions.get(sid)
+                        if session is not None:
+                            session.dataReceived(data)
+                        else:
+                            self.consumed(sid, len(data))
+                    else:
+                        _HANDLERS[type(event)](self, event)
+                if not queue:
+                    return
+                batch = iter(list(queue))
+                queue.clear()
+        except BaseException:
+            # Keep what was not delivered, ahead of what was queued since.
+            queue.extendleft(reversed(list(batch)))
+            raise
         finally:
             self._dispatching = False
-
-    def _drainEvents(self) -> None:
-        queue = self._events
-        while queue:
-            event = queue.popleft()
-            kind = type(event)
-            if kind is DataReceived:
-                session = self._sessions.get(event.session_id)
-                if session is not None:
-                    session.dataReceived(event.data)
-                else:
-                    self.connection.consumed(event.session_id, len(event.data))  # type: ignore[union-attr]
-            else:
-                _HANDLERS[kind](self, event)
 
     def _onEstablished(self, event: LinkEstablished) -> None:
         self.peerHello = event.hello
@@ -468,10 +421,11 @@ class LinkProtocol(Protocol):
         Queue data on a session; C{True} means: pause its producer.
         """
         conn = self.connection
-        if conn is None or self._lost or not conn.established or not conn.is_open(sid):
+        if conn is None or self._lost:
             return False
-        overHigh = conn.send_data(sid, data)
-        self._scheduleFlush()
+        overHigh = conn.send_if_open(sid, data)
+        if not self._flushPending:
+            self._scheduleFlush()
         return overHigh
 
     def sendFin(self, sid: int) -> None:
@@ -506,8 +460,7 @@ class LinkProtocol(Protocol):
         Bytes of a session left its queue: credit may go back.
         """
         conn = self.connection
-        if conn is not None and not self._lost:
-            conn.consumed(sid, n)
+        if conn is not None and not self._lost and conn.consumed(sid, n):
             self._scheduleFlush()
 
     # -- output and time ------------------------------------------------------
@@ -518,6 +471,8 @@ class LinkProtocol(Protocol):
         if _reading.depth:
             self._flushPending = True
             _reading.pending.append(self)
+        elif self._afterEvents is not None and self._afterEvents(self._flush):
+            self._flushPending = True
         else:
             self._flushCall = self.clock.callLater(0, self._flush)
 

@@ -473,6 +473,8 @@ class TcpEndTests(SynchronousTestCase):
         """
         network = Network()
         local, remote = splice_local()
+        lost: list[Failure] = []
+        local.onLost = lambda reason: lost.append(reason) if local else None
         service, peer = Recorder(), Recorder()
         servicePump = network.join(service, local)
         network.join(peer, remote)
@@ -480,6 +482,8 @@ class TcpEndTests(SynchronousTestCase):
         servicePump.serverIO.loseConnection()
         network.run()
         self.assertIsNone(local.other)
+        self.assertIsNone(local.onLost)  # a closure over local, as tcp-connect's
+        self.assertEqual(len(lost), 1)
         self.assertIsNotNone(peer.lost)
 
     def test_bytesBothWays(self) -> None:

@@ -1001,6 +1001,36 @@ class ActionTests(SynchronousTestCase):
         frames = frames_of(pair.dialer.data_to_send())
         self.assertEqual([f.type for f in frames], [FrameType.OPEN, FrameType.FIN])
 
+    def test_send_if_open(self) -> None:
+        """
+        C{send_if_open} sends as C{send_data} does; on a session that is
+        gone, or a link that is not open, it drops the data and returns
+        C{False}; after our FIN it raises.
+        """
+        pair = ConnectionPair().establish()
+        sid = pair.dialer.open_session("svc")
+        self.assertFalse(pair.dialer.send_if_open(sid, b"abc"))
+        self.assertFalse(pair.dialer.send_if_open(sid, b""))
+        pair.dialer.reset_session(sid)
+        self.assertFalse(pair.dialer.send_if_open(sid, b"dropped"))
+        frames = frames_of(pair.dialer.data_to_send())
+        self.assertEqual(
+            [(f.type, f.payload) for f in frames[:2]],
+            [(FrameType.OPEN, b"\x00\x03svc"), (FrameType.DATA, b"abc")],
+        )
+        self.assertEqual([f.type for f in frames[2:]], [FrameType.RESET])
+        fin = pair.dialer.open_session("svc")
+        pair.dialer.send_fin(fin)
+        self.assertRaises(LocalProtocolError, pair.dialer.send_if_open, fin, b"x")
+        other = pair.listener.open_session("back")
+        pair.exchange()
+        pair.dialer.goaway(ErrorCode.INTERNAL_ERROR, "bye")
+        self.assertTrue(pair.dialer.is_open(other))
+        self.assertFalse(pair.dialer.send_if_open(other, b"x"))
+        self.assertEqual(
+            [f.type for f in frames_of(pair.dialer.data_to_send())], [FrameType.GOAWAY]
+        )
+
     def test_reset_drops_queue(self) -> None:
         """
         Resetting a session drops what it had queued: only the RESET goes

@@ -107,6 +107,24 @@ class CreditTests(SynchronousTestCase):
         pair.exchange()
         self.assertEqual(data_bytes(pair.sent_by(DIALER)) - before, 2048)
 
+    def test_consumed_says_when_a_window_is_queued(self) -> None:
+        """
+        C{consumed} returns C{True} exactly when it queued a WINDOW: for the
+        session, for the connection, or (a session that is gone) for the
+        connection alone.
+        """
+        pair, sid = self.pair, self.sid
+        pair.dialer.send_data(sid, b"x" * 4096)
+        pair.exchange()
+        self.assertFalse(pair.listener.consumed(sid, 2047))
+        self.assertTrue(pair.listener.consumed(sid, 1))
+        self.assertEqual(windows(pair.sent_by(LISTENER)), [(0, 2048), (sid, 2048)])
+        self.assertFalse(pair.listener.consumed(sid, 0))
+        pair.listener.reset_session(sid)
+        self.assertFalse(pair.listener.consumed(sid, 2047))
+        self.assertTrue(pair.listener.consumed(sid, 1))
+        self.assertEqual(windows(pair.sent_by(LISTENER)), [(0, 2048), (sid, 2048), (0, 2048)])
+
     def test_all_data_arrives_in_order(self) -> None:
         """
         Consuming everything received, repeatedly, brings the whole write

@@ -4,16 +4,21 @@ Tests for L{nfltr.link.twisted}: real link protocols over iosim on a Clock.
 
 from __future__ import annotations
 
+from typing import Any
+
 from twisted.internet import error
+from twisted.internet.interfaces import IHalfCloseableProtocol
 from twisted.internet.protocol import Protocol
+from twisted.internet.task import Clock
 from twisted.logger import Logger, LogLevel
 from twisted.python.failure import Failure
 from twisted.test.iosim import FakeTransport
 from twisted.trial.unittest import SynchronousTestCase
+from zope.interface import implementer
 
 from nfltr.link import LISTENER, PRESETS, ErrorCode, FrameType, LinkConfig
 from nfltr.link._frames import FrameDecoder
-from nfltr.link.twisted import LinkProtocol, LinkUnavailable, SessionResetError
+from nfltr.link.twisted import LinkProtocol, LinkSession, LinkUnavailable, SessionResetError
 
 from .twisted_helpers import LinkPair, RecordingHandler, Streamer, pattern
 
@@ -354,6 +359,35 @@ class BatchingTests(SynchronousTestCase):
         frames = FrameDecoder().feed(writes[0])
         self.assertEqual(len(frames), 16)
 
+    def test_afterTheEventsOfAPoll(self) -> None:
+        """
+        With a clock that has C{callAfterEvents} (nfltr's reactor), writes
+        made outside a link's read leave once the events of the poll being
+        handled were, in one write and with no timer; when it refuses (no
+        poll's events being handled) a timer is used.
+        """
+        clock = AfterEventsClock()
+        pair = LinkPair(listenerHandler=RecordingHandler(lambda s: Protocol()), clock=clock)
+        sessions = [pair.dialer.openSession(f"s:{n}", Protocol()) for n in range(4)]
+        pair.run()
+        clock.after = []
+        writes: list[bytes] = []
+        pair.dialerIO.write = writes.append
+        timers = set(clock.getDelayedCalls())  # the links' liveness timers
+        for session in sessions:
+            session.write(b"x" * 100)
+        self.assertEqual(len(clock.after), 1)
+        self.assertEqual(set(clock.getDelayedCalls()), timers)
+        self.assertEqual(writes, [])
+        clock.after.pop()()
+        self.assertEqual(len(writes), 1)
+        self.assertEqual(len(FrameDecoder().feed(writes[0])), 4)
+        clock.after = None
+        sessions[0].write(b"later")
+        self.assertEqual(len(set(clock.getDelayedCalls()) - timers), 1)
+        clock.advance(0)
+        self.assertEqual(len(writes), 2)
+
     def test_writesDuringReadLeaveAtItsEnd(self) -> None:
         """
         What protocols write while a link's read is being processed (an echo
@@ -390,3 +424,167 @@ class BatchingTests(SynchronousTestCase):
         for clock in (pair.clock, forward.clock):
             due = [c for c in clock.getDelayedCalls() if c.getTime() <= clock.seconds()]
             self.assertEqual(due, [])
+
+
+class AfterEventsClock(Clock):
+    """
+    A clock with nfltr's reactor's C{callAfterEvents}: C{after} is the list
+    of functions to call once "the poll's events" are handled, or C{None}
+    when no poll's events are being handled.
+    """
+
+    after: list[Any] | None = None
+
+    def callAfterEvents(self, f: Any) -> bool:
+        if self.after is None:
+            return False
+        self.after.append(f)
+        return True
+
+
+class EventOrderTests(SynchronousTestCase):
+    """
+    A link delivers its events in the order their frames arrived.
+    """
+
+    def test_eventsLeftByAnErrorComeFirst(self) -> None:
+        """
+        When a protocol's C{dataReceived} raises, the events decoded after
+        its data in the same read are kept, and delivered before those of
+        the next read.
+        """
+        order: list[object] = []
+
+        @implementer(IHalfCloseableProtocol)
+        class FailsOnce(Protocol):
+            def dataReceived(self, data: bytes) -> None:
+                order.append(data)
+                raise RuntimeError("boom")
+
+            def readConnectionLost(self) -> None:
+                order.append("fin")
+
+        def accept(session: LinkSession) -> Protocol:
+            order.append("open " + session.target)
+            return FailsOnce()
+
+        pair = LinkPair(listenerHandler=RecordingHandler(accept))
+        session = pair.dialer.openSession("a", Protocol())
+        pair.run()
+        session.write(b"x")
+        session.loseWriteConnection()
+        pair.clock.advance(0)
+        self.assertRaises(RuntimeError, pair.listener.dataReceived, pair.dialerIO.getOutBuffer())
+        self.assertEqual(order, ["open a", b"x"])
+        pair.dialer.openSession("b", Protocol())
+        pair.clock.advance(0)
+        pair.listener.dataReceived(pair.dialerIO.getOutBuffer())
+        self.assertEqual(order, ["open a", b"x", "fin", "open b"])
+
+
+class Reacting(Protocol):
+    """
+    Records what a session delivers and reacts to the first data with
+    C{react(transport)}.
+    """
+
+    def __init__(self, react: Any) -> None:
+        self.react = react
+        self.received: list[bytes] = []
+        self.lost: list[Failure] = []
+
+    def dataReceived(self, data: bytes) -> None:
+        self.received.append(data)
+        react, self.react = self.react, None
+        if react is not None:
+            react(self.transport)
+
+    def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
+        self.lost.append(reason)
+
+
+@implementer(IHalfCloseableProtocol)
+class HalfClosing(Reacting):
+    """
+    A L{Reacting} that keeps writing after the peer's FIN.
+    """
+
+    def readConnectionLost(self) -> None:
+        self.received.append(b"<FIN>")
+
+    def writeConnectionLost(self) -> None:
+        pass
+
+
+class DeliveryTests(SynchronousTestCase):
+    """
+    What a protocol does from its C{dataReceived} takes effect at once.
+    """
+
+    def pair(self, react: Any, config: LinkConfig | None = None) -> tuple[LinkPair, Reacting]:
+        receiver = Reacting(react)
+        pair = LinkPair(listenerHandler=RecordingHandler(lambda s: receiver), config=config)
+        return pair, receiver
+
+    def test_abortInDataReceived(self) -> None:
+        """
+        A protocol that aborts its session from C{dataReceived} gets no
+        more data and one C{connectionLost}, after C{dataReceived} returned;
+        the peer learns of a C{CANCEL}.
+        """
+        pair, receiver = self.pair(lambda transport: transport.abortConnection())
+        sender = Reacting(None)
+        session = pair.dialer.openSession("x", sender)
+        pair.run()
+        session.write(b"one")
+        session.write(b"two")
+        pair.clock.advance(0)
+        pair.run()
+        self.assertEqual(receiver.received, [b"one"])
+        self.assertEqual(len(receiver.lost), 1)
+        self.assertTrue(receiver.lost[0].check(error.ConnectionAborted))
+        self.assertEqual(len(sender.lost), 1)
+        self.assertEqual(sender.lost[0].value.code, ErrorCode.CANCEL)
+
+    def test_pauseInDataReceived(self) -> None:
+        """
+        A protocol that pauses its session from C{dataReceived} gets nothing
+        more until it resumes, then the rest in order.
+        """
+        pair, receiver = self.pair(lambda transport: transport.pauseProducing())
+        session = pair.dialer.openSession("x", Protocol())
+        pair.run()
+        for chunk in (b"a", b"b", b"c"):
+            session.write(chunk)
+            pair.clock.advance(0)
+            pair.run()
+        self.assertEqual(receiver.received, [b"a"])
+        pair.listener._sessions[session.sessionId].resumeProducing()
+        self.assertEqual(receiver.received, [b"a", b"b", b"c"])
+
+    def test_dataAfterLoseConnectionReturnsCredit(self) -> None:
+        """
+        Data that arrives after a protocol closed its session is dropped,
+        and its credit goes back: the peer can send many windows' worth.
+        """
+        window = 64 * 1024
+        pair, receiver = self.pair(
+            lambda transport: transport.loseConnection(), LinkConfig(session_window=window)
+        )
+        sender = HalfClosing(None)
+        session = pair.dialer.openSession("x", sender)
+        pair.run()
+        session.write(b"first")
+        pair.clock.advance(0)
+        pair.run()
+        for _ in range(8):
+            session.write(b"z" * (window // 2))
+            pair.clock.advance(0)
+            pair.run()
+        self.assertEqual(receiver.received, [b"first"])
+        self.assertEqual(sender.received, [b"<FIN>"])
+        self.assertEqual(pair.dialer.connection._sessions[session.sessionId].pending_bytes, 0)
+        session.loseConnection()
+        pair.run()
+        self.assertTrue(receiver.lost[0].check(error.ConnectionDone))
+        self.assertTrue(sender.lost[0].check(error.ConnectionDone))
