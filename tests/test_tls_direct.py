@@ -14,7 +14,7 @@ from OpenSSL import SSL
 from twisted.internet import error
 from twisted.trial.unittest import SynchronousTestCase
 
-from nfltr.netio import IOSettings
+from nfltr.netio import IOSettings, WriteNowMixin
 from nfltr.tls import _direct
 from nfltr.tls._direct import READ_BUFFER, SEND_BUFFER, DirectIO, Problem, available
 from tests import test_tls_batching as batching
@@ -201,7 +201,7 @@ class DirectIOTests(SynchronousTestCase):
         self.assertEqual(b"".join(got), b"".join(writes))
 
 
-class SendNowTransport:
+class SendNowTransport(WriteNowMixin):
     """
     Stands for nfltr's TCP transport: C{sendNow} takes a fixed number of
     bytes of each offer, C{write} records the rest.
@@ -211,6 +211,9 @@ class SendNowTransport:
         self.inner = inner
         self.take = take
         self.offers = 0
+
+    def write(self, data: bytes) -> None:
+        self.inner.write(data)
 
     def sendNow(self, view: memoryview) -> int:
         self.offers += 1
@@ -258,6 +261,33 @@ class ProtocolTests(SynchronousTestCase):
             pair.pump.flush()
             self.assertEqual(pair.server_app.received, b"warm" + data)
             self.assertEqual(fake.offers, 1)
+
+    def test_wrapperNotBypassed(self) -> None:
+        """
+        A transport that only forwards attribute lookups to one with
+        C{sendNow} (a protocol wrapper: TLS under this TLS) gets every byte
+        through its own C{write}.
+        """
+        pair = batching.BatchPair(self)
+        pair.client.write(b"warm")
+        pair.pump.flush()
+        below = SendNowTransport(pair.client.transport, 10**9)
+        written: list[bytes] = []
+
+        class Wrapper:
+            def write(self, data: bytes) -> None:
+                written.append(data)
+                below.inner.write(data)
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(below, name)
+
+        pair.client.transport = Wrapper()
+        pair.client.write(b"through the wrapper")
+        pair.pump.flush()
+        self.assertEqual(below.offers, 0)
+        self.assertEqual(len(written), 1)
+        self.assertEqual(pair.server_app.received, b"warmthrough the wrapper")
 
     def test_droppedOnConnectionLost(self) -> None:
         """

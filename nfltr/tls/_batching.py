@@ -26,8 +26,8 @@ link, leave in the turn they were written.
 
 Once the handshake is done, the data path calls OpenSSL through
 L{nfltr.tls._direct.DirectIO} (no per-call allocation, copy or exception of
-pyOpenSSL's), and hands the send BIO's bytes to a transport that has
-C{sendNow} (nfltr's TCP transport) straight from its buffer: a whole TLS
+pyOpenSSL's), and hands the send BIO's bytes to nfltr's TCP transport
+(C{WriteNowMixin.sendNow}) straight from its buffer: a whole TLS
 read or write costs a handful of C calls.  C{NFLTR_TLS_DIRECT=0} keeps
 pyOpenSSL's calls.
 
@@ -46,6 +46,8 @@ from twisted.protocols.policies import ProtocolWrapper
 from twisted.protocols.tls import TLSMemoryBIOFactory, TLSMemoryBIOProtocol
 from twisted.python.failure import Failure
 from zope.interface import implementer
+
+from nfltr.netio._tcp import WriteNowMixin
 
 from ._direct import DirectIO, Problem, available
 
@@ -147,9 +149,13 @@ class BatchingTLSProtocol(TLSMemoryBIOProtocol):
         Hand the send BIO's bytes to the transport: offered to its
         C{sendNow} from the buffer when it has one, the rest written.
         """
-        rest = direct.drain(getattr(self.transport, "sendNow", None))
+        transport = self.transport
+        # Only nfltr's own TCP transport: a wrapper (TLS under this TLS, say)
+        # forwards unknown attributes to the transport below it, and its
+        # sendNow would skip the wrapper.
+        rest = direct.drain(transport.sendNow if isinstance(transport, WriteNowMixin) else None)
         if rest:
-            self.transport.write(rest)
+            transport.write(rest)
 
     def _flushSendBIO(self, expected: int = SMALL_READ) -> None:
         """
