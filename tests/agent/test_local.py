@@ -320,34 +320,16 @@ class ConnectorReactorTests(TestCase):
     def test_connects(self) -> Any:
         """
         A service listening on 127.0.0.1 is reached; the bytes the
-        protocol writes arrive; nothing is logged at info level for it (a
-        connection per session).
+        protocol writes arrive (the service answers them); nothing is
+        logged at info level for it (a connection per session).
         """
-        received: list[bytes] = []
-
-        class Service(Protocol):
-            def dataReceived(self, data: bytes) -> None:
-                received.append(data)
-                self.transport.loseConnection()
-
-        port = yield TCP4ServerEndpoint(reactor, 0, interface="127.0.0.1").listen(
-            Factory.forProtocol(Service)
-        )
-        self.addCleanup(port.stopListening)
-        done: defer.Deferred[None] = defer.Deferred()
-
-        class Client(Protocol):
-            def connectionMade(self) -> None:
-                self.transport.write(b"hello")
-
-            def connectionLost(self, reason: Any = None) -> None:
-                done.callback(None)
-
+        port = yield listenAnswering(self)
+        client = Hello()
         connector = ServiceConnector(reactor)
         logs = LogCapture(self)
-        yield connector.connect(port.getHost().port, Client())
-        yield done
-        self.assertEqual(b"".join(received), b"hello")
+        yield connector.connect(port.getHost().port, client)
+        received = yield client.done
+        self.assertEqual(received, b"re: hello")
         self.assertEqual(logs.lines(LogLevel.info), [])
 
     @defer.inlineCallbacks
@@ -360,6 +342,52 @@ class ConnectorReactorTests(TestCase):
         connector = ServiceConnector(reactor)
         attempt = connector.connect(number, Protocol())
         yield self.assertFailure(attempt, error.ConnectionRefusedError)
+
+
+class Answering(Protocol):
+    """
+    A service that answers C{re: } and what it got, then closes.
+    """
+
+    def dataReceived(self, data: bytes) -> None:
+        self.transport.write(b"re: " + data)
+        self.transport.loseConnection()
+
+
+class Hello(Protocol):
+    """
+    A client that says hello and fires C{done} with what it got once the
+    connection is gone.
+    """
+
+    def __init__(self) -> None:
+        self.received = b""
+        self.done: defer.Deferred[bytes] = defer.Deferred()
+
+    def connectionMade(self) -> None:
+        self.transport.write(b"hello")
+
+    def dataReceived(self, data: bytes) -> None:
+        self.received += data
+
+    def connectionLost(self, reason: Any = None) -> None:
+        self.done.callback(self.received)
+
+
+def listenAnswering(case: TestCase) -> defer.Deferred[Any]:
+    """
+    An L{Answering} service on a free port of 127.0.0.1: its listening
+    port, stopped when C{case} ends.
+    """
+    d = TCP4ServerEndpoint(reactor, 0, interface="127.0.0.1").listen(
+        Factory.forProtocol(Answering)
+    )
+
+    def listening(port: Any) -> Any:
+        case.addCleanup(port.stopListening)
+        return port
+
+    return d.addCallback(listening)
 
 
 @defer.inlineCallbacks
@@ -389,33 +417,12 @@ class AttemptReactorTests(TestCase):
         protocol writes arrive, and the service's answer comes back;
         nothing is logged at info level for it.
         """
-        class Service(Protocol):
-            def dataReceived(self, data: bytes) -> None:
-                self.transport.write(b"re: " + data)
-                self.transport.loseConnection()
-
-        port = yield TCP4ServerEndpoint(reactor, 0, interface="127.0.0.1").listen(
-            Factory.forProtocol(Service)
-        )
-        self.addCleanup(port.stopListening)
-        done: defer.Deferred[bytes] = defer.Deferred()
-
-        class Client(Protocol):
-            received = b""
-
-            def connectionMade(self) -> None:
-                self.transport.write(b"hello")
-
-            def dataReceived(self, data: bytes) -> None:
-                self.received += data
-
-            def connectionLost(self, reason: Any = None) -> None:
-                done.callback(self.received)
-
+        port = yield listenAnswering(self)
+        client = Hello()
         logs = LogCapture(self)
-        attempt = _Attempt(port.getHost().port, Client())
+        attempt = _Attempt(port.getHost().port, client)
         self.connector.dial(attempt)
-        received = yield done
+        received = yield client.done
         self.assertEqual(received, b"re: hello")
         self.assertEqual((attempt.outcome, attempt.failures), (CONNECTED, []))
         self.assertEqual(logs.lines(LogLevel.info), [])
