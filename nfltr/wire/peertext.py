@@ -37,9 +37,9 @@ _ELLIPSIS = "..."
 
 
 def _escape(char: str) -> str:
-    # One form for every character: \x for the first 256, \u, \U beyond.
+    # \xNN for the first 256 (never the short \n, \t forms), \uNNNN, \UNNNNNNNN beyond.
     escaped = char.encode("unicode_escape").decode("ascii")
-    return escaped if escaped.startswith("\\") and len(escaped) > 2 else f"\\x{ord(char):02x}"
+    return f"\\x{ord(char):02x}" if escaped[1] in "ntr\\'" else escaped
 
 
 def peerText(value: object, limit: int = PEER_TEXT_LIMIT) -> str:
