@@ -43,18 +43,19 @@ from typing import Any
 from nfltr import __version__
 from nfltr.link import ErrorCode, RefusalReason
 from nfltr.policy import KINDS, PolicyError, SharePolicy, parse_policy
+from nfltr.wire import peerText
 
 AGENT = "agent"
 CLIENT = "client"
 #: An agent's extra data connection, bound to its first link by a token.
 DATA = "data"
-_TOKEN = re.compile(r"^[0-9a-f]{32}$")
+_TOKEN = re.compile(r"[0-9a-f]{32}")
 WELCOME = "welcome"
 
 NOT_FOUND_CODE = ErrorCode.REFUSED
 NOT_FOUND_REASON = "no such agent or port"
 
-NAME_PATTERN = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+NAME_PATTERN = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 MAX_SHARES = 64
 #: Share URLs per agent: each costs a signing request in the hello and a
 #: certificate chain in the welcome, and both must fit one control frame.
@@ -80,7 +81,7 @@ def check_name(name: str) -> str:
 
     @raise MessageError: with a message a user can act on.
     """
-    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
         raise MessageError(
             f"invalid agent name {name!r}: use 1-63 lowercase letters, digits and hyphens, "
             "not starting or ending with a hyphen"
@@ -95,6 +96,30 @@ def check_port(port: Any) -> int:
     if type(port) is not int or not 1 <= port <= 65535:  # noqa: PLR2004
         raise MessageError(f"invalid port {port!r}: must be 1..65535")
     return port
+
+
+_PORT_TEXT = re.compile(r"[0-9]{1,5}")
+
+
+def is_port_text(text: str) -> bool:
+    """
+    Whether C{text} is a port number written as 1 to 5 ASCII digits (its
+    range unchecked).  C{str.isdigit} is not that: it accepts C{"\u00b2"},
+    which C{int} refuses, and other scripts' digits, which C{int} reads.
+    """
+    return isinstance(text, str) and _PORT_TEXT.fullmatch(text) is not None
+
+
+def parse_port(text: Any) -> int:
+    """
+    The port C{text} names: an C{int} in range, or 1 to 5 ASCII digits
+    naming one.
+
+    @raise MessageError: anything else.
+    """
+    if isinstance(text, str) and is_port_text(text):
+        return check_port(int(text))
+    return check_port(text)
 
 
 @dataclass(frozen=True)
@@ -263,7 +288,7 @@ def parse_dialer_hello(app: dict[str, Any]) -> DialerHello:
     """
     role = app.get("role")
     if role not in (AGENT, CLIENT, DATA):
-        raise MessageError(f"unknown role {role!r}")
+        raise MessageError(f"unknown role '{peerText(role)}'")
     key = app.get("key")
     if not isinstance(key, str) or not key:
         raise MessageError("an API key is required (--key or NFLTR_KEY)")
@@ -273,7 +298,7 @@ def parse_dialer_hello(app: dict[str, Any]) -> DialerHello:
         return DialerHello(CLIENT, key, None, version, ())
     if role == DATA:
         token = app.get("token")
-        if not isinstance(token, str) or not _TOKEN.match(token):
+        if not isinstance(token, str) or not _TOKEN.fullmatch(token):
             raise MessageError("a data connection needs its agent's token (32 hex digits)")
         return DialerHello(DATA, key, None, version, (), (), token)
     name = check_name(app.get("name"))  # type: ignore[arg-type]
@@ -334,8 +359,8 @@ def parse_client_target(target: str) -> tuple[str, int]:
     """
     kind, _, rest = target.partition(":")
     name, _, port = rest.rpartition(":")
-    if kind != "tcp" or not port.isdigit():
-        raise MessageError(f"bad target {target!r}")
+    if kind != "tcp" or not is_port_text(port):
+        raise MessageError(f"bad target '{peerText(target)}'")
     return check_name(name), check_port(int(port))
 
 
@@ -351,8 +376,8 @@ def parse_agent_target(target: str) -> int:
     Read the port of a target the relay opened on an agent's link.
     """
     kind, _, port = target.partition(":")
-    if kind != "tcp" or not port.isdigit():
-        raise MessageError(f"bad target {target!r}")
+    if kind != "tcp" or not is_port_text(port):
+        raise MessageError(f"bad target '{peerText(target)}'")
     return check_port(int(port))
 
 

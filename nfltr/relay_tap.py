@@ -18,6 +18,7 @@ from twisted.python import usage
 from twisted.python.failure import Failure
 
 from nfltr.admission import AdmissionLimits
+from nfltr.messages import is_port_text
 from nfltr.relay.certs import RelayCertificate
 from nfltr.relay.config import (
     DEFAULT_ADMIN,
@@ -191,7 +192,7 @@ class Options(usage.Options):
         lease = _seconds(self["lease-time"], "--lease-time", MAX_LEASE_TIME, zero=True)
         public = self["public-port"]
         if public is not None:
-            if not str(public).isdigit() or not 1 <= int(public) <= _MAX_PORT:
+            if not is_port_text(str(public)) or not 1 <= int(public) <= _MAX_PORT:
                 raise usage.UsageError(f"--public-port {public}: give a port, 1..{_MAX_PORT}")
             public = int(public)
         admission = AdmissionLimits(

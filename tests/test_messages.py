@@ -101,6 +101,37 @@ class TargetTests(SynchronousTestCase):
         for bad in ["", "-a", "a-", "A", "a_b", "x" * 64, "a.b", None]:
             self.assertRaises(m.MessageError, m.check_name, bad)
 
+    def test_noTrailingNewline(self) -> None:
+        """
+        A name, or a data token, ending in a line break is refused: C{$} would have let
+        C{"blog\\n"} through (a share URL with a line break, split log lines).
+        """
+        for bad in ["blog\n", "a\n", "\nblog"]:
+            self.assertRaises(m.MessageError, m.check_name, bad)
+            self.assertRaises(m.MessageError, m.parse_client_target, f"tcp:{bad}:80")
+        hello = {"role": "data", "key": "k", "token": "0" * 32 + "\n"}
+        self.assertRaises(m.MessageError, m.parse_dialer_hello, hello)
+
+    def test_portsAreAsciiDigits(self) -> None:
+        """
+        A target's port is 1 to 5 ASCII digits: C{"\u00b2"} passes C{str.isdigit} and fails
+        C{int} (it used to escape as a ValueError), and other scripts' digits are not ports.
+        """
+        for port in ["\u00b2", "\u0663", "\uff18\uff10", " 80", "80 ", "+80", "080000"]:
+            self.assertRaises(m.MessageError, m.parse_client_target, f"tcp:web:{port}")
+            self.assertRaises(m.MessageError, m.parse_agent_target, f"tcp:{port}")
+            self.assertRaises(m.MessageError, m.parse_port, port)
+        self.assertEqual(m.parse_port("8080"), 8080)
+        self.assertEqual(m.parse_port(443), 443)
+
+    def test_badTargetNamedSafely(self) -> None:
+        """
+        The error for a bad target shows it as one short printable line.
+        """
+        e = self.assertRaises(m.MessageError, m.parse_client_target, "tcp:\n" + "x" * 5000)
+        self.assertNotIn("\n", str(e))
+        self.assertLess(len(str(e)), 300)
+
 
 class HttpShareTests(SynchronousTestCase):
     """

@@ -16,7 +16,7 @@ from typing import Any
 
 from ._settings import ConfigError
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)?\s*$")
+_DURATION = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(s|m|h|d)?\s*")
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 #: The longest idle expiry (a year).
 MAX_IDLE_EXPIRY = 365 * 86400.0
@@ -28,7 +28,7 @@ def parse_idle_expiry(text: str) -> float:
 
     @raise ConfigError: not a duration, or out of bounds.
     """
-    match = _DURATION.match(text)
+    match = _DURATION.fullmatch(text)
     seconds = float(match.group(1)) * _UNITS[match.group(2)] if match else -1.0
     if not 0 < seconds <= MAX_IDLE_EXPIRY:
         raise ConfigError(

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from nfltr.messages import MAX_SHARES, MessageError, check_name, check_port
+from nfltr.messages import MAX_SHARES, MessageError, check_name, parse_port
 from nfltr.policy import PolicyError, policy_from_options
 
 from ._expiry import parse_idle_expiry
@@ -60,7 +60,7 @@ def agent_options(
     try:
         for port in ports:
             text = str(port)
-            checked.append(check_port(int(text) if text.isdigit() else text))
+            checked.append(parse_port(text))
         name = values.get("name")
         if name is not None:
             check_name(name)
@@ -87,7 +87,7 @@ def http_option(port: str | int, values: Mapping[str, Any]) -> HttpOption:
     """
     text = str(port)
     try:
-        checked = check_port(int(text) if text.isdigit() else text)
+        checked = parse_port(text)
     except MessageError as e:
         raise ConfigError(str(e)) from None
     plain = parse_bool(values.get("plain-http") or "false", "--plain-http")

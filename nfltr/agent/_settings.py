@@ -20,6 +20,7 @@ from twisted.internet.endpoints import HostnameEndpoint
 from twisted.internet.interfaces import IStreamClientEndpoint
 
 from nfltr.link import Keepalive, parse_keepalive
+from nfltr.messages import is_port_text
 from nfltr.tls import (
     ClientTLS,
     InvalidFingerprint,
@@ -68,7 +69,7 @@ def parse_address(text: str, what: str, *, default_host: str | None = None,
             raise ConfigError(f"{what} {text!r}: expected HOST:PORT")
         host = default_host
     low = 0 if allow_zero else 1
-    if not port.isdigit() or not low <= int(port) <= _MAX_PORT:
+    if not is_port_text(port) or not low <= int(port) <= _MAX_PORT:
         raise ConfigError(f"{what} {text!r}: the port must be a number in {low}..{_MAX_PORT}")
     return host, int(port)
 

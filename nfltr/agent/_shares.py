@@ -63,7 +63,7 @@ from ._settings import ConfigError
 REWRITE, PRESERVE = "rewrite", "preserve"
 SHARE_KEY_FILE = "share.key"
 SHARE_CA_FILE = "share-ca.crt"
-_HOST = re.compile(r"^[A-Za-z0-9.\-]+(:[0-9]{1,5})?$|^\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?$")
+_HOST = re.compile(r"[A-Za-z0-9.\-]+(:[0-9]{1,5})?|\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?")
 _PEM_END = "-----END CERTIFICATE-----"
 
 
@@ -105,7 +105,7 @@ def check_http_option(
     if mode not in MODES:
         raise ConfigError(f"--mode {mode!r}: use one of {', '.join(MODES)}")
     host = host_header or REWRITE
-    if host not in (REWRITE, PRESERVE) and not _HOST.match(host):
+    if host not in (REWRITE, PRESERVE) and not _HOST.fullmatch(host):
         raise ConfigError(
             f"--host-header {host!r}: give rewrite, preserve, or a HOST[:PORT] to send"
         )

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from nfltr.agent import ConfigError, RelaySettings, parse_address, parse_bool, relay_settings
-from nfltr.messages import MessageError, check_name, check_port
+from nfltr.messages import MessageError, check_name, parse_port
 from nfltr.tls import ClientTLS, InvalidFingerprint, client_creator
 
 DEFAULT_LISTEN = "127.0.0.1:0"
@@ -56,7 +56,7 @@ def connect_options(
     try:
         check_name(agent)
         text = str(port)
-        checked = check_port(int(text) if text.isdigit() else text)
+        checked = parse_port(text)
     except MessageError as e:
         raise ConfigError(str(e)) from None
     host, listen = parse_address(

@@ -53,7 +53,7 @@ def encode_message(message: dict[str, Any]) -> bytes:
     @raise ValueError: no valid C{"type"}, or not JSON-serialisable.
     """
     kind = message.get("type")
-    if not isinstance(kind, str) or not _TYPE.match(kind):
+    if not isinstance(kind, str) or not _TYPE.fullmatch(kind):
         raise ValueError(f"control message type {kind!r} is not a valid type name")
     try:
         return json.dumps(message, separators=(",", ":"), allow_nan=False).encode("utf-8")
@@ -79,7 +79,7 @@ def decode_message(payload: bytes) -> dict[str, Any]:
     if not isinstance(message, dict):
         raise _bad("control message is not a JSON object")
     kind = message.get("type")
-    if not isinstance(kind, str) or not _TYPE.match(kind):
+    if not isinstance(kind, str) or not _TYPE.fullmatch(kind):
         raise _bad("control message has no valid type")
     return message
 

@@ -65,7 +65,7 @@ PRESETS: dict[str, Keepalive] = {
 }
 DEFAULT_KEEPALIVE = PRESETS["default"]
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?\s*$")
+_DURATION = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m)?\s*")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, None: 1.0}
 
 
@@ -75,7 +75,7 @@ def parse_duration(text: str) -> float:
 
     @raise ValueError: not a duration.
     """
-    match = _DURATION.match(text)
+    match = _DURATION.fullmatch(text)
     if match is None:
         raise ValueError(f"not a duration: {text!r} (examples: 5s, 500ms, 2m)")
     return float(match.group(1)) * _UNITS[match.group(2)]

@@ -20,7 +20,7 @@ from typing import Any
 from twisted.web import resource, server
 from twisted.web.server import Request
 
-_HOST = re.compile(rb"^(?P<host>[A-Za-z0-9.\-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])(?::[0-9]{1,5})?$")
+_HOST = re.compile(rb"(?P<host>[A-Za-z0-9.\-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])(?::[0-9]{1,5})?")
 HTTPS_PORT = 443
 REDIRECT_BODY = b"this service is served over HTTPS\n"
 
@@ -32,7 +32,7 @@ def https_location(host: bytes | None, fallback: str, port: int, uri: bytes) -> 
     @param fallback: the host to use when C{host} is missing or malformed.
     @param port: the HTTPS port (omitted from the URL when 443).
     """
-    match = _HOST.match(host or b"")
+    match = _HOST.fullmatch(host or b"")
     name = match.group("host") if match else fallback.encode("ascii")
     suffix = b"" if port == HTTPS_PORT else b":%d" % port
     path = uri if uri.startswith(b"/") else b"/"

@@ -35,6 +35,7 @@ from typing import Literal
 from nfltr.messages import (
     NAME_PATTERN,
     MessageError,
+    is_port_text,
     parse_agent_target,
     parse_http_target,
     parse_share_target,
@@ -156,14 +157,14 @@ def classify(address: str, port: int, user: str) -> tuple[Kind, str]:
     publishes (see the module): the kind and the share's or agent's name.
     """
     if address in AGENT_ADDRESSES:
-        if not NAME_PATTERN.match(user):
+        if not NAME_PATTERN.fullmatch(user):
             raise RequestError(
                 f"a TCP share is named after the SSH user, and {user!r} is not a valid agent "
                 "name: connect as NAME@relay with NAME of 1-63 lowercase letters, digits and "
                 "hyphens"
             )
         return TCP, user
-    if not NAME_PATTERN.match(address) or _is_ip(address):
+    if not NAME_PATTERN.fullmatch(address) or _is_ip(address):
         raise RequestError(
             f"cannot forward {address}:{port}: use -R NAME:80:HOST:PORT for a share URL, "
             "-R NAME:443:HOST:PORT for a TLS passthrough share, or -R PORT:HOST:PORT (0 for any "
@@ -295,7 +296,7 @@ def split_visitor(visitor: str | None) -> tuple[str, int]:
     if visitor:
         host, _, port = visitor.rpartition(":")
         host = host.strip("[]")
-        if host and port.isdigit() and int(port) <= 65535:  # noqa: PLR2004
+        if host and is_port_text(port) and int(port) <= 65535:  # noqa: PLR2004
             try:
                 return str(ipaddress.ip_address(host)), int(port)
             except ValueError:
