@@ -138,6 +138,12 @@ class Options(usage.Options):
          "Seconds an SSH client has from connecting to logging in."],
         ["ssh-max-auth-tries", None, str(SSHConfig.max_auth_tries),
          "Failed SSH authentication attempts before the relay hangs up."],
+        ["ssh-max-refusals", None, str(SSHConfig.max_refusals),
+         "Refused forward requests (ssh -R, and cancelling one) on one SSH connection before "
+         "the relay hangs up (none: no limit)."],
+        ["ssh-max-status-lines", None, str(SSHConfig.max_status_lines),
+         "Lines (what each ssh -R published or why it was refused) one SSH connection's "
+         "status display keeps; older ones are dropped."],
         ["public-port", None, None,
          "The port share URLs name, when visitors reach the TLS port through another port "
          "(a port mapping, a load balancer) [default: the TLS port's]."],
@@ -248,6 +254,9 @@ class Options(usage.Options):
                 login_grace=_seconds(self["ssh-login-grace"], "--ssh-login-grace"),
                 max_auth_tries=_limit(self["ssh-max-auth-tries"], "--ssh-max-auth-tries",
                                       none=False),
+                max_refusals=_limit(self["ssh-max-refusals"], "--ssh-max-refusals"),
+                max_status_lines=_limit(self["ssh-max-status-lines"], "--ssh-max-status-lines",
+                                        none=False),
                 pq_only=bool(self["ssh-pq-only"]),
                 password_auth=bool(self["ssh-password-auth"]),
             )
