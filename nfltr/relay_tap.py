@@ -21,6 +21,7 @@ from nfltr.admission import AdmissionLimits
 from nfltr.relay.certs import RelayCertificate
 from nfltr.relay.config import (
     DEFAULT_ADMIN,
+    DEFAULT_BACKLOG,
     DEFAULT_DRAIN_TIMEOUT,
     DEFAULT_HANDSHAKE_TIMEOUT,
     DEFAULT_HTTP,
@@ -28,6 +29,7 @@ from nfltr.relay.config import (
     DEFAULT_REVOCATION_POLL,
     DEFAULT_SHARE_DOMAIN,
     DEFAULT_TLS,
+    MAX_BACKLOG,
     RelayConfig,
     default_data_dir,
 )
@@ -144,6 +146,10 @@ class Options(usage.Options):
         ["ssh-max-status-lines", None, str(SSHConfig.max_status_lines),
          "Lines (what each ssh -R published or why it was refused) one SSH connection's "
          "status display keeps; older ones are dropped."],
+        ["listen-backlog", None, str(DEFAULT_BACKLOG),
+         "Connections each listener (TLS, HTTP, SSH, admin) lets the kernel queue before the "
+         "relay accepts them, unless its endpoint string says backlog=; the kernel caps it at "
+         "net.core.somaxconn."],
         ["public-port", None, None,
          "The port share URLs name, when visitors reach the TLS port through another port "
          "(a port mapping, a load balancer) [default: the TLS port's]."],
@@ -236,7 +242,7 @@ class Options(usage.Options):
             handshake_timeout=handshake, lease_time=lease, public_port=public, http=http,
             admission=admission, max_agents=_limit(self["max-agents"], "--max-agents"),
             cert=cert, key=key, inspect_rate=inspectRate, ws_echo=echo, ssh=ssh,
-            ssh_config=sshConfig,
+            ssh_config=sshConfig, backlog=_backlog(self["listen-backlog"]),
         )
 
 
@@ -262,6 +268,19 @@ class Options(usage.Options):
             )
         except SSHConfigError as e:
             raise usage.UsageError(f"--ssh-...: {e}") from None
+
+
+def _backlog(value: object) -> int:
+    """
+    C{--listen-backlog}: 1 to L{MAX_BACKLOG}.
+
+    @raise usage.UsageError: naming the option.
+    """
+    backlog = _limit(value, "--listen-backlog", none=False)
+    if backlog > MAX_BACKLOG:
+        raise usage.UsageError(f"--listen-backlog {value}: at most {MAX_BACKLOG}")
+    return int(backlog)
+
 
 def _limit(value: object, option: str, kind: type = int, none: bool = True) -> Any:
     """
