@@ -35,6 +35,10 @@ DEFAULT_MAX_REFUSALS = 64
 #: Lines the status display keeps for displays opened later (what each
 #: C{-R} published or why it was refused); older lines are dropped.
 DEFAULT_MAX_STATUS_LINES = 100
+#: Bytes a status display whose client does not read holds beyond its
+#: window (and one print more); later lines are dropped (and counted) until
+#: it reads again.
+DEFAULT_MAX_STATUS_BUFFER = 64 * 1024
 
 _MIN_WINDOW = 32 * 1024
 _MAX_WINDOW = 64 * 1024 * 1024
@@ -62,6 +66,7 @@ class SSHConfig:
     @ivar max_buffer: see L{DEFAULT_MAX_BUFFER}.
     @ivar max_refusals: see L{DEFAULT_MAX_REFUSALS}; L{None}: no limit.
     @ivar max_status_lines: see L{DEFAULT_MAX_STATUS_LINES}.
+    @ivar max_status_buffer: see L{DEFAULT_MAX_STATUS_BUFFER}.
     @ivar pq_only: offer only the post-quantum key exchange
         (C{mlkem768x25519-sha256}, OpenSSH 9.9 and later), dropping
         C{curve25519-sha256}.
@@ -78,6 +83,7 @@ class SSHConfig:
     max_buffer: int = DEFAULT_MAX_BUFFER
     max_refusals: int | None = DEFAULT_MAX_REFUSALS
     max_status_lines: int = DEFAULT_MAX_STATUS_LINES
+    max_status_buffer: int = DEFAULT_MAX_STATUS_BUFFER
     pq_only: bool = False
     password_auth: bool = False
 
@@ -95,6 +101,7 @@ class SSHConfig:
         if self.max_refusals is not None:
             _within("max_refusals", self.max_refusals, 1, 1_000_000)
         _within("max_status_lines", self.max_status_lines, 1, 10_000)
+        _within("max_status_buffer", self.max_status_buffer, 1024, 16 * 1024 * 1024)
 
 
 def _within(name: str, value: int, low: int, high: int) -> None:

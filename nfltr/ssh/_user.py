@@ -14,7 +14,8 @@ agent like the native ones.
     missing agent otherwise.
 
 What a connection holds does not grow with what it asks: the status
-display keeps its last C{SSHConfig.max_status_lines} lines, and the
+display keeps its last C{SSHConfig.max_status_lines} lines (and a display
+that does not read, C{SSHConfig.max_status_buffer} bytes), and the
 C{SSHConfig.max_refusals}th refused forward request (a C{tcpip-forward} or
 C{cancel-tcpip-forward}) ends the connection with L{TOO_MANY_REFUSALS}.
 """
@@ -319,7 +320,7 @@ class RelayUser(ConchUser):
         if channelType == b"session":
             return StatusSession(
                 self._commands(), self._banner, self.sessions.append, self._sessionEnded,
-                lambda f: self.hub.clock.callLater(0, f),
+                lambda f: self.hub.clock.callLater(0, f), config.max_status_buffer,
                 localWindow=config.window, localMaxPacket=config.max_packet,
                 remoteWindow=windowSize, remoteMaxPacket=maxPacket, conn=self.conn,
             )

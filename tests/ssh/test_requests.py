@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric import ed25519
-from twisted.conch.ssh import connection, keys, userauth
+from twisted.conch.ssh import channel, connection, keys, userauth
 from twisted.conch.ssh.transport import DISCONNECT_BY_APPLICATION
 from twisted.internet import defer, protocol
 from twisted.internet.interfaces import IReactorProcess, IReactorTCP
@@ -102,14 +102,40 @@ class KeyAuth(userauth.SSHUserAuthClient):
 
 class ClientConnection(connection.SSHConnection):
     """
-    The client's connection service: notes that it started.
+    The client's connection service: notes that it started; with
+    C{reading} false, it stops crediting its channels' windows (a client
+    that does not read).
     """
 
     started = False
+    reading = True
 
     def serviceStarted(self) -> None:
         super().serviceStarted()
         self.started = True
+
+    def adjustWindow(self, channel: Any, bytesToAdd: int) -> None:
+        if self.reading:
+            super().adjustWindow(channel, bytesToAdd)
+
+
+class Display(channel.SSHChannel):
+    """
+    The client's end of a status display (C{ssh relay} with a shell).
+    """
+
+    name = b"session"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.received = bytearray()
+
+    def channelOpen(self, specificData: bytes) -> None:
+        assert self.conn is not None
+        self.conn.sendRequest(self, b"shell", b"")
+
+    def dataReceived(self, data: bytes) -> None:
+        self.received += data
 
 
 class LoginClient(ClientTransport):
@@ -195,6 +221,35 @@ class RefusedRequestTests(SynchronousTestCase):
         self.assertEqual(len(user.notes), 10)
         self.assertIn("refused -R blog:81", user.notes[-1])
         self.assertIn("(990 earlier lines not kept)", user._banner())
+
+    def test_displayThatDoesNotRead(self) -> None:
+        """
+        A status display whose client stops reading holds at most
+        C{max_status_buffer} bytes and one line more, however many shares
+        are published and cancelled; once it reads again, it is told how
+        many lines it missed.
+        """
+        client, user, pump = self.login(max_status_buffer=4096)
+        display = Display(localWindow=1024, localMaxPacket=1024)
+        client.conn.openChannel(display)
+        pump.flush()
+        client.conn.reading = False
+        tcp = forward(b"localhost", 5000)
+        for _ in range(300):
+            client.conn.sendGlobalRequest(b"tcpip-forward", tcp)
+            client.conn.sendGlobalRequest(b"cancel-tcpip-forward", tcp)
+        pump.flush()
+        [session] = user.sessions
+        self.assertLess(len(session.buf), 4096 + 200)
+        self.assertGreater(session.dropped, 250)
+        self.assertEqual(client.errors, [])
+        client.conn.reading = True
+        client.conn.adjustWindow(display, 1 << 20)
+        pump.flush()
+        client.conn.sendGlobalRequest(b"tcpip-forward", tcp)
+        pump.flush()
+        self.assertRegex(bytes(display.received), rb"\(\d+ lines not shown: this display was "
+                         rb"not reading\)\r\nTCP share laptop:5000")
 
     def test_defaults(self) -> None:
         """
