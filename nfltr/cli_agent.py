@@ -57,7 +57,12 @@ RELAY_OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "key", "KEY",
-        "API key; better, set NFLTR_KEY: other users can read command-line arguments",
+        "API key; better, set NFLTR_KEY or give --key-file: other users can read "
+        "command-line arguments",
+    ),
+    Option(
+        "key-file", "FILE",
+        "read the API key from FILE, which only its owner may read (mode 0600)",
     ),
     Option(
         "transport", "TRANSPORT",
@@ -110,16 +115,32 @@ HTTP_OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "basic-auth", "USER:PASS",
-        "visitors must log in with this user and password (HTTP Basic; browsers prompt)",
+        "visitors must log in with this user and password (HTTP Basic; browsers prompt); "
+        "better, set NFLTR_BASIC_AUTH or give --basic-auth-file: other users can read "
+        "command-line arguments",
+    ),
+    Option(
+        "basic-auth-file", "FILE",
+        "--basic-auth's USER:PASS from FILE, which only its owner may read (mode 0600)",
     ),
     Option(
         "bearer", "TOKEN",
-        "visitors must send Authorization: Bearer TOKEN (for API clients; no prompt)",
+        "visitors must send Authorization: Bearer TOKEN (for API clients; no prompt); "
+        "better, set NFLTR_BEARER or give --bearer-file",
+    ),
+    Option(
+        "bearer-file", "FILE",
+        "--bearer's TOKEN from FILE, which only its owner may read (mode 0600)",
     ),
     Option(
         "require-header", "NAME:VALUE",
         "visitors' requests must carry this header with this value (webhook secrets); "
-        "repeatable", repeat=True,
+        "repeatable; better, give --require-header-file", repeat=True,
+    ),
+    Option(
+        "require-header-file", "FILE",
+        "more --require-header NAME:VALUE, one a line, from FILE, which only its owner may "
+        "read (mode 0600)",
     ),
     Option(
         "allow-ip", "CIDR",

@@ -22,6 +22,7 @@ from nfltr.messages import is_port_text
 from nfltr.relay.certs import RelayCertificate
 from nfltr.relay.config import (
     DEFAULT_ADMIN,
+    DEFAULT_BACKLOG,
     DEFAULT_DRAIN_TIMEOUT,
     DEFAULT_HANDSHAKE_TIMEOUT,
     DEFAULT_HTTP,
@@ -29,6 +30,7 @@ from nfltr.relay.config import (
     DEFAULT_REVOCATION_POLL,
     DEFAULT_SHARE_DOMAIN,
     DEFAULT_TLS,
+    MAX_BACKLOG,
     RelayConfig,
     default_data_dir,
 )
@@ -139,6 +141,16 @@ class Options(usage.Options):
          "Seconds an SSH client has from connecting to logging in."],
         ["ssh-max-auth-tries", None, str(SSHConfig.max_auth_tries),
          "Failed SSH authentication attempts before the relay hangs up."],
+        ["ssh-max-refusals", None, str(SSHConfig.max_refusals),
+         "Refused forward requests (ssh -R, and cancelling one) on one SSH connection before "
+         "the relay hangs up (none: no limit)."],
+        ["ssh-max-status-lines", None, str(SSHConfig.max_status_lines),
+         "Lines (what each ssh -R published or why it was refused) one SSH connection's "
+         "status display keeps; older ones are dropped."],
+        ["listen-backlog", None, str(DEFAULT_BACKLOG),
+         "Connections each listener (TLS, HTTP, SSH, admin) lets the kernel queue before the "
+         "relay accepts them, unless its endpoint string says backlog=; the kernel caps it at "
+         "net.core.somaxconn."],
         ["public-port", None, None,
          "The port share URLs name, when visitors reach the TLS port through another port "
          "(a port mapping, a load balancer) [default: the TLS port's]."],
@@ -231,7 +243,7 @@ class Options(usage.Options):
             handshake_timeout=handshake, lease_time=lease, public_port=public, http=http,
             admission=admission, max_agents=_limit(self["max-agents"], "--max-agents"),
             cert=cert, key=key, inspect_rate=inspectRate, ws_echo=echo, ssh=ssh,
-            ssh_config=sshConfig,
+            ssh_config=sshConfig, backlog=_backlog(self["listen-backlog"]),
         )
 
 
@@ -249,11 +261,27 @@ class Options(usage.Options):
                 login_grace=_seconds(self["ssh-login-grace"], "--ssh-login-grace"),
                 max_auth_tries=_limit(self["ssh-max-auth-tries"], "--ssh-max-auth-tries",
                                       none=False),
+                max_refusals=_limit(self["ssh-max-refusals"], "--ssh-max-refusals"),
+                max_status_lines=_limit(self["ssh-max-status-lines"], "--ssh-max-status-lines",
+                                        none=False),
                 pq_only=bool(self["ssh-pq-only"]),
                 password_auth=bool(self["ssh-password-auth"]),
             )
         except SSHConfigError as e:
             raise usage.UsageError(f"--ssh-...: {e}") from None
+
+
+def _backlog(value: object) -> int:
+    """
+    C{--listen-backlog}: 1 to L{MAX_BACKLOG}.
+
+    @raise usage.UsageError: naming the option.
+    """
+    backlog = _limit(value, "--listen-backlog", none=False)
+    if backlog > MAX_BACKLOG:
+        raise usage.UsageError(f"--listen-backlog {value}: at most {MAX_BACKLOG}")
+    return int(backlog)
+
 
 def _limit(value: object, option: str, kind: type = int, none: bool = True) -> Any:
     """

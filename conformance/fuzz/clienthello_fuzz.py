@@ -11,22 +11,28 @@ Any other exception, or a broken invariant (AssertionError), is a finding.
     python conformance/fuzz/clienthello_fuzz.py --make-corpus DIR   # seed DIR with real hellos
     python conformance/fuzz/clienthello_fuzz.py DIR [libFuzzer options]
 
-See conformance/fuzz/README.md.
+Without atheris, C{TestOneInput} is plain Python: C{tests/test_fuzz_targets.py} runs it under
+hypothesis.  See conformance/fuzz/README.md.
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
 import sys
 import zlib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
 
-import atheris  # noqa: E402 - after the path set-up
+try:
+    import atheris
+except ImportError:  # run under hypothesis by the trial suite
+    atheris = None
 
-with atheris.instrument_imports():
+with atheris.instrument_imports() if atheris is not None else contextlib.nullcontext():
     from nfltr.sni import (
         NEED_DATA,
         ClientHello,
@@ -94,6 +100,8 @@ def main() -> None:
     if sys.argv[1:2] == ["--make-corpus"] and len(sys.argv) == 3:  # noqa: PLR2004
         make_corpus(Path(sys.argv[2]))
         return
+    if atheris is None:
+        sys.exit("atheris is not installed: pip install atheris (see conformance/fuzz/README.md)")
     atheris.Setup(sys.argv, TestOneInput)
     atheris.Fuzz()
 

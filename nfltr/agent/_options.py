@@ -8,17 +8,19 @@ L{nfltr.agent.prepare_agent} then creates the state (name, key).
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from nfltr.messages import MAX_SHARES, MessageError, check_name, parse_port
-from nfltr.policy import PolicyError, policy_from_options
+from nfltr.policy import PolicyError, SharePolicy, policy_from_options
 
 from ._expiry import parse_idle_expiry
 from ._names import default_state_dir
+from ._secrets import BASIC_AUTH_ENV, BEARER_ENV, secret_lines, sourced_secret
 from ._settings import ConfigError, RelaySettings, parse_bool, relay_settings
 from ._shares import HttpOption, check_http_option, check_policy
 
@@ -79,9 +81,12 @@ def agent_options(
     )
 
 
-def http_option(port: str | int, values: Mapping[str, Any]) -> HttpOption:
+def http_option(port: str | int, values: Mapping[str, Any],
+                environ: Mapping[str, str] = os.environ) -> HttpOption:
     """
-    Check C{nfltr http PORT}'s port, C{--mode} and C{--host-header}.
+    Check C{nfltr http PORT}'s port, C{--mode}, C{--host-header} and
+    policy; the credentials may also come from files and the environment
+    (L{nfltr.agent._secrets}).
 
     @raise ConfigError: what is wrong.
     """
@@ -91,18 +96,45 @@ def http_option(port: str | int, values: Mapping[str, Any]) -> HttpOption:
     except MessageError as e:
         raise ConfigError(str(e)) from None
     plain = parse_bool(values.get("plain-http") or "false", "--plain-http")
-    try:
-        policy = policy_from_options(
-            values.get("basic-auth"), values.get("bearer"), values.get("require-header") or [],
-            values.get("allow-ip") or [],
-        )
-    except PolicyError as e:
-        raise ConfigError(str(e)) from None
+    policy = _policy(values, environ)
     option = check_http_option(checked, values.get("mode"), values.get("host-header"), plain)
     idle = values.get("idle-expiry")
     if idle is not None:
         option = replace(option, idle_expiry=parse_idle_expiry(idle))
     return check_policy(option, policy)
+
+
+def _policy(values: Mapping[str, Any], environ: Mapping[str, str]) -> SharePolicy:
+    """
+    The share's policy; a bad credential read from a file or a variable is
+    named by where it came from.
+
+    @raise ConfigError: what is wrong.
+    """
+    basic, basicFrom = sourced_secret(values, environ, "basic-auth", BASIC_AUTH_ENV)
+    bearer, bearerFrom = sourced_secret(values, environ, "bearer", BEARER_ENV)
+    headers: list[tuple[str, str | None]] = [
+        (h, None) for h in values.get("require-header") or []
+    ]
+    headers += secret_lines(values, "require-header")
+    _attributed(basicFrom, lambda: policy_from_options(basic, None, [], []))
+    _attributed(bearerFrom, lambda: policy_from_options(None, bearer, [], []))
+    for header, where in headers:
+        _attributed(where, functools.partial(policy_from_options, None, None, [header], []))
+    return _attributed(None, lambda: policy_from_options(
+        basic, bearer, [h for h, _ in headers], values.get("allow-ip") or [],
+    ))
+
+
+def _attributed(where: str | None, check: Callable[[], Any]) -> Any:
+    """
+    C{check()}, its L{PolicyError} a L{ConfigError}, which starts with
+    C{where} the value came from, if not from the command line.
+    """
+    try:
+        return check()
+    except PolicyError as e:
+        raise ConfigError(str(e) if where is None else f"{where}: {e}") from None
 
 
 def http_agent_options(
@@ -113,4 +145,4 @@ def http_agent_options(
 
     @raise ConfigError: what is wrong.
     """
-    return agent_options([], values, environ, http=[http_option(port, values)])
+    return agent_options([], values, environ, http=[http_option(port, values, environ)])

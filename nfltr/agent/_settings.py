@@ -5,8 +5,9 @@ How an agent or a client reaches the relay: the relay options
 the command line in L{nfltr.cli_agent}), their validation and defaults, and
 the endpoint they make.
 
-The API key comes from C{--key} or the C{NFLTR_KEY} environment variable. It
-is never logged: L{RelaySettings} leaves it out of its C{repr}.
+The API key comes from C{--key}, C{--key-file} or the C{NFLTR_KEY}
+environment variable (L{nfltr.agent._secrets}). It is never logged:
+L{RelaySettings} leaves it out of its C{repr}.
 """
 
 from __future__ import annotations
@@ -144,11 +145,13 @@ def relay_settings(
     @raise ConfigError: with a message that says what to give.
     """
     host, port = parse_address(values.get("relay") or DEFAULT_RELAY, "--relay")
-    key = values.get("key") or environ.get(KEY_ENV, "")
+    from ._secrets import secret
+
+    key = secret(values, environ, "key", KEY_ENV)
     if not key:
         raise ConfigError(
-            f"an API key is required: set {KEY_ENV} (or give --key); create one on the relay "
-            "with 'nfltr keys create --account NAME'"
+            f"an API key is required: set {KEY_ENV} (or give --key-file or --key); create one on "
+            "the relay with 'nfltr keys create --account NAME'"
         )
     ca, pin = values.get("ca"), values.get("relay-pin")
     if ca is None and pin is None:

@@ -31,6 +31,11 @@ DEFAULT_SHARE_DOMAIN = "localhost"
 DEFAULT_HANDSHAKE_TIMEOUT = 10.0
 DEFAULT_LEASE_TIME = 24 * 3600.0
 DEFAULT_ADMISSION = AdmissionLimits()
+# Connections each listener's kernel queue holds before the relay accepts
+# them (nfltr.relay.backlog): Linux's default net.core.somaxconn since 5.4,
+# above the default --per-source-connections (2000).
+DEFAULT_BACKLOG = 4096
+MAX_BACKLOG = 65535
 DATABASE_NAME = "nfltr.sqlite3"
 STATE_FILE_NAME = "relay.json"
 
@@ -103,6 +108,8 @@ class RelayConfig:
     @ivar ssh: the endpoint string of the SSH port (L{nfltr.ssh}); L{None}:
         none.
     @ivar ssh_config: its limits and options.
+    @ivar backlog: the listen backlog of every listener whose endpoint
+        string names none (L{nfltr.relay.backlog}).
     @ivar ws_echo: a path on the relay's own name where a WebSocket echo
         answers, for the Autobahn TestSuite (L{None}: none, as in
         production).
@@ -127,3 +134,4 @@ class RelayConfig:
     ws_echo: str | None = None
     ssh: str | None = None
     ssh_config: SSHConfig = field(default_factory=SSHConfig)
+    backlog: int = DEFAULT_BACKLOG

@@ -5,7 +5,8 @@ L{RelayService}: one relay process's start-up and shut-down.
 Starting: create the data directory (0700), the PKI
 (L{nfltr.tls.ensure_relay_pki}), the key store (SQLite in a thread pool the
 service owns), then the listeners, each from an endpoint string: the TLS
-listener and the admin web site.  On the TLS listener an SNI router
+listener and the admin web site, each with the relay's listen backlog
+(L{nfltr.relay.backlog}).  On the TLS listener an SNI router
 (L{nfltr.relay.router.tls_port_factory}) reads each ClientHello without
 ending TLS: the relay's own names go to its own TLS stack (the relay adds
 TLS itself, then tells link connections from other bytes, see
@@ -47,6 +48,7 @@ from nfltr.tls import (
 )
 
 from .admin import admin_site
+from .backlog import with_backlog
 from .certs import RelayCertificate
 from .config import RelayConfig, database_path, state_file_path
 from .handler import Relay
@@ -181,10 +183,10 @@ class RelayService(Service):
             site = redirect_site(fallback, lambda: self.shares.port, self.reactor)
             front = HostRouterFactory(self.shares.plainRoute, site, self.reactor)
             front.admission = self.httpAdmission = Admission(config.admission)
-            httpPort = await serverFromString(self.reactor, config.http).listen(front)
+            httpPort = await self._endpoint(config.http).listen(front)
             self._cleanups.append(httpPort.stopListening)
             self.shares.httpPort = httpPort.getHost().port
-        tlsPort = await serverFromString(self.reactor, config.tls).listen(
+        tlsPort = await self._endpoint(config.tls).listen(
             self._tlsFactory(relay, creator)
         )
         self._cleanups.append(tlsPort.stopListening)
@@ -193,7 +195,7 @@ class RelayService(Service):
         admin = admin_site(
             lambda: self.ready, MetricsResource(metrics_registry(self)), self.reactor
         )
-        adminPort = await serverFromString(self.reactor, config.admin).listen(admin)
+        adminPort = await self._endpoint(config.admin).listen(admin)
         self._cleanups.append(adminPort.stopListening)
         poller = RevocationPoller(store, relay, self.reactor, config.revocation_poll, revision)
         poller.start()
@@ -227,12 +229,19 @@ class RelayService(Service):
             lambda: (host, bound[0] if bound else 22), Admission(config.admission),
         )
         self.sshFactory = factory
-        port = await serverFromString(self.reactor, config.ssh).listen(factory)
+        port = await self._endpoint(config.ssh).listen(factory)
         bound.append(getattr(port.getHost(), "port", 22))
         # Last in, first run: stop listening, then end the connections.
         self._cleanups.append(lambda: factory.disconnectAll("the relay is stopping"))
         self._cleanups.append(port.stopListening)
         return port
+
+    def _endpoint(self, spec: str) -> Any:
+        """
+        The listener of endpoint string C{spec}, with the relay's listen
+        backlog unless C{spec} names one (L{nfltr.relay.backlog}).
+        """
+        return serverFromString(self.reactor, with_backlog(spec, self.config.backlog))
 
     def _tlsFactory(self, relay: Relay, creator: Any) -> SNIRouterFactory:
         self.router = tls_port_factory(relay, creator, self.config, self.shares, self.reactor)

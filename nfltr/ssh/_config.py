@@ -27,6 +27,18 @@ DEFAULT_MAX_FORWARDS = 16
 #: The most a channel buffers towards the client beyond its window before
 #: the relay resets it: only a writer that ignores backpressure reaches it.
 DEFAULT_MAX_BUFFER = 4 * 1024 * 1024
+#: Forward requests (C{tcpip-forward}, C{cancel-tcpip-forward}) the relay
+#: refuses on one connection, over its life, before it hangs up: a client
+#: whose C{-R} options are wrong sees a few refusals, one that keeps asking
+#: costs a reply each and is cut.
+DEFAULT_MAX_REFUSALS = 64
+#: Lines the status display keeps for displays opened later (what each
+#: C{-R} published or why it was refused); older lines are dropped.
+DEFAULT_MAX_STATUS_LINES = 100
+#: Bytes a status display whose client does not read holds beyond its
+#: window (and one print more); later lines are dropped (and counted) until
+#: it reads again.
+DEFAULT_MAX_STATUS_BUFFER = 64 * 1024
 
 _MIN_WINDOW = 32 * 1024
 _MAX_WINDOW = 64 * 1024 * 1024
@@ -52,6 +64,9 @@ class SSHConfig:
     @ivar max_channels: see L{DEFAULT_MAX_CHANNELS}.
     @ivar max_forwards: see L{DEFAULT_MAX_FORWARDS}.
     @ivar max_buffer: see L{DEFAULT_MAX_BUFFER}.
+    @ivar max_refusals: see L{DEFAULT_MAX_REFUSALS}; L{None}: no limit.
+    @ivar max_status_lines: see L{DEFAULT_MAX_STATUS_LINES}.
+    @ivar max_status_buffer: see L{DEFAULT_MAX_STATUS_BUFFER}.
     @ivar pq_only: offer only the post-quantum key exchange
         (C{mlkem768x25519-sha256}, OpenSSH 9.9 and later), dropping
         C{curve25519-sha256}.
@@ -66,6 +81,9 @@ class SSHConfig:
     max_channels: int = DEFAULT_MAX_CHANNELS
     max_forwards: int = DEFAULT_MAX_FORWARDS
     max_buffer: int = DEFAULT_MAX_BUFFER
+    max_refusals: int | None = DEFAULT_MAX_REFUSALS
+    max_status_lines: int = DEFAULT_MAX_STATUS_LINES
+    max_status_buffer: int = DEFAULT_MAX_STATUS_BUFFER
     pq_only: bool = False
     password_auth: bool = False
 
@@ -80,6 +98,10 @@ class SSHConfig:
         _within("max_channels", self.max_channels, 1, 65536)
         _within("max_forwards", self.max_forwards, 1, 1024)
         _within("max_buffer", self.max_buffer, self.max_packet, 1024 * 1024 * 1024)
+        if self.max_refusals is not None:
+            _within("max_refusals", self.max_refusals, 1, 1_000_000)
+        _within("max_status_lines", self.max_status_lines, 1, 10_000)
+        _within("max_status_buffer", self.max_status_buffer, 1024, 16 * 1024 * 1024)
 
 
 def _within(name: str, value: int, low: int, high: int) -> None:

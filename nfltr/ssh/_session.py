@@ -12,6 +12,10 @@ shell and no command runs on the relay:
     prints why on stderr and exits 1;
   - C{pty-req} and C{window-change} are accepted (and ignored), every other
     request (C{env}, C{subsystem}, C{x11-req}, agent forwarding) refused.
+
+A display whose client does not read holds at most C{maxBuffer} bytes
+beyond its window (C{SSHConfig.max_status_buffer}) and one print more: later
+lines are dropped, and counted in a line it gets once it reads again.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from typing import Any
 
 from twisted.conch.ssh.channel import SSHChannel
 from twisted.logger import Logger
+
+from ._config import DEFAULT_MAX_STATUS_BUFFER
 
 #: Keys that end a status display: Ctrl-C, Ctrl-D, q, Q.
 END_KEYS = frozenset(b"\x03\x04qQ")
@@ -40,6 +46,8 @@ class StatusSession(SSHChannel):
     @ivar later: see L{__init__}.
     @ivar onShell: called with this session when it becomes a status
         display (to be sent later lines), and C{onEnd} when it ends.
+    @ivar maxBuffer: the most it buffers beyond the client's window.
+    @ivar dropped: lines dropped since the client last had room.
     """
 
     name = b"session"
@@ -49,13 +57,16 @@ class StatusSession(SSHChannel):
     def __init__(
         self, commands: dict[str, Callable[[], list[str]]], banner: Callable[[], list[str]],
         onShell: Callable[[StatusSession], None], onEnd: Callable[[StatusSession], None],
-        later: Callable[[Callable[[], None]], Any], **kwargs: Any,
+        later: Callable[[Callable[[], None]], Any], maxBuffer: int = DEFAULT_MAX_STATUS_BUFFER,
+        **kwargs: Any,
     ) -> None:
         """
         @param later: runs a call in a later reactor turn (the output of a
             command follows the request's reply).
         """
         super().__init__(**kwargs)
+        self.maxBuffer = maxBuffer
+        self.dropped = 0
         self.later = later
         self.commands = commands
         self.banner = banner
@@ -97,10 +108,18 @@ class StatusSession(SSHChannel):
 
     def lines(self, lines: list[str]) -> None:
         """
-        Print C{lines} (terminal line ends: the client may have a pty).
+        Print C{lines} (terminal line ends: the client may have a pty), or
+        count them if the client has not read what is buffered.
         """
-        if lines and not self.localClosed:
-            self.write("".join(line + "\r\n" for line in lines).encode("utf-8"))
+        if not lines or self.localClosed:
+            return
+        if len(self.buf) >= self.maxBuffer:
+            self.dropped += len(lines)
+            return
+        if self.dropped:
+            lines = [f"({self.dropped} lines not shown: this display was not reading)", *lines]
+            self.dropped = 0
+        self.write("".join(line + "\r\n" for line in lines).encode("utf-8"))
 
     def dataReceived(self, data: bytes) -> None:
         """

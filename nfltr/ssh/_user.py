@@ -12,10 +12,17 @@ agent like the native ones.
   - C{ssh -L}/C{-W} channels reach an agent's TCP share under the ownership
     rule: only the account's own agents, refused with the same words as a
     missing agent otherwise.
+
+What a connection holds does not grow with what it asks: the status
+display keeps its last C{SSHConfig.max_status_lines} lines (and a display
+that does not read, C{SSHConfig.max_status_buffer} bytes), and the
+C{SSHConfig.max_refusals}th refused forward request (a C{tcpip-forward} or
+C{cancel-tcpip-forward}) ends the connection with L{TOO_MANY_REFUSALS}.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +51,12 @@ NAME_HELD = "agent name {name} is connected already (by another account, another
             "another SSH connection): log in as another user name (NAME@relay)"
 E2EE_ONLY = "{name}:{port} is shared end-to-end encrypted: reach it with nfltr tcp-connect " \
             "(the agent shares it to SSH clients with --e2ee false)"
+#: The disconnect a connection gets at its C{SSHConfig.max_refusals}th
+#: refused forward request.
+TOO_MANY_REFUSALS = "{count} refused forward requests on this connection: fix the -R options " \
+                    "and connect again"
+#: The SSH disconnect reason C{BY_APPLICATION}.
+_BY_APPLICATION = 11
 
 
 class ChannelRefused(Exception):
@@ -131,7 +144,10 @@ class RelayUser(ConchUser):
     @ivar forwards: its C{-R} forwards.
     @ivar agent: its directory entry while it has TCP shares.
     @ivar sessions: its status displays.
-    @ivar notes: what the status displays print after the banner.
+    @ivar notes: what the status displays print after the banner, the last
+        C{SSHConfig.max_status_lines} lines.
+    @ivar dropped: how many earlier lines were not kept.
+    @ivar refusals: how many forward requests were refused.
     @ivar gone: the connection ended (or was turned away).
     """
 
@@ -146,7 +162,9 @@ class RelayUser(ConchUser):
         self.forwards = fw.ForwardTable(hub.config.max_forwards)
         self.agent: AgentEntry | None = None
         self.sessions: list[StatusSession] = []
-        self.notes: list[str] = []
+        self.notes: deque[str] = deque(maxlen=hub.config.max_status_lines)
+        self.dropped = 0
+        self.refusals = 0
         self.gone = False
         hub.relay.directory.addLink(identity.credential, self)
 
@@ -169,7 +187,7 @@ class RelayUser(ConchUser):
         self.logout()
         conn = self.conn
         if conn is not None and conn.transport is not None:
-            conn.transport.sendDisconnect(11, message.encode("utf-8"))  # BY_APPLICATION
+            conn.transport.sendDisconnect(_BY_APPLICATION, message.encode("utf-8"))
 
     def logout(self) -> None:
         """
@@ -199,6 +217,7 @@ class RelayUser(ConchUser):
             note = self._publish(forward)
         except (fw.RequestError, ShareRefused) as e:
             self.say(f"refused -R {_spell(data)}: {e}", error=True)
+            self._refused()
             return False
         self.forwards.add(forward)
         self.say(note)
@@ -211,9 +230,11 @@ class RelayUser(ConchUser):
         try:
             address, port = fw.parse_forward_request(data)
         except fw.RequestError:
+            self._refused()
             return False
         forward = self.forwards.remove(address, port)
         if forward is None:
+            self._refused()
             return False
         relay = self.hub.relay
         if forward.kind == fw.TCP:
@@ -221,6 +242,22 @@ class RelayUser(ConchUser):
         elif relay.shares is not None:
             relay.shares.withdraw(self, forward.name)
         return True
+
+    def _refused(self) -> None:
+        """
+        Count a refused forward request; at the limit, end the connection.
+        """
+        self.refusals += 1
+        limit = self.hub.config.max_refusals
+        if limit is None or self.refusals < limit:
+            return
+        self.log.info("SSH connection of account {account} cut after {count} refused forward "
+                      "requests", account=self.identity.account, count=self.refusals)
+        self.logout()
+        conn = self.conn
+        if conn is not None and conn.transport is not None:
+            why = TOO_MANY_REFUSALS.format(count=self.refusals)
+            conn.transport.sendDisconnect(_BY_APPLICATION, why.encode("utf-8"))
 
     def _publish(self, forward: fw.Forward) -> str:
         relay, identity = self.hub.relay, self.identity
@@ -283,7 +320,7 @@ class RelayUser(ConchUser):
         if channelType == b"session":
             return StatusSession(
                 self._commands(), self._banner, self.sessions.append, self._sessionEnded,
-                lambda f: self.hub.clock.callLater(0, f),
+                lambda f: self.hub.clock.callLater(0, f), config.max_status_buffer,
                 localWindow=config.window, localMaxPacket=config.max_packet,
                 remoteWindow=windowSize, remoteMaxPacket=maxPacket, conn=self.conn,
             )
@@ -320,8 +357,11 @@ class RelayUser(ConchUser):
 
     def say(self, line: str, error: bool = False) -> None:
         """
-        Print C{line} in every status display, now and in those to come.
+        Print C{line} in every status display, now and in those to come
+        (the last C{max_status_lines} lines).
         """
+        if len(self.notes) == self.notes.maxlen:
+            self.dropped += 1
         self.notes.append(line)
         for session in self.sessions:
             session.lines([line])
@@ -332,9 +372,11 @@ class RelayUser(ConchUser):
 
     def _banner(self) -> list[str]:
         identity = self.identity
+        dropped = [f"({self.dropped} earlier lines not kept)"] if self.dropped else []
         return [
             f"nfltr relay: logged in as {identity.user} (account {identity.account}).",
             "Shares end with this connection; Ctrl-C or q ends it.",
+            *dropped,
             *self.notes,
         ]
 

@@ -87,6 +87,21 @@ class ArgumentTests(SynchronousTestCase):
         self.assertNotIn(KEY, err)
         self.assertEqual(self.stdout.getvalue(), "")
 
+    def test_readableSecretFile(self) -> None:
+        """
+        C{nfltr http} with a C{--bearer-file} others may read: one line
+        naming the file and the fix, status 2, the token not echoed.
+        """
+        path = Path(self.mktemp())
+        path.write_text(KEY)
+        path.chmod(0o644)
+        argv = ["http", "3000", "--bearer-file", str(path), "--relay-pin", PIN, "--key", "k"]
+        self.assertEqual(main(argv), 2)
+        [line] = self.stderr.getvalue().splitlines()
+        self.assertTrue(line.startswith(f"nfltr http: --bearer-file {path} has mode 0644"), line)
+        self.assertIn(f"chmod 600 {path}", line)
+        self.assertNotIn(KEY, line)
+
 
 class TapTests(SynchronousTestCase):
     """
@@ -132,6 +147,33 @@ class TapTests(SynchronousTestCase):
         self.assertEqual(share.policy.kinds, ("bearer", "headers"))
         service = build_service("http", options.subOptions.checked, Clock(), None, lambda m: None)
         self.assertIsInstance(service, AgentService)
+
+    def test_httpSecretsFromFiles(self) -> None:
+        """
+        C{http PORT} takes the key and every credential from files (and
+        C{--require-header} beside its file): the same policy as from the
+        command line.
+        """
+        from nfltr.policy import policy_from_options
+
+        def secret(text: str) -> str:
+            path = Path(self.mktemp())
+            path.write_text(text)
+            path.chmod(0o600)
+            return str(path)
+
+        options = Options()
+        options.parseOptions(
+            ["http", "3000", "--mode", "inspect", "--basic-auth-file", secret("u:p\n"),
+             "--bearer-file", secret("tok\n"), "--require-header", "X-A:1",
+             "--require-header-file", secret("X-B:2\nX-C:3\n"), "--state-dir", self.mktemp(),
+             "--relay-pin", PIN, "--key-file", secret(KEY + "\n")]
+        )
+        checked = options.subOptions.checked
+        [share] = checked.http
+        self.assertEqual(share.policy,
+                         policy_from_options("u:p", "tok", ["X-A:1", "X-B:2", "X-C:3"], []))
+        self.assertEqual(checked.relay.key, KEY)
 
     def test_tcpConnect(self) -> None:
         """

@@ -4,11 +4,13 @@ Tests for L{nfltr.netio._reactor}.
 
 from __future__ import annotations
 
+import shutil
 import socket
 from typing import Any
 
 from twisted.internet import defer, error, interfaces, reactor
 from twisted.internet.defer import Deferred
+from twisted.internet.endpoints import serverFromString
 from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.task import Clock, deferLater
 from twisted.internet.testing import MemoryReactorClock
@@ -94,6 +96,22 @@ class TunedReactorTests(TestCase):
 
         return done.addCallback(check)
 
+    async def test_backlogFromEndpoint(self) -> None:
+        """
+        A C{tcp:} endpoint string's C{backlog=} reaches the socket of the
+        port the wrapper makes (what C{ss -ltn} shows as its Send-Q), as
+        the relay's listeners rely on (L{nfltr.relay.backlog}).
+        """
+        tuned = TunedReactor(reactor, IOSettings())
+        endpoint = serverFromString(tuned, "tcp:0:interface=127.0.0.1:backlog=321")
+        port = await endpoint.listen(Factory.forProtocol(Protocol))
+        self.addCleanup(port.stopListening)
+        self.assertIsInstance(port, Port)
+        self.assertEqual(port.backlog, 321)
+        if shutil.which("ss") is not None:
+            from tests.relay.test_backlog import listen_backlog
+
+            self.assertEqual(listen_backlog(port.getHost().port), 321)
 
     def test_adoptStreamPort(self) -> None:
         """
