@@ -194,7 +194,7 @@ class AgentNameTests(_Base):
         first = self.h.agent(self.keyA, "web")
         second = self.h.agent(self.keyB, "web")
         self.assertRefusedAndClosed(
-            second, RefusalReason.CONFLICT, "agent name web is in use by another account"
+            second, RefusalReason.CONFLICT, "name web is leased to another account"
         )
         self.assertFalse(first.closed)
         self.assertIs(self.h.relay.directory.agent("web").holder, first.relayHandler)
@@ -253,16 +253,23 @@ class AgentNameTests(_Base):
         self.assertEqual(len(newHandler.sessions), 1)
         self.assertEqual(len(oldHandler.sessions), 1)
 
-    def test_disconnectFreesName(self) -> None:
+    def test_disconnectLeavesNameLeased(self) -> None:
         """
-        When an agent's link ends, its name is free (another account may take
-        it) and "agent NAME (account A) disconnected" is logged.
+        When an agent's link ends, its name is no live agent's and "agent
+        NAME (account A) disconnected" is logged, but the name stays its
+        account's for the lease time: another account's agent is refused,
+        then welcomed once the lease ended.
         """
         first = self.h.agent(self.keyA, "web")
         first.link.transport.loseConnection()
         self.h.run()
         self.assertIsNone(self.h.relay.directory.agent("web"))
         self.assertIn("agent web (account acme) disconnected", self.h.messages())
+        refused = self.h.agent(self.keyB, "web")
+        self.assertRefusedAndClosed(
+            refused, RefusalReason.CONFLICT, "name web is leased to another account"
+        )
+        self.h.clock.advance(self.h.relay.directory.leases.leaseTime)
         second = self.h.agent(self.keyB, "web")
         self.assertEqual(second.controls[0]["type"], "welcome")
 
@@ -571,7 +578,7 @@ class ShareTests(SynchronousTestCase):
         """
         self.publish(self.keyA, "web", "blog")
         other = self.publish(self.keyB, "other", "blog")
-        self.assertRefused(other, "share name blog is in use by another account")
+        self.assertRefused(other, "name blog is leased to another account")
         self.assertIsNone(self.h.relay.directory.agent("other"))
 
     def test_relayWithoutShares(self) -> None:
