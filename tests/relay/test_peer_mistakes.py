@@ -238,3 +238,39 @@ class BadTargetTests(SynchronousTestCase):
             [e for e in events if "log_failure" in e or e.get("log_level") == LogLevel.critical],
             [],
         )
+
+
+class EchoedReasonTests(SynchronousTestCase):
+    """
+    A RESET's reason the relay passes from one peer to another goes
+    through peerText.
+    """
+
+    def test_agentResetReasonEchoedSafely(self) -> None:
+        """
+        An agent resetting a client's session with a long reason holding
+        escape sequences and line breaks: the client gets the same code and
+        the reason as one short printable line.
+        """
+        from ..link.twisted_helpers import RecordingHandler
+        from .helpers import RelayHarness
+
+        reason = "\x1b[2J\nforged " + "r" * 900
+
+        class Resetting(RecordingHandler):
+            def sessionRequested(self, session: Any) -> None:
+                session.refuse(ErrorCode.CONNECT_FAILED, reason)
+
+        h = RelayHarness()
+        key = h.store.addKey(A_KEY, "acme")
+        h.agent(key, "web", handler=Resetting())
+        client = h.client(key)
+        recorder = Recorder()
+        client.link.openSession("tcp:web:3000", recorder, b"x")
+        h.run()
+        code, echoed = lost_reason(recorder.lost)
+        self.assertEqual(code, ErrorCode.CONNECT_FAILED)
+        self.assertNotIn("\n", echoed)
+        self.assertNotIn("\x1b", echoed)
+        self.assertLessEqual(len(echoed), PEER_TEXT_LIMIT)
+        self.assertTrue(echoed.startswith("\\x1b[2J\\x0aforged rrr"), echoed)
