@@ -83,8 +83,8 @@ def check_name(name: str) -> str:
     """
     if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
         raise MessageError(
-            f"invalid agent name {name!r}: use 1-63 lowercase letters, digits and hyphens, "
-            "not starting or ending with a hyphen"
+            f"invalid agent name '{peerText(name)}': use 1-63 lowercase letters, digits and "
+            "hyphens, not starting or ending with a hyphen"
         )
     return name
 
@@ -94,7 +94,7 @@ def check_port(port: Any) -> int:
     Validate a TCP port number.
     """
     if type(port) is not int or not 1 <= port <= 65535:  # noqa: PLR2004
-        raise MessageError(f"invalid port {port!r}: must be 1..65535")
+        raise MessageError(f"invalid port {peerText(port)}: must be 1..65535")
     return port
 
 
@@ -190,7 +190,7 @@ def check_mode(mode: Any) -> str:
     Validate a share mode.
     """
     if mode not in MODES:
-        raise MessageError(f"invalid share mode {mode!r}: use one of {', '.join(MODES)}")
+        raise MessageError(f"invalid share mode '{peerText(mode)}': use one of {', '.join(MODES)}")
     return str(mode)
 
 

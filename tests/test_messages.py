@@ -132,6 +132,27 @@ class TargetTests(SynchronousTestCase):
         self.assertNotIn("\n", str(e))
         self.assertLess(len(str(e)), 300)
 
+    def test_badFieldsNamedSafely(self) -> None:
+        """
+        A bad name (in a target or a hello), port or share mode is named in
+        the error as one short printable line (through peerText), never as
+        a Python repr of whatever length the peer sent.
+        """
+        long = "\x1b[31m\n" + "x" * 5000
+        errors = [
+            self.assertRaises(m.MessageError, m.parse_client_target, f"tcp:{long}:80"),
+            self.assertRaises(m.MessageError, m.parse_dialer_hello,
+                              {**m.agent_hello("k", "a", []), "name": long}),
+            self.assertRaises(m.MessageError, m.parse_dialer_hello,
+                              {**m.agent_hello("k", "a", []), "tcp": [{"port": long}]}),
+            self.assertRaises(m.MessageError, m.parse_http_shares,
+                              [{"name": "blog", "port": 80, "mode": long}]),
+        ]
+        for e in errors:
+            self.assertNotIn("\n", str(e))
+            self.assertNotIn("\x1b", str(e))
+            self.assertLess(len(str(e)), 400)
+
 
 class HttpShareTests(SynchronousTestCase):
     """

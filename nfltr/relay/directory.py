@@ -3,8 +3,15 @@
 Who is connected to this relay: agents by name, and every authenticated
 link by the id of the API key it used.
 
-Pure bookkeeping, no I/O: the link handlers decide what to do with what it
-tells them.
+An agent's name is leased to its account (L{nfltr.relay.leases}, the table
+the share names are in): claiming a name is one more holder of its lease,
+releasing it one less, and the lease outlives the agent by the lease time.
+A link stays listed under its key from its welcome until it is gone,
+whatever it does meanwhile (drains, gives its name up), so that a revoked
+key reaches every link that used it.
+
+Pure bookkeeping with times passed in, no I/O: the link handlers decide what
+to do with what it tells them.
 """
 
 from __future__ import annotations
@@ -12,11 +19,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-
-class NameInUse(Exception):
-    """
-    Another account's agent holds the name.
-    """
+from .leases import Leases
 
 
 @dataclass(frozen=True, eq=False)
@@ -47,6 +50,7 @@ class Directory:
     """
     The agents and authenticated links of one relay.
 
+    @ivar leases: the names' leases (shared with the share registry).
     @ivar _agents: the live agent of each name.
     @ivar _byKey: the holders of the links authenticated with each key id.
     @ivar _revoked: key ids seen revoked while this relay runs, so that a
@@ -54,37 +58,39 @@ class Directory:
         turned away.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, leases: Leases | None = None) -> None:
+        self.leases = leases if leases is not None else Leases()
         self._agents: dict[str, AgentEntry] = {}
         self._byKey: dict[str, set[Hashable]] = {}
         self._revoked: set[str] = set()
 
-    def claimAgent(self, entry: AgentEntry) -> AgentEntry | None:
+    def claimAgent(self, entry: AgentEntry, now: float) -> AgentEntry | None:
         """
-        Register C{entry} under its name.
+        Register C{entry} under its name, one more holder of the name's lease.
 
         @return: the entry it replaced (an agent of the same account under
             the same name), now forgotten, or C{None}.
-        @raise NameInUse: an agent of another account holds the name.
+        @raise NameLeased: another account holds the name's lease (a live
+            agent, a share, or a lease alone).
         """
+        self.leases.claim(entry.name, entry.account, now)
         old = self._agents.get(entry.name)
-        if old is not None and old.account != entry.account:
-            raise NameInUse(entry.name)
         self._agents[entry.name] = entry
         if old is not None:
-            self.removeLink(old.keyid, old.holder)
-        self.addLink(entry.keyid, entry.holder)
+            self.leases.release(old.name, old.account, now)
         return old
 
-    def releaseAgent(self, entry: AgentEntry) -> bool:
+    def releaseAgent(self, entry: AgentEntry, now: float) -> bool:
         """
-        Forget C{entry} if it still holds its name.
+        Forget C{entry} if it still holds its name: one holder less of the
+        name's lease, which runs for the lease time once it has none (see
+        L{Leases.release}).  Its link stays listed under its key.
 
         @return: whether it did.
         """
-        self.removeLink(entry.keyid, entry.holder)
         if self._agents.get(entry.name) is entry:
             del self._agents[entry.name]
+            self.leases.release(entry.name, entry.account, now)
             return True
         return False
 

@@ -13,6 +13,14 @@ On the dialer's hello the relay checks the C{app} fields
 the reactor thread), then answers with one control message: C{welcome}, or
 C{refused} followed by a GOAWAY and the end of the connection.  Sessions a
 client opens before its welcome wait for the verdict.
+
+Agent names follow L{nfltr.relay.names} (L{Relay.admitAgent}, for the SSH
+port too).  A link stays under its key until it is gone, draining or not,
+so L{Relay.revoke} reaches it; a peer's drain lasts at most
+L{Relay.peerDrainTimeout}.  A peer's mistakes are answered, never raised (a
+hello and a bad frame in one read: L{RelayLinkHandler._linkDown}); its
+strings are logged through L{nfltr.wire.peerText}, refusals per source
+through L{Relay.logThrottle}.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from nfltr.link import ErrorCode, RefusalReason, refusal
+from nfltr.link import ErrorCode, RefusalReason, State, refusal
 from nfltr.link.twisted import LinkHandler, LinkProtocol, LinkSession, LinkUnavailable
 from nfltr.messages import (
     AGENT,
@@ -41,9 +49,13 @@ from nfltr.messages import (
     welcome,
 )
 from nfltr.store import KeyInfo
+from nfltr.wire import LogThrottle, peerText
 
+from .config import DEFAULT_DRAIN_TIMEOUT
 from .counters import AGENT_UNAVAILABLE, NOT_FOUND, ROUTED, TCP, RelayCounters
 from .directory import AgentEntry, Directory
+from .leases import Leases
+from .names import ClaimRefused, check_agent_claim
 from .routing import join_sessions
 from .shares import ShareRefused, ShareRegistry
 from .state import format_address
@@ -53,6 +65,10 @@ REPLACED = "replaced by a newer connection"
 STORE_UNAVAILABLE = "the relay cannot check API keys now; try again later"
 AGENT_SESSIONS_REFUSED = "agents cannot open sessions"
 NO_SHARE_URLS = "this relay does not publish share URLs"
+#: Seconds a peer that sent GOAWAY may keep its sessions going before the
+#: relay resets them and closes the link (the relay's own --drain-timeout's
+#: default).
+DEFAULT_PEER_DRAIN_TIMEOUT = DEFAULT_DRAIN_TIMEOUT
 
 HELLO, VERIFYING, AGENT_READY, CLIENT_READY, DATA_READY, CLOSED = (
     "hello", "verifying", "agent", "client", "data", "closed",
@@ -70,18 +86,11 @@ def revoked_message(keyid: str) -> str:
     return f"API key {keyid} was revoked"
 
 
-def agent_limit_message(limit: int) -> str:
+def held_note(held: int) -> str:
     """
-    The refusal an agent gets when the relay holds its most agents.
+    What a throttled log line adds about the lines left out before it.
     """
-    return f"the relay's agent limit is reached ({limit} agents, --max-agents)"
-
-
-def name_in_use_message(name: str) -> str:
-    """
-    The text of the refusal an agent gets for a name another account holds.
-    """
-    return f"agent name {name} is in use by another account"
+    return f" ({held} similar lines left out)" if held else ""
 
 
 class KeyVerifier(Protocol):
@@ -112,6 +121,11 @@ class Relay:
     @ivar counters: running totals for the metrics.
     @ivar dataTokens: the agents' first links by the token their extra data
         connections present.
+    @ivar peerDrainTimeout: seconds a peer that sent GOAWAY may keep its
+        sessions going; then the relay resets them and closes the link
+        (L{None}: no limit).
+    @ivar logThrottle: how often lines about one source's refusals are
+        logged.
     """
 
     log = Logger()
@@ -119,15 +133,22 @@ class Relay:
     def __init__(
         self, store: KeyVerifier, clock: IReactorTime, shares: ShareRegistry | None = None,
         maxAgents: int | None = None, counters: RelayCounters | None = None,
+        peerDrainTimeout: float | None = DEFAULT_PEER_DRAIN_TIMEOUT,
     ) -> None:
+        """
+        @param shares: its leases are the agent names' too (one table, one
+            lease time: C{--lease-time}).
+        """
         self.store = store
         self.clock = clock
         self.shares = shares
         self.maxAgents = maxAgents
         self.counters = counters if counters is not None else RelayCounters()
-        self.directory = Directory()
+        self.directory = Directory(shares.leases if shares is not None else Leases())
         self.handlers: set[RelayLinkHandler] = set()
         self.dataTokens: dict[str, RelayLinkHandler] = {}
+        self.peerDrainTimeout = peerDrainTimeout
+        self.logThrottle = LogThrottle(clock.seconds)
 
     def checkKey(self, plaintext: str) -> Deferred[bool]:
         """
@@ -158,9 +179,36 @@ class Relay:
         """
         return RelayLinkHandler(self)
 
+    def admitAgent(self, entry: AgentEntry, replace: bool = True) -> None:
+        """
+        The one check of an agent's claim to its name, for native agents and
+        SSH connections (L{check_agent_claim}, under C{maxAgents}).
+
+        @raise ClaimRefused: why not.
+        """
+        check_agent_claim(self.directory, entry, self.clock.seconds(), self.maxAgents, replace)
+
+    def claimAgent(self, entry: AgentEntry, replace: bool = True) -> AgentEntry | None:
+        """
+        Register C{entry} under its name if L{admitAgent} allows.
+
+        @return: the agent it replaced, which the caller turns away.
+        @raise ClaimRefused: why not.
+        """
+        self.admitAgent(entry, replace)
+        return self.directory.claimAgent(entry, self.clock.seconds())
+
+    def releaseAgent(self, entry: AgentEntry) -> bool:
+        """
+        C{entry} gives its name up (its lease runs); whether it still held it.
+        """
+        return self.directory.releaseAgent(entry, self.clock.seconds())
+
     def revoke(self, keyid: str) -> int:
         """
-        Turn away every link authenticated with C{keyid}, now and later.
+        Turn away every link authenticated with C{keyid}, now and later:
+        agents' first links and data connections, clients, SSH connections,
+        draining or not.
 
         @return: how many links were closed.
         """
@@ -215,6 +263,7 @@ class RelayLinkHandler(LinkHandler):
         self.dataToken: str | None = None
         self.dataLinks: list[RelayLinkHandler] = []
         self.primary: RelayLinkHandler | None = None
+        self._drainLimit: Any = None
 
     # -- ILinkHandler ---------------------------------------------------------
 
@@ -225,6 +274,9 @@ class RelayLinkHandler(LinkHandler):
         self.link = link
         self.relay.handlers.add(self)
         assert link.peerHello is not None
+        if self._linkDown():
+            self.state = CLOSED  # the hello came with a bad frame: nothing to answer
+            return
         try:
             self.hello = parse_dialer_hello(link.peerHello.app)
         except MessageError as e:
@@ -253,22 +305,46 @@ class RelayLinkHandler(LinkHandler):
         """
         No control message is expected from dialers yet: ignored.
         """
-        self.log.debug("ignored control message {type!r}", type=message.get("type"))
+        held = self.relay.logThrottle.allow(self._source(), "control")
+        if held is not None:
+            self.log.debug("ignored control message {type} from {peer}{note}",
+                           type=peerText(message.get("type")), peer=self._peer(),
+                           note=held_note(held))
 
     def linkGoingAway(self, link: LinkProtocol) -> None:
         """
-        The dialer drains (GOAWAY): an agent's name is freed at once, so its
-        successor (a restarted agent) takes it without replacing this link,
-        whose sessions in flight finish.
+        The dialer drains (GOAWAY): an agent's name is freed at once (its
+        lease runs), so its successor (a restarted agent) takes it without
+        replacing this link, whose sessions in flight finish within
+        L{Relay.peerDrainTimeout}.  The link stays under its key: a
+        revocation still closes it.
         """
         agent = self.agent
         self._withdraw()
         self._endDataLinks(drain=True)
-        if agent is not None and self.relay.directory.releaseAgent(agent):
+        if agent is not None and self.relay.releaseAgent(agent):
             self.log.info(
                 "agent {name} (account {account}) is draining",
                 name=agent.name, account=agent.account,
             )
+        limit = self.relay.peerDrainTimeout
+        if limit is not None and self._drainLimit is None and self.state != CLOSED:
+            self._drainLimit = self.relay.clock.callLater(limit, self._drainExpired, limit)
+
+    def _drainExpired(self, limit: float) -> None:
+        """
+        The peer's drain outlasted the relay's limit: reset what is left and
+        close (a GOAWAY of ours, then the link's drain timeout at once).
+        """
+        self._drainLimit = None
+        link = self.link
+        if link is None or self.state == CLOSED or self._linkDown():
+            return
+        self.log.info(
+            "link from {peer} still draining after {limit:g}s: its sessions are reset",
+            peer=self._peer(), limit=limit,
+        )
+        link.drain(0)
 
     def linkLost(self, link: LinkProtocol, reason: Failure) -> None:
         """
@@ -279,12 +355,15 @@ class RelayLinkHandler(LinkHandler):
         counters.closedBytesIn += link.bytesReceived
         counters.closedBytesOut += link.bytesSent
         self.relay.handlers.discard(self)
+        if self._drainLimit is not None and self._drainLimit.active():
+            self._drainLimit.cancel()
+        self._drainLimit = None
         self._withdraw()
         self._endDataLinks(drain=False)
         self._forget()
         self._pending = []  # the link ended them
         self.state = CLOSED
-        if agent is not None and self.relay.directory.releaseAgent(agent):
+        if agent is not None and self.relay.releaseAgent(agent):
             self.log.info(
                 "agent {name} (account {account}) disconnected",
                 name=agent.name, account=agent.account,
@@ -295,6 +374,10 @@ class RelayLinkHandler(LinkHandler):
     def _verified(self, key: KeyInfo | None) -> None:
         if self.state != VERIFYING:
             return  # the link was lost meanwhile
+        if self._linkDown():
+            self.state = CLOSED  # it failed meanwhile (a bad frame): its end is under way
+            self._pending = []
+            return
         hello = self.hello
         assert hello is not None
         if key is None:
@@ -309,12 +392,18 @@ class RelayLinkHandler(LinkHandler):
             self._welcomeClient(key)
 
     def _verifyFailed(self, failure: Failure) -> None:
-        self.log.failure("cannot check an API key", failure)
+        # One source for the store: an outage is one line a minute, not one per dialer.
+        held = self.relay.logThrottle.allow("store", "verify")
+        if held is not None:
+            self.log.failure("cannot check an API key{note}", failure, note=held_note(held))
         if self.state == VERIFYING:
             self.refuse(RefusalReason.UNAVAILABLE, STORE_UNAVAILABLE)
 
     def _unexpected(self, failure: Failure) -> None:
-        self.log.failure("error while accepting a link from {peer}", failure, peer=self._peer())
+        held = self.relay.logThrottle.allow(self._source(), "unexpected")
+        if held is not None:
+            self.log.failure("error while accepting a link from {peer}{note}", failure,
+                             peer=self._peer(), note=held_note(held))
         if self.link is not None and self.state != CLOSED:
             self.state = CLOSED
             self.link.transport.loseConnection()
@@ -325,23 +414,18 @@ class RelayLinkHandler(LinkHandler):
             hello.name, key.account, key.keyid, frozenset(s.port for s in hello.tcp), self,
             plain=frozenset(s.port for s in hello.tcp if not s.e2ee),
         )
-        holder = self.relay.directory.agent(hello.name)
-        if holder is not None and holder.account != key.account:
-            self.refuse(RefusalReason.CONFLICT, name_in_use_message(hello.name))
-            return
-        limit = self.relay.maxAgents
-        if limit is not None and holder is None and self.relay.directory.counts()[0] >= limit:
-            self.refuse(RefusalReason.LIMIT, agent_limit_message(limit))
-            return
         try:
+            # Checked before the shares are published, claimed after: all or nothing.
+            self.relay.admitAgent(entry)
             shares = self._publish(hello, key)
-        except ShareRefused as e:
+            old = self.relay.claimAgent(entry)
+        except ClaimRefused as e:
             self.refuse(e.reason, str(e))
             return
-        old = self.relay.directory.claimAgent(entry)
         if old is not None:
             old.holder.refuse(RefusalReason.CONFLICT, REPLACED)  # type: ignore[attr-defined]
         self.key, self.agent, self.state = key, entry, AGENT_READY
+        self.relay.directory.addLink(key.keyid, self)
         self.relay.counters.agentConnects += 1
         self.dataToken = secrets.token_hex(16)
         self.relay.dataTokens[self.dataToken] = self
@@ -441,17 +525,20 @@ class RelayLinkHandler(LinkHandler):
             return
         role = self.hello.role if self.hello is not None else "dialer"
         self.relay.counters.refusals[reason.value] += 1
-        self.log.info(
-            "refused {role} from {peer}: {reason}: {message}",
-            role=role, peer=self._peer(), reason=reason.value, message=message,
-        )
+        held = self.relay.logThrottle.allow(self._source(), f"refused {reason.value}")
+        if held is not None:
+            self.log.info(
+                "refused {role} from {peer}: {reason}: {message}{note}",
+                role=role, peer=self._peer(), reason=reason.value, message=peerText(message),
+                note=held_note(held),
+            )
         self.state = CLOSED
         agent = self.agent
         self._withdraw()
         self._endDataLinks(drain=False)
         self._forget()
         if agent is not None:
-            self.relay.directory.releaseAgent(agent)
+            self.relay.releaseAgent(agent)
         pending, self._pending = self._pending, []
         for session in pending:
             session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
@@ -478,10 +565,21 @@ class RelayLinkHandler(LinkHandler):
         counters.session(TCP, ROUTED if joined else AGENT_UNAVAILABLE)
 
     def _send(self, message: dict[str, Any]) -> None:
-        if self.link is None:
+        if self.link is None or self._linkDown():
             return
         with suppress(LinkUnavailable):  # the connection is already gone
             self.link.sendControl(message)
+
+    def _linkDown(self) -> bool:
+        """
+        Whether the link failed or closed, its connection not lost yet (a
+        peer's bad frame in the read that brought its hello; a verdict that
+        comes after): nothing can be sent on it, and it is closing.
+        """
+        link = self.link
+        if link is None or link.connection is None or link.failure is not None:
+            return True
+        return link.connection.state in (State.ERROR, State.CLOSED)
 
     def _forget(self) -> None:
         if self.key is not None:
@@ -492,3 +590,9 @@ class RelayLinkHandler(LinkHandler):
         if link is None or link.transport is None:
             return "?"
         return format_address(link.transport.getPeer())
+
+    def _source(self) -> str:
+        # The peer's host: what the log throttle counts lines by.
+        link = self.link
+        peer = None if link is None or link.transport is None else link.transport.getPeer()
+        return str(getattr(peer, "host", "?"))

@@ -1,13 +1,16 @@
 # -*- test-case-name: tests.relay.test_leases -*-
 """
-Share names are leased to accounts.
+Names are leased to accounts: agent names and share names, in one table.
 
-An account holds a name while one of its agents publishes it, and for
+An account holds a name while one of its agents holds it (as its agent
+name, or publishing it as a share: each is one holder), and for
 C{leaseTime} seconds after the last one left; meanwhile no other account can
-take it, so a visitor following a link never lands on somebody else's
-service because the owner's agent was restarting.  Pure bookkeeping with
-times passed in, no I/O.  Leases live in the relay's memory: a relay that
-restarts forgets them, and the agents that reconnect first get their names.
+take it.  So a visitor following a link never lands on somebody else's
+service because the owner's agent was restarting, and an agent whose link
+dropped for a moment gets its name back.  The rule is applied by
+L{nfltr.relay.names}.  Pure bookkeeping with times passed in, no I/O.
+Leases live in the relay's memory: a relay that restarts forgets them, and
+the agents that reconnect first get their names.
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ class Lease:
     """
     One account's hold on a name.
 
-    @ivar holders: how many live publications of the name there are.
+    @ivar holders: how many live holders the name has (an agent holding it
+        as its name, a published share).
     @ivar expires: when the lease ends if C{holders} is 0.
     """
 
@@ -44,7 +48,7 @@ class Lease:
 
 class Leases:
     """
-    The share names leased by one relay.
+    The names (agent names and share names) leased by one relay.
     """
 
     def __init__(self, leaseTime: float = DEFAULT_LEASE_TIME) -> None:
@@ -71,7 +75,7 @@ class Leases:
 
     def claim(self, name: str, account: str, now: float) -> None:
         """
-        One more publication of C{name} by C{account}.
+        One more holder of C{name} for C{account}.
 
         @raise NameLeased: another account holds C{name}.
         """
@@ -86,7 +90,7 @@ class Leases:
 
     def release(self, name: str, account: str, now: float) -> None:
         """
-        One publication of C{name} by C{account} ended; when it was the last,
+        One holder of C{name} for C{account} left; when it was the last,
         the lease runs for C{leaseTime} more seconds.
         """
         lease = self._leases.get(name)

@@ -5,8 +5,10 @@ Join a client's session to a new session on an agent's link.
 The two sessions are spliced (L{nfltr.splice}): bytes, backpressure and
 half-close travel both ways.  When one side's session is reset (the agent
 could not reach its service, the client gave up), the other side's session
-is reset with the same code and reason, so the client learns why; when one
-side's link is lost, the other side's session is reset with C{CANCEL}.
+is reset with the same code and reason (through L{nfltr.wire.peerText}: one
+peer's words reach the other as one short printable line), so the client
+learns why; when one side's link is lost, the other side's session is reset
+with C{CANCEL}.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from twisted.python.failure import Failure
 from nfltr.link import ErrorCode
 from nfltr.link.twisted import LinkSession, LinkUnavailable, SessionResetError
 from nfltr.splice import SpliceEnd
+from nfltr.wire import peerText
 
 AGENT_UNAVAILABLE = "agent unavailable (draining, or at its session limit)"
 
@@ -50,7 +53,7 @@ class SessionEnd(SpliceEnd):
             if abortWith is not None:
                 value = reason.value
                 if isinstance(value, SessionResetError):
-                    code, why = value.code, value.reason
+                    code, why = value.code, peerText(value.reason)
                 else:
                     code, why = ErrorCode.CANCEL, self.lostReason
                 if self.joined:

@@ -5,7 +5,8 @@ visitors.
 
 An agent's hello lists its shares (L{nfltr.messages.HttpShare}); once its
 key is verified the handler calls L{ShareRegistry.publish}, which checks
-every name (a lease of another account, a name that is the relay's own),
+every name (the ownership rule of L{nfltr.relay.names}, a name that is the
+relay's own),
 signs the C{e2ee} shares' requests with the share CA, then installs one route
 per share, all or none:
 
@@ -49,7 +50,8 @@ from nfltr.tls import ShareCA, ShareCertError
 from .certs import RelayCertificate
 from .counters import AGENT_UNAVAILABLE, HTTP, NOT_ALLOWED, ROUTED, SHARE, RelayCounters
 from .guard import AllowListFactory, allowed, enforcement_problem
-from .leases import Leases, NameLeased
+from .leases import Leases
+from .names import ClaimRefused, check_name_free
 from .router import IShareRoutes, ShareRoutes
 from .state import format_address
 
@@ -57,23 +59,10 @@ HTTPS_PORT = 443
 HTTP_PORT = 80
 
 
-class ShareRefused(Exception):
+class ShareRefused(ClaimRefused):
     """
     A hello's shares cannot be published; the text says why, for the agent.
-
-    @ivar reason: the refusal's reason on the wire.
     """
-
-    def __init__(self, reason: RefusalReason, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
-def share_in_use_message(name: str) -> str:
-    """
-    The refusal an agent gets for a share name another account holds.
-    """
-    return f"share name {name} is in use by another account"
 
 
 @implementer(ISpliceBackend)
@@ -262,10 +251,9 @@ class ShareRegistry:
                 why = f"share name {share.name} is reserved: it is the relay's own"
                 raise ShareRefused(RefusalReason.CONFLICT, why)
             try:
-                self.leases.check(share.name, account, now)
-            except NameLeased:
-                why = share_in_use_message(share.name)
-                raise ShareRefused(RefusalReason.CONFLICT, why) from None
+                check_name_free(self.leases, share.name, account, now)
+            except ClaimRefused as e:
+                raise ShareRefused(e.reason, str(e)) from None
         answers, entries = [], []
         for share in shares:
             answer = {"name": share.name, "mode": share.mode, "url": self.url(share.name)}

@@ -5,8 +5,10 @@ agent like the native ones.
 
   - C{ssh -R} requests (see L{nfltr.ssh._forwards}) publish share URLs in
     the relay's L{nfltr.relay.shares.ShareRegistry} and TCP shares in its
-    L{nfltr.relay.directory.Directory}, under the same leases, names and
-    agent limit as native agents; the relay reaches them through
+    L{nfltr.relay.directory.Directory}, under the same ownership rule
+    (L{nfltr.relay.names}: one lease per name, checked by the relay's
+    C{admitAgent} for native agents and these alike) and agent limit as
+    native agents; the relay reaches them through
     L{SSHLink}, which opens a C{forwarded-tcpip} channel where a native
     agent's link would open a session.  They end with the connection.
   - C{ssh -L}/C{-W} channels reach an agent's TCP share under the ownership
@@ -36,6 +38,7 @@ from nfltr.link.twisted import LinkUnavailable
 from nfltr.messages import INSPECT, NOT_FOUND_REASON, PASSTHROUGH, HttpShare, agent_target
 from nfltr.relay.counters import AGENT_UNAVAILABLE, NOT_FOUND, ROUTED, TCP
 from nfltr.relay.directory import AgentEntry
+from nfltr.relay.names import ClaimRefused
 from nfltr.relay.routing import AGENT_UNAVAILABLE as AGENT_UNAVAILABLE_TEXT
 from nfltr.relay.routing import SessionEnd
 from nfltr.relay.shares import ShareRefused
@@ -46,9 +49,8 @@ from ._channel import ForwardChannel
 from ._config import SSHConfig
 from ._session import StatusSession
 
-#: The refusal a C{-R} for an agent name held by someone else gets.
-NAME_HELD = "agent name {name} is connected already (by another account, another agent or " \
-            "another SSH connection): log in as another user name (NAME@relay)"
+#: What a C{-R} refused for its agent name adds to the relay's refusal.
+NAME_HINT = "log in as another user name (NAME@relay)"
 E2EE_ONLY = "{name}:{port} is shared end-to-end encrypted: reach it with nfltr tcp-connect " \
             "(the agent shares it to SSH clients with --e2ee false)"
 #: The disconnect a connection gets at its C{SSHConfig.max_refusals}th
@@ -200,7 +202,7 @@ class RelayUser(ConchUser):
         if relay.shares is not None:
             relay.shares.withdraw(self)
         if self.agent is not None:
-            relay.directory.releaseAgent(self.agent)
+            relay.releaseAgent(self.agent)
             self.agent = None
         relay.directory.removeLink(self.identity.credential, self)
         self.sessions = []
@@ -281,10 +283,13 @@ class RelayUser(ConchUser):
     def _claimAgent(self, extra: int | None = None) -> None:
         """
         Register (or update, or release) this connection as the agent named
-        by its user, sharing its TCP forwards' ports (and C{extra}).
+        by its user, sharing its TCP forwards' ports (and C{extra}), through
+        the relay's one check of agent names (C{claimAgent}): never
+        replacing another connected agent, even of its own account.
 
-        @raise RequestError: the name is held by someone else, or the relay
-            holds its most agents.
+        @raise RequestError: the name is another account's (its lease), or
+            another agent of the account's is connected under it, or the
+            relay holds its most agents.
         """
         relay, identity = self.hub.relay, self.identity
         ports = set(self.forwards.tcp_ports())
@@ -292,18 +297,16 @@ class RelayUser(ConchUser):
             ports.add(extra)
         if not ports:
             if self.agent is not None:
-                relay.directory.releaseAgent(self.agent)
+                relay.releaseAgent(self.agent)
                 self.agent = None
             return
-        holder = relay.directory.agent(identity.user)
-        if holder is not None and holder.holder is not self:
-            raise fw.RequestError(NAME_HELD.format(name=identity.user))
-        limit = relay.maxAgents
-        if holder is None and limit is not None and relay.directory.counts()[0] >= limit:
-            raise fw.RequestError(f"the relay's agent limit is reached ({limit} agents)")
         entry = AgentEntry(identity.user, identity.account, identity.credential,
                            frozenset(ports), self, plain=frozenset(ports))
-        relay.directory.claimAgent(entry)
+        try:
+            relay.claimAgent(entry, replace=False)
+        except ClaimRefused as e:
+            hint = f": {NAME_HINT}" if e.reason == RefusalReason.CONFLICT else ""
+            raise fw.RequestError(f"{e}{hint}") from None
         self.agent = entry
 
     # -- channels ----------------------------------------------------------------

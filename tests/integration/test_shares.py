@@ -411,7 +411,7 @@ class LeaseTests(StackTestCase):
                 "bob's agent", {"NFLTR_KEY": bob},
             )
             self.assertEqual(other.wait_exit(), 1, other.output())
-            self.assertIn("name blog is in use by another account", other.output())
+            self.assertIn("name blog is leased to another account", other.output())
             first.stop()
         _, again = self.stack.http_agent(alice, "blog", port)
         self.assertEqual(again, url)

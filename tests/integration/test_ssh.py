@@ -369,7 +369,7 @@ class RefusalTests(SSHTestCase):
         self.assertIn(b"remote port forwarding failed", done.stderr)
         session = self.ssh.start(bob, "-o", "ExitOnForwardFailure=no", "-T", "-R",
                                  f"blog:80:127.0.0.1:{web}")
-        session.wait_for(r"refused -R blog:80: share name blog is in use by another account")
+        session.wait_for(r"refused -R blog:80: name blog is leased to another account")
 
     def test_commands(self) -> None:
         """

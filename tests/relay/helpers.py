@@ -181,8 +181,10 @@ class RelayHarness:
     A L{Relay} with a L{FakeStore}; L{dial} connects real dialers to it.
     """
 
-    def __init__(self, store: FakeStore | None = None, shares: Any = None) -> None:
-        self.clock = Clock()
+    def __init__(
+        self, store: FakeStore | None = None, shares: Any = None, clock: Clock | None = None,
+    ) -> None:
+        self.clock = clock or Clock()
         self.store = store or FakeStore()
         self.relay = Relay(self.store, self.clock, shares)
         self.pumps: list[IOPump] = []

@@ -5,11 +5,8 @@ side of links, driven by real dialer links over iosim on a Clock.
 
 from __future__ import annotations
 
-from typing import Any
-
 from twisted.internet import error
 from twisted.internet.protocol import Protocol
-from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -18,12 +15,8 @@ from nfltr.link.twisted import SessionResetError
 from nfltr.messages import (
     NOT_FOUND_CODE,
     NOT_FOUND_REASON,
-    PASSTHROUGH,
-    HttpShare,
-    agent_hello,
     client_target,
 )
-from nfltr.relay.handler import NO_SHARE_URLS
 from nfltr.relay.routing import AGENT_UNAVAILABLE
 
 from ..link.twisted_helpers import RecordingHandler, Streamer
@@ -194,7 +187,7 @@ class AgentNameTests(_Base):
         first = self.h.agent(self.keyA, "web")
         second = self.h.agent(self.keyB, "web")
         self.assertRefusedAndClosed(
-            second, RefusalReason.CONFLICT, "agent name web is in use by another account"
+            second, RefusalReason.CONFLICT, "name web is leased to another account"
         )
         self.assertFalse(first.closed)
         self.assertIs(self.h.relay.directory.agent("web").holder, first.relayHandler)
@@ -253,16 +246,23 @@ class AgentNameTests(_Base):
         self.assertEqual(len(newHandler.sessions), 1)
         self.assertEqual(len(oldHandler.sessions), 1)
 
-    def test_disconnectFreesName(self) -> None:
+    def test_disconnectLeavesNameLeased(self) -> None:
         """
-        When an agent's link ends, its name is free (another account may take
-        it) and "agent NAME (account A) disconnected" is logged.
+        When an agent's link ends, its name is no live agent's and "agent
+        NAME (account A) disconnected" is logged, but the name stays its
+        account's for the lease time: another account's agent is refused,
+        then welcomed once the lease ended.
         """
         first = self.h.agent(self.keyA, "web")
         first.link.transport.loseConnection()
         self.h.run()
         self.assertIsNone(self.h.relay.directory.agent("web"))
         self.assertIn("agent web (account acme) disconnected", self.h.messages())
+        refused = self.h.agent(self.keyB, "web")
+        self.assertRefusedAndClosed(
+            refused, RefusalReason.CONFLICT, "name web is leased to another account"
+        )
+        self.h.clock.advance(self.h.relay.directory.leases.leaseTime)
         second = self.h.agent(self.keyB, "web")
         self.assertEqual(second.controls[0]["type"], "welcome")
 
@@ -522,165 +522,3 @@ class RevokeTests(_Base):
         self.assertRefusedAndClosed(
             agent, RefusalReason.REVOKED, f"API key {A_KEY} was revoked"
         )
-
-
-class ShareTests(SynchronousTestCase):
-    """
-    Agents publishing share URLs through their hello.
-    """
-
-    def setUp(self) -> None:
-        from pathlib import Path
-
-        from nfltr.relay.leases import Leases
-        from nfltr.relay.shares import ShareRegistry
-        from nfltr.tls import ShareCA, ensure_relay_pki
-
-        pki = ensure_relay_pki(Path(self.mktemp()), [], share_domain="localhost")
-        clock = Clock()
-        self.registry = ShareRegistry(ShareCA.load(pki, "localhost"), clock, (), Leases(60))
-        self.h = RelayHarness(shares=self.registry)
-        self.keyA = self.h.store.addKey(A_KEY, "acme")
-        self.keyB = self.h.store.addKey(B_KEY, "bravo")
-
-    def publish(self, key: str, agent: str, share: str) -> Any:
-        hello = agent_hello(key, agent, [], [HttpShare(share, 443, PASSTHROUGH)])
-        return self.h.dial(hello)
-
-    def test_publishedAndWithdrawn(self) -> None:
-        """
-        The welcome names the share's URL; the route exists while the link
-        lives and is removed when it is lost.
-        """
-        agent = self.publish(self.keyA, "web", "blog")
-        [welcome] = agent.controls
-        self.assertEqual(
-            welcome["shares"], [{"name": "blog", "mode": "passthrough",
-                                 "url": "https://blog.localhost/"}]
-        )
-        self.assertIsNotNone(self.registry.route("blog"))
-        agent.cut(error.ConnectionLost("gone"))
-        self.h.run()
-        self.assertIsNone(self.registry.route("blog"))
-
-    def test_nameOfAnotherAccount(self) -> None:
-        """
-        An agent of another account asking for a leased share name is
-        refused as a conflict, naming the share, and nothing of it is
-        registered (not its agent name either).
-        """
-        self.publish(self.keyA, "web", "blog")
-        other = self.publish(self.keyB, "other", "blog")
-        self.assertRefused(other, "share name blog is in use by another account")
-        self.assertIsNone(self.h.relay.directory.agent("other"))
-
-    def test_relayWithoutShares(self) -> None:
-        """
-        A relay with no share registry refuses agents that ask for share URLs.
-        """
-        self.h = RelayHarness()
-        self.h.store.addKey(A_KEY, "acme")
-        agent = self.publish(self.keyA, "web", "blog")
-        self.assertRefused(agent, NO_SHARE_URLS)
-
-    def assertRefused(self, dialer: Any, message: str) -> None:
-        [answer] = dialer.controls
-        self.assertEqual(answer["type"], "refused")
-        self.assertEqual(answer["message"], message)
-        self.assertTrue(dialer.closed)
-
-
-class AgentLimitTests(SynchronousTestCase):
-    """
-    C{maxAgents}: at most that many agents at once, admitted atomically.
-    """
-
-    def test_racingAgents(self) -> None:
-        """
-        32 agents whose keys are verified at the same moment into room for 2:
-        exactly 2 are welcomed, the others refused with C{limit} and a
-        message naming the option; an agent of the same account replacing a
-        connected one is not counted twice.
-        """
-        h = RelayHarness()
-        h.relay.maxAgents = 2
-        key = h.store.addKey(A_KEY, "acme")
-        h.store.hold = True
-        agents = [h.agent(key, f"a{i}") for i in range(32)]
-        h.store.release()
-        h.run()
-        welcomed = [a for a in agents if a.controls and a.controls[0]["type"] == "welcome"]
-        refused = [a for a in agents if a.controls and a.controls[0]["type"] == "refused"]
-        self.assertEqual((len(welcomed), len(refused)), (2, 30))
-        self.assertEqual(
-            refused[0].controls[0],
-            {"type": "refused", "reason": "limit",
-             "message": "the relay's agent limit is reached (2 agents, --max-agents)"},
-        )
-        h.store.hold = False
-        name = welcomed[0].controls[0]["name"]
-        again = h.agent(key, name)
-        self.assertEqual(again.controls[0]["type"], "welcome")
-
-
-class DataLinkTests(SynchronousTestCase):
-    """
-    An agent's extra data connections, bound by the token of its welcome.
-    """
-
-    def setUp(self) -> None:
-        from nfltr.messages import data_hello
-
-        self.data_hello = data_hello
-        self.h = RelayHarness()
-        self.keyA = self.h.store.addKey(A_KEY, "acme")
-        self.keyA2 = self.h.store.addKey(A2_KEY, "acme")
-        self.agentHandler = RecordingHandler(lambda session: Recorder())
-        self.agent = self.h.agent(self.keyA, "web", handler=self.agentHandler)
-        self.token = self.agent.controls[0]["data_token"]
-
-    def test_boundAndUsed(self) -> None:
-        """
-        A data connection with the token and the agent's key is welcomed
-        (not as an agent); new sessions go to whichever of the agent's links
-        has the fewest.
-        """
-        dataHandler = RecordingHandler(lambda session: Recorder())
-        data = self.h.dial(self.data_hello(self.keyA, self.token), dataHandler)
-        self.assertEqual(data.controls[0]["type"], "welcome")
-        self.assertEqual(self.h.relay.directory.counts()[0], 1)
-        client = self.h.client(self.keyA)
-        for _ in range(4):
-            client.link.openSession(client_target("web", 3000), Recorder())
-            self.h.run()
-        self.assertEqual((len(self.agentHandler.sessions), len(dataHandler.sessions)), (2, 2))
-
-    def test_refusals(self) -> None:
-        """
-        A wrong token, or another key's, is refused as not found; past the
-        limit, as a limit; a data connection cannot open sessions.
-        """
-        other = self.h.dial(self.data_hello(self.keyA, "0" * 32))
-        self.assertEqual(other.controls[0]["reason"], "not_found")
-        other = self.h.dial(self.data_hello(self.keyA2, self.token))
-        self.assertEqual(other.controls[0]["reason"], "not_found")
-        links = [self.h.dial(self.data_hello(self.keyA, self.token)) for _ in range(4)]
-        self.assertEqual([d.controls[0]["type"] for d in links],
-                         ["welcome", "welcome", "welcome", "refused"])
-        self.assertEqual(links[3].controls[0]["reason"], "limit")
-        opened = Recorder()
-        links[0].link.openSession("tcp:web:3000", opened)
-        self.h.run()
-        self.assertIsNotNone(opened.lost)
-
-    def test_endWithTheFirstLink(self) -> None:
-        """
-        When the agent's first link is lost, its data connections are
-        closed and its token no longer binds.
-        """
-        data = self.h.dial(self.data_hello(self.keyA, self.token))
-        self.agent.cut(error.ConnectionLost("gone"))
-        self.h.run()
-        self.assertTrue(data.closed)
-        late = self.h.dial(self.data_hello(self.keyA, self.token))
-        self.assertEqual(late.controls[0]["reason"], "not_found")

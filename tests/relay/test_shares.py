@@ -129,7 +129,7 @@ class RegistryTests(SynchronousTestCase):
             [self.e2ee("fresh"), self.e2ee("blog")], FakeLink,
         )
         self.assertEqual(refused.reason, RefusalReason.CONFLICT)
-        self.assertIn("blog is in use", str(refused))
+        self.assertEqual(str(refused), "name blog is leased to another account")
         self.assertIsNone(self.registry.route("fresh"))
         self.assertEqual(self.registry.withdraw(holder), ["blog"])
         self.assertIsNone(self.registry.route("blog"))

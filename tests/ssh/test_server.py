@@ -125,7 +125,7 @@ class UserTests(SynchronousTestCase):
         alice.global_tcpip_forward(forward(b"blog", 80))
         bob, _ = self.user("bob", "b")
         self.assertFalse(bob.global_tcpip_forward(forward(b"blog", 80)))
-        self.assertIn("refused -R blog:80: share name blog is in use by another account",
+        self.assertIn("refused -R blog:80: name blog is leased to another account",
                       bob.notes[-1])
 
     def test_tcpShare(self) -> None:
@@ -143,7 +143,7 @@ class UserTests(SynchronousTestCase):
         self.assertEqual(entry.plain, frozenset({port}))
         other, _ = self.user("bob", "laptop")
         self.assertFalse(other.global_tcpip_forward(forward(b"", 22)))
-        self.assertIn("agent name laptop is connected already", other.notes[-1])
+        self.assertIn("name laptop is leased to another account", other.notes[-1])
         self.assertTrue(user.global_cancel_tcpip_forward(forward(b"localhost", port)))
         self.assertIsNone(self.relay.directory.agent("laptop"))
 
@@ -165,7 +165,7 @@ class UserTests(SynchronousTestCase):
         one's own agent with a pointer to tcp-connect.
         """
         holder = object()
-        self.relay.directory.claimAgent(
+        self.relay.claimAgent(
             AgentEntry("web", "alice", "k1", frozenset({80, 443}), holder, plain=frozenset({80}))
         )
         bob, _ = self.user("bob")

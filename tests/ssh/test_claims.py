@@ -1,0 +1,128 @@
+"""
+Tests of an SSH connection's claim to its agent name (L{nfltr.ssh._user}
+C{_claimAgent}): the relay's one ownership rule, shared with native agents
+(L{nfltr.relay.names}), on a relay with real dialer links
+(L{tests.relay.helpers.RelayHarness}) and a L{Clock}.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+from twisted.internet import error
+from twisted.internet.task import Clock
+from twisted.trial.unittest import SynchronousTestCase
+
+from nfltr.relay.leases import Leases
+from nfltr.relay.names import name_taken_message
+from nfltr.relay.shares import ShareRegistry
+from nfltr.ssh import SSHConfig
+from nfltr.ssh._auth import SSHIdentity
+from nfltr.ssh._user import RelayUser, SSHHub
+from nfltr.tls import ShareCA, ensure_relay_pki
+from tests.relay.helpers import RelayHarness
+
+from .test_server import FakeConnection, forward
+
+LEASE = 60.0
+ALICE, BOB = "aaaaaaaaaaaa", "bbbbbbbbbbbb"
+
+
+class ClaimTests(SynchronousTestCase):
+    """
+    SSH connections (C{ssh -R 0:...} as C{NAME@relay}) and native agents
+    under one lease per name.
+    """
+
+    def setUp(self) -> None:
+        clock = Clock()
+        pki = ensure_relay_pki(Path(self.mktemp()), [], share_domain="localhost")
+        registry = ShareRegistry(ShareCA.load(pki, "localhost"), clock, {"localhost"},
+                                 Leases(LEASE))
+        self.h = RelayHarness(shares=registry, clock=clock)
+        self.alice = self.h.store.addKey(ALICE, "alice")
+        self.bob = self.h.store.addKey(BOB, "bob")
+        self.hub = SSHHub(self.h.relay, SSHConfig(), clock, lambda: ("relay.test", 2222))
+
+    def user(self, account: str, name: str = "blog",
+             credential: str | None = None) -> tuple[RelayUser, FakeConnection]:
+        user = RelayUser(SSHIdentity(account, name, credential or f"ssh:{account}"), self.hub)
+        user.conn = FakeConnection()
+        return user, user.conn
+
+    def tcp(self, user: RelayUser) -> int | None:
+        """
+        C{-R 0:localhost:22}: the port the relay allocated, or None if
+        refused.
+        """
+        answer = user.global_tcpip_forward(forward(b"localhost", 0))
+        if answer is False:
+            return None
+        (port,) = struct.unpack(">L", answer[1])
+        return int(port)
+
+    def test_sshLeaseOutlivesTheConnection(self) -> None:
+        """
+        Alice's SSH connection holding C{blog} ends: Bob can take C{blog}
+        neither over SSH nor as a native agent while her lease lives, and
+        hears the same words both ways; Alice's native agent gets it back.
+        """
+        alice, _ = self.user("alice")
+        self.assertIsNotNone(self.tcp(alice))
+        alice.logout()
+        bob, _ = self.user("bob")
+        self.assertIsNone(self.tcp(bob))
+        taken = name_taken_message("blog")
+        self.assertIn(f"refused -R localhost:0: {taken}: log in as another user name",
+                      bob.notes[-1])
+        native = self.h.agent(self.bob, "blog")
+        self.assertEqual(native.controls[0]["message"], name_taken_message("blog"))
+        back = self.h.agent(self.alice, "blog")
+        self.assertEqual(back.controls[0]["type"], "welcome")
+
+    def test_nativeLeaseHoldsAgainstSSH(self) -> None:
+        """
+        Alice's native agent C{blog} away for a moment (its link cut):
+        Bob's SSH connection cannot claim C{blog}; Alice's can; after the
+        lease ends without her, Bob's can.
+        """
+        native = self.h.agent(self.alice, "blog")
+        native.cut(error.ConnectionLost("wifi"))
+        self.h.run()
+        bob, _ = self.user("bob")
+        self.assertIsNone(self.tcp(bob))
+        alice, _ = self.user("alice")
+        self.assertIsNotNone(self.tcp(alice))
+        alice.logout()
+        self.h.clock.advance(LEASE)
+        self.assertIsNotNone(self.tcp(bob))
+        self.assertEqual(self.h.relay.directory.agent("blog").account, "bob")
+
+    def test_ownConnectedAgentNotReplaced(self) -> None:
+        """
+        An SSH connection never replaces a connected agent of its own
+        account under its name; it is told to log in as another name.
+        """
+        native = self.h.agent(self.alice, "blog")
+        alice, _ = self.user("alice")
+        self.assertIsNone(self.tcp(alice))
+        self.assertIn("agent name blog is connected already", alice.notes[-1])
+        self.assertIn("log in as another user name", alice.notes[-1])
+        self.assertFalse(native.closed)
+
+    def test_revokedAfterItsAgentEnded(self) -> None:
+        """
+        A connection whose TCP forward was cancelled (its agent name given
+        up) but which still publishes a share URL is still disconnected
+        when the API key it logged in with is revoked.
+        """
+        user, conn = self.user("alice", credential=ALICE)
+        port = self.tcp(user)
+        assert port is not None
+        self.assertTrue(user.global_tcpip_forward(forward(b"notes", 80)))
+        self.assertTrue(user.global_cancel_tcpip_forward(forward(b"localhost", port)))
+        self.assertIsNone(self.h.relay.directory.agent("blog"))
+        self.assertEqual(self.h.relay.revoke(ALICE), 1)
+        self.assertEqual(conn.disconnects, [f"API key {ALICE} was revoked".encode()])
+        self.assertEqual(self.h.relay.shares.sharesOf("alice"), [])
