@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from cryptography.hazmat.primitives.asymmetric import ec
 from twisted.internet import defer
@@ -172,9 +173,10 @@ class ShareServer:
         self.relayed: HTTPProxyFactory | None = None
         if option.mode in (E2EE, INSPECT):
             self.pool = BackendPool(_PortBackend(connector, option.port), reactor)
-            # In e2ee the agent is the only hop that reads requests: it checks them.
+            # In e2ee the agent is the only hop that reads requests: it checks
+            # them (an open policy too: it refuses duplicate credentials).
             policy = replace(option.policy, realm=name)
-            gate = policy.gate if option.mode == E2EE and policy != OPEN else None
+            gate = policy.gate if option.mode == E2EE else None
             self.proxy = HTTPProxyFactory(
                 self.pool, reactor, host=option.host(), forwarded=option.mode == E2EE, gate=gate,
             )
@@ -208,6 +210,12 @@ class ShareServer:
         """
         url = answer.get("url")
         self.url = url if isinstance(url, str) else None
+        host = urlsplit(self.url).hostname if self.url is not None else None
+        # Requests for another name than the share's get 421 (the relay's
+        # proxy checked them already in inspect; checking again costs nothing).
+        for proxy in (self.proxy, self.relayed):
+            if proxy is not None and host:
+                proxy.hosts = [host]
         cert = answer.get("cert")
         if self.option.mode == E2EE and isinstance(cert, str) and self.key is not None:
             self.tls = E2EETLSFactory(server_tls_from_pem(self.key, cert), False, self.reactor)

@@ -11,6 +11,7 @@ for each visitor connection (or listen on the factory directly); the backend
 is an L{IBackend} or a L{BackendPool} around one.
 """
 
+from ._checks import requestHost
 from ._exchange import Exchange, Gate, Refusal
 from ._io import ExchangeIO, Phase
 from ._limits import (
@@ -44,4 +45,5 @@ __all__ = [
     "Phase",
     "Gate",
     "Refusal",
+    "requestHost",
 ]

@@ -9,12 +9,15 @@ Header rewriting for the HTTP proxy, as pure functions over header lists
     route the message); an upgrade keeps its C{Upgrade} header and a
     C{Connection: upgrade}.
   - L{requestHeaders}: what goes to the backend: the above, then the
-    C{Host} rewrite, then the forwarding headers (C{X-Forwarded-For},
-    C{X-Forwarded-Proto}, C{X-Forwarded-Host} and RFC 7239 C{Forwarded}).
+    C{Host} rewrite, then the forwarding headers (L{FORWARDING}): the
+    visitor's are dropped, ours put in their place, one header each.
   - L{responseHeaders}: what goes back to the visitor.
 
-Framing is h11's business: C{Transfer-Encoding} never passes through, and a
-request whose body is chunked is marked chunked again for the backend.
+Framing is h11's business: C{Transfer-Encoding} never passes through, a
+message whose body is chunked is marked chunked again for the next hop, and
+it never goes on with a C{Content-Length} as well (RFC 9112 section 6.3:
+the two together are how requests are smuggled).  Which requests are
+refused before they get here is L{nfltr.http._checks}'.
 """
 
 from __future__ import annotations
@@ -41,6 +44,15 @@ HOP_BY_HOP = frozenset({
 })
 #: Headers that C{Connection} cannot remove: they route and frame the message.
 PROTECTED = frozenset({b"host", b"content-length"})
+#: The forwarding headers: a proxy that forwards (C{forwarded=True}) sets
+#: them and never passes on the visitor's, which anyone can write.
+FORWARDING = frozenset({
+    b"x-forwarded-for",
+    b"x-forwarded-proto",
+    b"x-forwarded-host",
+    b"forwarded",
+    b"x-real-ip",
+})
 
 _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 
@@ -84,6 +96,8 @@ def withoutHopByHop(headers: Sequence[tuple[bytes, bytes]], upgrade: bool = Fals
         upgrade request, or the C{101} that accepts it).
     """
     drop = (HOP_BY_HOP | set(commaValues(headers, b"connection"))) - PROTECTED
+    if headerValues(headers, b"transfer-encoding"):
+        drop = drop | {b"content-length"}
     if upgrade:
         drop = drop - {b"upgrade"}
     kept = [(name, value) for name, value in headers if name.lower() not in drop]
@@ -98,15 +112,6 @@ def setHeader(headers: Sequence[tuple[bytes, bytes]], name: bytes, value: bytes)
     """
     lower = name.lower()
     return [(k, v) for k, v in headers if k.lower() != lower] + [(name, value)]
-
-
-def appendList(headers: Sequence[tuple[bytes, bytes]], name: bytes, element: bytes) -> Headers:
-    """
-    C{headers} with C{element} added to the list header C{name}: the
-    existing values, joined by commas, then C{element}, as one header.
-    """
-    existing = [v.strip() for v in headerValues(headers, name) if v.strip()]
-    return setHeader(headers, name, b", ".join([*existing, element]))
 
 
 def visitorIP(visitor: str | None) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
@@ -168,10 +173,13 @@ def requestHeaders(
     @param host: a C{Host} for the backend instead of the visitor's; the
         visitor's then goes in C{X-Forwarded-Host} (when C{forwarded}, or
         when there is no C{X-Forwarded-Host} yet).
-    @param forwarded: add the forwarding headers for a known visitor:
-        its address appended to C{X-Forwarded-For} and in a new C{Forwarded}
-        element, C{X-Forwarded-Proto} set to C{scheme}.  Off, those headers
-        are left as they came (an upstream proxy that is trusted set them).
+    @param forwarded: this proxy is the first hop: the visitor's
+        forwarding headers (L{FORWARDING}) are dropped, and ours say its
+        address (C{X-Forwarded-For}, C{X-Real-IP}, when known), C{scheme}
+        (C{X-Forwarded-Proto}), its C{Host} (C{X-Forwarded-Host}) and all
+        three in one RFC 7239 C{Forwarded} element.  Off, those headers are
+        left as they came: the proxy before this one (the relay's, for an
+        agent) set them.
     @param scheme: the scheme the visitor used.
     """
     out = withoutHopByHop(headers, upgrade=isUpgrade(headers))
@@ -180,13 +188,30 @@ def requestHeaders(
         out.append((b"Transfer-Encoding", b"chunked"))
     if host is not None:
         out = setHeader(out, b"Host", host)
-        if original is not None and (forwarded or not headerValues(out, b"x-forwarded-host")):
-            out = setHeader(out, b"X-Forwarded-Host", original)
-    ip = visitorIP(visitor)
-    if forwarded and ip is not None:
-        out = appendList(out, b"X-Forwarded-For", str(ip).encode("ascii"))
-        out = setHeader(out, b"X-Forwarded-Proto", scheme)
-        out = appendList(out, b"Forwarded", forwardedElement(ip, scheme, original))
+    if forwarded:
+        out = [(name, value) for name, value in out if name.lower() not in FORWARDING]
+        out += _forwarding(visitorIP(visitor), scheme, original)
+    elif host is not None and original is not None and not headerValues(out, b"x-forwarded-host"):
+        out.append((b"X-Forwarded-Host", original))
+    return out
+
+
+def _forwarding(
+    ip: ipaddress.IPv4Address | ipaddress.IPv6Address | None, scheme: bytes, host: bytes | None
+) -> Headers:
+    """
+    Our forwarding headers for a visitor at C{ip} (if known) who used
+    C{scheme} and asked for C{host} (if it named one).
+    """
+    out: Headers = []
+    if ip is not None:
+        address = str(ip).encode("ascii")
+        out += [(b"X-Forwarded-For", address), (b"X-Real-IP", address)]
+    out.append((b"X-Forwarded-Proto", scheme))
+    if host is not None:
+        out.append((b"X-Forwarded-Host", host))
+    if ip is not None:
+        out.append((b"Forwarded", forwardedElement(ip, scheme, host)))
     return out
 
 
