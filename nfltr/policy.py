@@ -112,10 +112,12 @@ class SharePolicy:
     @property
     def singletons(self) -> frozenset[bytes]:
         """
-        The headers (lowercase names) a request may carry once at most:
-        L{CREDENTIAL_HEADERS} and the required ones.
+        The headers (lowercase names, C{_} spelt C{-}) a request may carry
+        once at most: L{CREDENTIAL_HEADERS} and the required ones.
         """
-        return frozenset(CREDENTIAL_HEADERS) | {name for name, _ in self.headers}
+        return frozenset(CREDENTIAL_HEADERS) | {
+            name.replace(b"_", b"-") for name, _ in self.headers
+        }
 
     def without_secrets(self) -> SharePolicy:
         """
@@ -154,11 +156,16 @@ class SharePolicy:
             return Denial(403)
         seen: dict[bytes, bytes] = {}
         singletons = self.singletons
+        once: set[bytes] = set()
         for raw, value in headers:
             name = raw.lower()
-            if name in singletons and name in seen:
-                return Denial(400)
-            seen[name] = value
+            # CGI and WSGI servers read X_Hook as X-Hook: the same header.
+            spelt = name.replace(b"_", b"-")
+            if spelt in singletons:
+                if spelt in once:
+                    return Denial(400)
+                once.add(spelt)
+            seen.setdefault(name, value)
         required = True
         for name, wanted in self.headers:
             required &= hmac.compare_digest(digest(seen.get(name, b"")), wanted)

@@ -96,7 +96,8 @@ class CheckTests(SynchronousTestCase):
     def test_duplicateCredentials(self) -> None:
         """
         Two C{Authorization} or C{Proxy-Authorization} headers, or two of a
-        required header (in any case), are a 400, whatever their values:
+        required header (in any case, C{_} for C{-}, as CGI servers read
+        them), are a 400, whatever their values:
         a check of one and a service reading the other could disagree.  An
         open policy refuses them too.
         """
@@ -110,6 +111,7 @@ class CheckTests(SynchronousTestCase):
             if extra[0].lower() == b"proxy-authorization":
                 headers.append(extra)
             self.assertEqual(policy.check(headers, None), Denial(400), extra)
+        self.assertEqual(policy.check([*good, (b"X_Hook", b"v")], None), Denial(400))
         twice = [basic("a", "b"), (b"authorization", b"Bearer x")]
         self.assertEqual(SharePolicy().check(twice, None), Denial(400))
         self.assertIsNone(SharePolicy().check([(b"cookie", b"a"), (b"cookie", b"b")], None))

@@ -7,19 +7,22 @@ mode:
   - C{e2ee}: the agent ends the visitor's TLS with its share key (kept in
     the state directory, never sent) and the certificate the relay's share
     CA signed from its request, then proxies HTTP/1.1 to the service
-    (L{nfltr.http}) through a pool of reused connections, adding
-    C{X-Forwarded-For}/C{Forwarded} for the visitor;
-  - C{inspect}: the relay ended TLS and added those headers; the agent
-    proxies HTTP the same way, adding none (sessions C{http:NAME}, as for
-    a share served in plain HTTP on the relay's HTTP port with
-    C{--plain-http});
+    (L{nfltr.http}) through a pool of reused connections, checking each
+    request against the share's policy (an open one refuses duplicate
+    credential headers) and setting the forwarding headers
+    (C{X-Forwarded-For}, C{Forwarded}, ...) in place of the visitor's;
+  - C{inspect}: the relay ended TLS, checked the policy and set those
+    headers; the agent proxies HTTP the same way, keeping them (sessions
+    C{http:NAME}, as for a share served in plain HTTP on the relay's HTTP
+    port with C{--plain-http});
   - C{passthrough}: the visitor's TLS bytes go to the service as they are
     (it holds its own certificate), one connection each.
 
 The proxy rewrites C{Host} to C{localhost:PORT} by default, the name a
 development server expects (C{--host-header rewrite}); C{preserve} keeps the
 visitor's, any other value is sent as given.  The visitor's is kept in
-C{X-Forwarded-Host}.
+C{X-Forwarded-Host}.  Once the relay gave the share's URL, a request naming
+another host than the share's gets 421.
 """
 
 from __future__ import annotations

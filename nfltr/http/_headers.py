@@ -6,8 +6,9 @@ Header rewriting for the HTTP proxy, as pure functions over header lists
   - L{withoutHopByHop}: drops the hop-by-hop headers (RFC 9110 section
     7.6.1): the fixed list L{HOP_BY_HOP} and every header the C{Connection}
     header names (but never C{Host} or C{Content-Length}, which frame and
-    route the message); an upgrade keeps its C{Upgrade} header and a
-    C{Connection: upgrade}.
+    route the message), and C{Content-Length} when C{Transfer-Encoding},
+    which overrides it, is there; an upgrade keeps its C{Upgrade} header
+    and a C{Connection: upgrade}.
   - L{requestHeaders}: what goes to the backend: the above, then the
     C{Host} rewrite, then the forwarding headers (L{FORWARDING}): the
     visitor's are dropped, ours put in their place, one header each.
@@ -171,15 +172,15 @@ def requestHeaders(
 
     @param visitor: the visitor's address as text, if known.
     @param host: a C{Host} for the backend instead of the visitor's; the
-        visitor's then goes in C{X-Forwarded-Host} (when C{forwarded}, or
-        when there is no C{X-Forwarded-Host} yet).
+        visitor's is in C{X-Forwarded-Host} (ours when C{forwarded}, else
+        the one that came, or one added if none came).
     @param forwarded: this proxy is the first hop: the visitor's
-        forwarding headers (L{FORWARDING}) are dropped, and ours say its
-        address (C{X-Forwarded-For}, C{X-Real-IP}, when known), C{scheme}
-        (C{X-Forwarded-Proto}), its C{Host} (C{X-Forwarded-Host}) and all
-        three in one RFC 7239 C{Forwarded} element.  Off, those headers are
-        left as they came: the proxy before this one (the relay's, for an
-        agent) set them.
+        forwarding headers (L{FORWARDING}, also spelt with C{_}) are
+        dropped, and ours say its address (C{X-Forwarded-For},
+        C{X-Real-IP}, when known), C{scheme} (C{X-Forwarded-Proto}), its
+        C{Host} (C{X-Forwarded-Host}) and all three in one RFC 7239
+        C{Forwarded} element.  Off, those headers are left as they came:
+        the proxy before this one (the relay's, for an agent) set them.
     @param scheme: the scheme the visitor used.
     """
     out = withoutHopByHop(headers, upgrade=isUpgrade(headers))
@@ -188,12 +189,23 @@ def requestHeaders(
         out.append((b"Transfer-Encoding", b"chunked"))
     if host is not None:
         out = setHeader(out, b"Host", host)
+    out = [(name, _canonicalLength(value) if name.lower() == b"content-length" else value)
+           for name, value in out]
     if forwarded:
-        out = [(name, value) for name, value in out if name.lower() not in FORWARDING]
+        # CGI and WSGI servers read X_Forwarded_For as X-Forwarded-For: both go.
+        out = [(name, value) for name, value in out
+               if name.lower().replace(b"_", b"-") not in FORWARDING]
         out += _forwarding(visitorIP(visitor), scheme, original)
     elif host is not None and original is not None and not headerValues(out, b"x-forwarded-host"):
         out.append((b"X-Forwarded-Host", original))
     return out
+
+
+def _canonicalLength(value: bytes) -> bytes:
+    """
+    A C{Content-Length} (digits, as h11 checked) as its decimal value.
+    """
+    return str(int(value)).encode("ascii") if value.isdigit() else value
 
 
 def _forwarding(

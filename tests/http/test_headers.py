@@ -154,6 +154,25 @@ class ForwardingTests(SynchronousTestCase):
             (b"Forwarded", b"for=203.0.113.5;proto=https;host=app.test"),
         ])
 
+    def test_underscoreSpellingsDropped(self) -> None:
+        """
+        A visitor's C{X_Forwarded_For} (which CGI and WSGI servers read as
+        C{X-Forwarded-For}) is dropped with the rest.
+        """
+        headers = [(b"Host", b"app.test"), (b"X_Forwarded_For", b"198.51.100.1"),
+                   (b"x-real_ip", b"198.51.100.1"), (b"X_Other", b"kept")]
+        out = requestHeaders(headers, visitor=V4)
+        self.assertNotIn(b"198.51.100.1", b"".join(value for _, value in out))
+        self.assertIn((b"X_Other", b"kept"), out)
+
+    def test_contentLengthCanonical(self) -> None:
+        """
+        A C{Content-Length} goes on as its decimal value, without leading
+        zeros.
+        """
+        out = requestHeaders([(b"Host", b"h"), (b"Content-Length", b"007")], forwarded=False)
+        self.assertEqual(out, [(b"Host", b"h"), (b"Content-Length", b"7")])
+
     def test_forwardedIPv6(self) -> None:
         """
         An IPv6 visitor is bracketed and quoted in C{Forwarded} (RFC 7239
