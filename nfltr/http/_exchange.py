@@ -33,7 +33,9 @@ response both ended cleanly and were framed without doubt, with nothing
 read past the response: not after a response delimited by the close, one
 that came before the request's body was all sent, one with both
 C{Content-Length} and C{Transfer-Encoding} (RFC 9112 section 6.3: "A
-client MUST close the connection after processing such a response"), a
+client MUST close the connection after processing such a response"), one
+that has no body by rule (to a C{HEAD}, a 204, a 304) but announces one
+(a server that sends it anyway would answer the next request with it), a
 request cut or malformed mid-body, or a C{101} gone wrong (those abort it).
 Another visitor's request never follows bytes whose framing is in doubt.
 """
@@ -71,6 +73,9 @@ class Refusal(Protocol):
 
 #: Decides whether a request (its headers, the visitor's address) passes.
 Gate = Callable[[Sequence[tuple[bytes, bytes]], "str | None"], "Refusal | None"]
+
+#: Statuses whose responses carry no body (RFC 9112 section 6.3, item 1).
+BODILESS = frozenset({HTTPStatus.NO_CONTENT, HTTPStatus.NOT_MODIFIED})
 
 #: Methods whose request may be sent again on a new backend connection when
 #: a reused one closed before answering.
@@ -382,13 +387,26 @@ class Exchange:
             elif isinstance(event, h11.InformationalResponse):
                 self._onInformational(event)
             elif isinstance(event, h11.Response):
-                names = {name for name, _ in event.headers}
-                self._doubt = {b"content-length", b"transfer-encoding"} <= names
+                self._doubt = self._framingInDoubt(event)
                 self._send(forwardedResponse(event))
             elif isinstance(event, h11.Data):
                 self._send(h11.Data(data=event.data))
             elif isinstance(event, h11.EndOfMessage):
                 self._onResponseEnd()
+
+    def _framingInDoubt(self, response: h11.Response) -> bool:
+        """
+        Whether another parser could read C{response}'s end elsewhere than
+        h11 did: it has both lengths, or it carries no body by rule (to a
+        C{HEAD}, a 204, a 304) but its headers announce one.
+        """
+        lengths = {name: value for name, value in response.headers
+                   if name in (b"content-length", b"transfer-encoding")}
+        if len(lengths) > 1:
+            return True
+        bodiless = self._method == b"HEAD" or response.status_code in BODILESS
+        announced = b"transfer-encoding" in lengths or lengths.get(b"content-length", b"0") != b"0"
+        return bodiless and announced
 
     def _onInformational(self, event: h11.InformationalResponse) -> None:
         if event.status_code == HTTPStatus.SWITCHING_PROTOCOLS:

@@ -306,6 +306,27 @@ class PooledFramingTests(SynchronousTestCase):
         self.assertEqual(self.pooled(h), 0)
         self.assertIsNotNone(h.backend.servers[0].lost)
 
+    def test_bodilessResponseDeclaringABody(self) -> None:
+        """
+        A response that carries no body by rule (to a HEAD, a 204, a 304)
+        but declares one (a length above 0, or chunked) might be followed
+        by one: its connection is closed, not pooled.  One that declares
+        none is pooled.
+        """
+        for method, head, pooled in (
+            (b"HEAD", b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", 0),
+            (b"HEAD", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", 0),
+            (b"GET", b"HTTP/1.1 304 Not Modified\r\nContent-Length: 9\r\n\r\n", 0),
+            (b"HEAD", b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 1),
+            (b"GET", b"HTTP/1.1 204 No Content\r\n\r\n", 1),
+            (b"GET", b"HTTP/1.1 304 Not Modified\r\nETag: \"x\"\r\n\r\n", 1),
+        ):
+            h = Harness(lambda request, body, head=head: (head, False), pool=True)
+            visitor, _ = h.visit(request(method=method))
+            [(response, _, _)] = parseResponses(bytes(visitor.received), [method], closed=False)
+            self.assertEqual(response.status_code, int(head[9:12]))
+            self.assertEqual((head, self.pooled(h)), (head, pooled))
+
     def test_earlyResponse(self) -> None:
         """
         A response before the request body was all sent: the backend
