@@ -14,6 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import h11
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
 from .helpers import Harness, ScriptedServer, fixed, parseResponses, request
@@ -402,3 +405,65 @@ class PooledFramingTests(SynchronousTestCase):
         visitor, _ = h.visit(request(headers=b"Expect: 100-continue\r\n", body=b"x"))
         self.assertEqual(status(bytes(visitor.received)), 200)
         self.assertEqual(self.pooled(h), 1)
+
+
+_lines = st.sampled_from([
+    b"Content-Length: 3", b"Content-Length: 0", b"Content-Length: 3, 3", b"Content-Length: 3, 4",
+    b"content-length:007", b"Transfer-Encoding: chunked", b"Transfer-Encoding: Chunked",
+    b"Transfer-Encoding: chunked, identity", b"Transfer-Encoding: gzip, chunked",
+    b"Transfer-Encoding: gzip", b"Transfer-Encoding : chunked", b" chunked", b"\tX: y",
+    b"X-A: 1", b"Connection: content-length", b"Connection: transfer-encoding",
+    b"Connection: close", b"Expect: 100-continue", b"Host: blog.test",
+])
+_ends = st.sampled_from([b"\r\n", b"\n"])
+_bodies = st.sampled_from([b"", b"abc", b"3\r\nabc\r\n0\r\n\r\n", b"0\r\n\r\nGET /x HTTP/1.1\r\n"])
+
+
+def canonical(raw: bytes) -> bool:
+    """
+    Whether C{raw}, all a backend read, is requests framed one way only:
+    CRLF lines, no fold, at most one of C{Content-Length} and
+    C{Transfer-Encoding: chunked}, and nothing after the last.
+    """
+    server = h11.Connection(h11.SERVER)
+    server.receive_data(raw)
+    while True:
+        event = server.next_event()
+        if event is h11.NEED_DATA:
+            return not server.trailing_data[0]
+        if isinstance(event, h11.Request):
+            names = [name for name, _ in event.headers]
+            if names.count(b"content-length") + names.count(b"transfer-encoding") > 1:
+                return False
+        elif isinstance(event, h11.EndOfMessage):
+            server.send(h11.Response(status_code=200, headers=[(b"Content-Length", b"0")]))
+            server.send(h11.EndOfMessage())
+            server.start_next_cycle()
+
+
+class AnyHeadTests(SynchronousTestCase):
+    """
+    Whatever head a visitor sends, what the backend reads is framed one way.
+    """
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.tuples(_lines, _ends), max_size=6), _ends,
+           st.sampled_from([b"1.1", b"1.0"]), _bodies)
+    def test_anyHead(
+        self, lines: list[tuple[bytes, bytes]], end: bytes, version: bytes, body: bytes
+    ) -> None:
+        """
+        The backend's bytes hold only canonical requests (see L{canonical}),
+        and no line of their heads ends in a bare LF or starts with a space.
+        """
+        head = b"POST /a HTTP/" + version + b"\r\nHost: blog.test\r\n"
+        head += b"".join(line + ending for line, ending in lines)
+        h = Harness(serve=LengthOnlyServer, pool=True, hosts=HOSTS)
+        h.visit(head + end + body)
+        for server in h.backend.servers:
+            raw = bytes(server.raw)
+            self.assertTrue(canonical(raw), raw)
+            for one in server.seen:
+                lines = one[1].split(b"\r\n")
+                self.assertNotIn(b"\n", b"".join(lines))
+                self.assertFalse([line for line in lines if line[:1] in (b" ", b"\t")])
