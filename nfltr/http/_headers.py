@@ -43,6 +43,11 @@ HOP_BY_HOP = frozenset({
     b"transfer-encoding",
     b"upgrade",
 })
+#: Upgrade protocols never passed on: C{h2c} (deprecated by RFC 9113
+#: section 3.1) would make the connection an HTTP/2 tunnel whose requests
+#: reach the service unchecked, with whatever forwarding headers the
+#: visitor writes in them.
+NO_UPGRADE = frozenset({b"h2c"})
 #: Headers that C{Connection} cannot remove: they route and frame the message.
 PROTECTED = frozenset({b"host", b"content-length"})
 #: The forwarding headers: a proxy that forwards (C{forwarded=True}) sets
@@ -79,30 +84,42 @@ def headerValues(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> list[by
     return [value for key, value in headers if key.lower() == name]
 
 
+def upgradeProtocols(headers: Iterable[tuple[bytes, bytes]]) -> list[bytes]:
+    """
+    The protocols C{Upgrade} headers name (as written), but those in
+    L{NO_UPGRADE}.
+    """
+    protocols = []
+    for value in headerValues(headers, b"upgrade"):
+        protocols += [p.strip() for p in value.split(b",") if p.strip()]
+    return [p for p in protocols if p.lower() not in NO_UPGRADE]
+
+
 def isUpgrade(headers: Sequence[tuple[bytes, bytes]]) -> bool:
     """
-    Whether these request headers ask for a protocol upgrade: C{Connection}
-    names C{upgrade} and an C{Upgrade} header says to what.
+    Whether these request headers ask for a protocol upgrade we pass on:
+    C{Connection} names C{upgrade} and an C{Upgrade} header says to what
+    (not only to L{NO_UPGRADE} protocols).
     """
-    return b"upgrade" in commaValues(headers, b"connection") and bool(
-        commaValues(headers, b"upgrade")
-    )
+    return b"upgrade" in commaValues(headers, b"connection") and bool(upgradeProtocols(headers))
 
 
 def withoutHopByHop(headers: Sequence[tuple[bytes, bytes]], upgrade: bool = False) -> Headers:
     """
     C{headers} without the hop-by-hop ones (see the module).
 
-    @param upgrade: keep C{Upgrade} and say C{Connection: upgrade} (an
-        upgrade request, or the C{101} that accepts it).
+    @param upgrade: keep C{Upgrade} (without L{NO_UPGRADE} protocols) and
+        say C{Connection: upgrade} (an upgrade request, or the C{101} that
+        accepts it).
     """
     drop = (HOP_BY_HOP | set(commaValues(headers, b"connection"))) - PROTECTED
     if headerValues(headers, b"transfer-encoding"):
         drop = drop | {b"content-length"}
-    if upgrade:
-        drop = drop - {b"upgrade"}
     kept = [(name, value) for name, value in headers if name.lower() not in drop]
     if upgrade:
+        protocols = upgradeProtocols(headers)
+        if protocols:
+            kept.append((b"Upgrade", b", ".join(protocols)))
         kept.append((b"Connection", b"upgrade"))
     return kept
 

@@ -188,6 +188,21 @@ class ForwardedFramingTests(SynchronousTestCase):
         self.assertTrue(got.startswith(b"GET /p?q=1 HTTP/1.1\r\nHost: BLOG.test:8080\r\n"), got)
         self.assertNotIn(b"elsewhere", got)
 
+    def test_noH2cUpgrade(self) -> None:
+        """
+        An upgrade to C{h2c} (deprecated, RFC 9113 section 3.1) is not
+        passed on: inside it the visitor's HTTP/2 requests would reach the
+        service unchecked, with its own forwarding headers.  The request
+        goes on as a plain one; other protocols in the list stay.
+        """
+        got = self.forward(b"GET /a HTTP/1.1\r\nHost: blog.test\r\nUpgrade: h2c\r\n"
+                           b"Connection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAA\r\n\r\n")
+        self.assertNotIn(b"upgrade", got.lower())
+        self.assertNotIn(b"http2-settings", got.lower())
+        got = self.forward(b"GET /a HTTP/1.1\r\nHost: blog.test\r\nUpgrade: H2C, WebSocket\r\n"
+                           b"Connection: upgrade\r\n\r\n")
+        self.assertIn(b"\r\nUpgrade: WebSocket\r\nConnection: upgrade\r\n", got)
+
     def test_asterisk(self) -> None:
         """
         C{OPTIONS *} goes on as it is.
