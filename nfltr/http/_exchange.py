@@ -19,12 +19,11 @@ so a visitor that goes away is noticed.
 
 Requests whose framing or target is in doubt are answered before they go
 anywhere (L{nfltr.http._checks}: 400, or 421 for a host the proxy does not
-serve), then the gate decides.  Errors: a request h11 cannot parse gets
-400 (431 for a head too large); a
-backend that cannot be reached, closes without a response or sends a
-malformed head gets a 502 if nothing of the response went out yet, and
-otherwise the visitor connection is aborted, so a cut response never looks
-complete.  A reused (pooled) backend connection that closes before any
+serve), then the gate decides.  Errors: a request h11 cannot parse gets 400
+(431 for a head too large); a backend that cannot be reached, closes
+without a response or sends a malformed head gets a 502 if nothing of the
+response went out yet, and otherwise the visitor connection is aborted, so
+a cut response never looks complete.  A reused (pooled) backend connection that closes before any
 byte of a response is retried once on a new connection if the request is
 safe (GET, HEAD, OPTIONS, TRACE) and none of its body went out.
 
