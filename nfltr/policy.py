@@ -14,12 +14,16 @@ A L{SharePolicy} holds:
     required header with its value.
 
 L{SharePolicy.check} answers a request with L{None} (let it through) or a
-L{Denial}: C{401} with a C{WWW-Authenticate} challenge (a realm for Basic,
-so browsers ask; C{Bearer} for machine clients, which get no page to click
-through), or C{403} for a missing required header or an address outside the
-allow list.  Every credential is compared in constant time: digests of what
-was presented, compared with C{hmac.compare_digest}, computed even when
-nothing was presented.
+L{Denial}: C{400} for a credential header that came more than once
+(L{SharePolicy.singletons}: C{Authorization}, C{Proxy-Authorization} and
+every required header), whatever the policy, an open one too, since a check
+of one copy and a service that reads another could disagree; C{401} with a
+C{WWW-Authenticate} challenge (a realm for Basic, so browsers ask;
+C{Bearer} for machine clients, which get no page to click through), or
+C{403} for a missing required header or an address outside the allow list.
+Every credential is compared in constant time: digests of what was
+presented, compared with C{hmac.compare_digest}, computed even when nothing
+was presented.
 
 Who enforces (see docs/shares.md): the relay checks C{allow} at accept in
 every mode; credentials are checked by the agent in C{e2ee} (the only hop
@@ -40,6 +44,9 @@ from typing import Any
 
 #: The kinds of credentials, as hellos name them.
 KINDS = ("basic", "bearer", "headers")
+#: The credential headers a request may carry once at most, whatever the
+#: policy (a share's required headers are added to them).
+CREDENTIAL_HEADERS = (b"authorization", b"proxy-authorization")
 #: The most networks an allow list holds, and required headers a policy has.
 MAX_NETWORKS = 64
 MAX_HEADERS = 16
@@ -102,6 +109,16 @@ class SharePolicy:
         present = (self.basic is not None, self.bearer is not None, bool(self.headers))
         return tuple(kind for kind, on in zip(KINDS, present, strict=True) if on)
 
+    @property
+    def singletons(self) -> frozenset[bytes]:
+        """
+        The headers (lowercase names, C{_} spelt C{-}) a request may carry
+        once at most: L{CREDENTIAL_HEADERS} and the required ones.
+        """
+        return frozenset(CREDENTIAL_HEADERS) | {
+            name.replace(b"_", b"-") for name, _ in self.headers
+        }
+
     def without_secrets(self) -> SharePolicy:
         """
         The same allow list, without the credentials' digests.
@@ -138,8 +155,17 @@ class SharePolicy:
         if not self.allows(address):
             return Denial(403)
         seen: dict[bytes, bytes] = {}
-        for name, value in headers:
-            seen.setdefault(name.lower(), value)
+        singletons = self.singletons
+        once: set[bytes] = set()
+        for raw, value in headers:
+            name = raw.lower()
+            # CGI and WSGI servers read X_Hook as X-Hook: the same header.
+            spelt = name.replace(b"_", b"-")
+            if spelt in singletons:
+                if spelt in once:
+                    return Denial(400)
+                once.add(spelt)
+            seen.setdefault(name, value)
         required = True
         for name, wanted in self.headers:
             required &= hmac.compare_digest(digest(seen.get(name, b"")), wanted)

@@ -93,6 +93,29 @@ class CheckTests(SynchronousTestCase):
             self.assertFalse(policy.allows(address), address)
         self.assertEqual(policy.check([], "11.0.0.1"), Denial(403))
 
+    def test_duplicateCredentials(self) -> None:
+        """
+        Two C{Authorization} or C{Proxy-Authorization} headers, or two of a
+        required header (in any case, C{_} for C{-}, as CGI servers read
+        them), are a 400, whatever their values:
+        a check of one and a service reading the other could disagree.  An
+        open policy refuses them too.
+        """
+        policy = policy_from_options("a:b", None, ["X-Hook: v"], [])
+        good = [basic("a", "b"), (b"x-hook", b"v")]
+        self.assertIsNone(policy.check(good, None))
+        for extra in (basic("a", "b"), (b"Authorization", b"Basic bm86bm8="),
+                      (b"X-HOOK", b"v"), (b"proxy-authorization", b"x"),
+                      (b"Proxy-Authorization", b"y")):
+            headers = [*good, extra]
+            if extra[0].lower() == b"proxy-authorization":
+                headers.append(extra)
+            self.assertEqual(policy.check(headers, None), Denial(400), extra)
+        self.assertEqual(policy.check([*good, (b"X_Hook", b"v")], None), Denial(400))
+        twice = [basic("a", "b"), (b"authorization", b"Bearer x")]
+        self.assertEqual(SharePolicy().check(twice, None), Denial(400))
+        self.assertIsNone(SharePolicy().check([(b"cookie", b"a"), (b"cookie", b"b")], None))
+
 
 class MessageTests(SynchronousTestCase):
     """
@@ -143,14 +166,17 @@ class MessageTests(SynchronousTestCase):
     def test_anyHeaders(self, headers: list[tuple[bytes, bytes]]) -> None:
         """
         Whatever the headers, a protected policy answers without raising,
-        and lets a request through only if its first Authorization is a
-        valid credential and its first x-k is the required value.
+        and lets a request through only if it has one Authorization, a
+        valid credential, and one x-k, the required value.
         """
         policy = policy_from_options("a:b", "t", ["x-k:v"], [])
-        first: dict[bytes, bytes] = {}
+        values: dict[bytes, list[bytes]] = {}
         for name, value in headers:
-            first.setdefault(name.lower(), value)
-        valid = first.get(b"authorization", b"").strip() in (b"Bearer t", b"Basic YTpi")
+            values.setdefault(name.lower(), []).append(value)
+        [authorization] = values.get(b"authorization", [b""])[:1]
+        valid = authorization.strip() in (b"Bearer t", b"Basic YTpi")
+        single = all(len(values.get(name, [])) <= 1 for name in (b"authorization", b"x-k"))
         self.assertEqual(
-            policy.check(headers, "1.2.3.4") is None, valid and first.get(b"x-k") == b"v"
+            policy.check(headers, "1.2.3.4") is None,
+            single and valid and values.get(b"x-k") == [b"v"],
         )

@@ -7,19 +7,22 @@ mode:
   - C{e2ee}: the agent ends the visitor's TLS with its share key (kept in
     the state directory, never sent) and the certificate the relay's share
     CA signed from its request, then proxies HTTP/1.1 to the service
-    (L{nfltr.http}) through a pool of reused connections, adding
-    C{X-Forwarded-For}/C{Forwarded} for the visitor;
-  - C{inspect}: the relay ended TLS and added those headers; the agent
-    proxies HTTP the same way, adding none (sessions C{http:NAME}, as for
-    a share served in plain HTTP on the relay's HTTP port with
-    C{--plain-http});
+    (L{nfltr.http}) through a pool of reused connections, checking each
+    request against the share's policy (an open one refuses duplicate
+    credential headers) and setting the forwarding headers
+    (C{X-Forwarded-For}, C{Forwarded}, ...) in place of the visitor's;
+  - C{inspect}: the relay ended TLS, checked the policy and set those
+    headers; the agent proxies HTTP the same way, keeping them (sessions
+    C{http:NAME}, as for a share served in plain HTTP on the relay's HTTP
+    port with C{--plain-http});
   - C{passthrough}: the visitor's TLS bytes go to the service as they are
     (it holds its own certificate), one connection each.
 
 The proxy rewrites C{Host} to C{localhost:PORT} by default, the name a
 development server expects (C{--host-header rewrite}); C{preserve} keeps the
 visitor's, any other value is sent as given.  The visitor's is kept in
-C{X-Forwarded-Host}.
+C{X-Forwarded-Host}.  Once the relay gave the share's URL, a request naming
+another host than the share's gets 421.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from cryptography.hazmat.primitives.asymmetric import ec
 from twisted.internet import defer
@@ -172,9 +176,10 @@ class ShareServer:
         self.relayed: HTTPProxyFactory | None = None
         if option.mode in (E2EE, INSPECT):
             self.pool = BackendPool(_PortBackend(connector, option.port), reactor)
-            # In e2ee the agent is the only hop that reads requests: it checks them.
+            # In e2ee the agent is the only hop that reads requests: it checks
+            # them (an open policy too: it refuses duplicate credentials).
             policy = replace(option.policy, realm=name)
-            gate = policy.gate if option.mode == E2EE and policy != OPEN else None
+            gate = policy.gate if option.mode == E2EE else None
             self.proxy = HTTPProxyFactory(
                 self.pool, reactor, host=option.host(), forwarded=option.mode == E2EE, gate=gate,
             )
@@ -208,6 +213,12 @@ class ShareServer:
         """
         url = answer.get("url")
         self.url = url if isinstance(url, str) else None
+        host = urlsplit(self.url).hostname if self.url is not None else None
+        # Requests for another name than the share's get 421 (the relay's
+        # proxy checked them already in inspect; checking again costs nothing).
+        for proxy in (self.proxy, self.relayed):
+            if proxy is not None and host:
+                proxy.hosts = [host]
         cert = answer.get("cert")
         if self.option.mode == E2EE and isinstance(cert, str) and self.key is not None:
             self.tls = E2EETLSFactory(server_tls_from_pem(self.key, cert), False, self.reactor)

@@ -1,7 +1,8 @@
 # -*- test-case-name: tests.http -*-
 """
 A streaming HTTP/1.1 reverse proxy on h11: a sans-I/O core (header
-rewriting in L{nfltr.http._headers}, one visitor connection's exchange in
+rewriting in L{nfltr.http._headers}, what is refused before it goes on in
+L{nfltr.http._checks}, one visitor connection's exchange in
 L{nfltr.http._exchange}) and a thin Twisted adapter (L{nfltr.http.proxy},
 L{nfltr.http.flow}), with backend connections (L{nfltr.http.backend}) and a
 pool of keep-alive ones (L{nfltr.http.pool}).
@@ -11,6 +12,7 @@ for each visitor connection (or listen on the factory directly); the backend
 is an L{IBackend} or a L{BackendPool} around one.
 """
 
+from ._checks import requestHost
 from ._exchange import Exchange, Gate, Refusal
 from ._io import ExchangeIO, Phase
 from ._limits import (
@@ -44,4 +46,5 @@ __all__ = [
     "Phase",
     "Gate",
     "Refusal",
+    "requestHost",
 ]

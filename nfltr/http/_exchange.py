@@ -17,23 +17,37 @@ waits in h11, and visitor reads stop while more than
 L{HTTPLimits.max_request_head_size} bytes wait: reading goes on otherwise,
 so a visitor that goes away is noticed.
 
-Errors: a malformed request gets h11's status hint (400, 431, 501); a
-backend that cannot be reached, closes without a response or sends a
-malformed head gets a 502 if nothing of the response went out yet, and
-otherwise the visitor connection is aborted, so a cut response never looks
-complete.  A reused (pooled) backend connection that closes before any
+Requests whose framing or target is in doubt are answered before they go
+anywhere (L{nfltr.http._checks}: 400, or 421 for a host the proxy does not
+serve), then the gate decides.  Errors: a request h11 cannot parse gets 400
+(431 for a head too large); a backend that cannot be reached, closes
+without a response or sends a malformed head gets a 502 if nothing of the
+response went out yet, and otherwise the visitor connection is aborted, so
+a cut response never looks complete.  A reused (pooled) backend connection that closes before any
 byte of a response is retried once on a new connection if the request is
 safe (GET, HEAD, OPTIONS, TRACE) and none of its body went out.
+
+A backend connection is released as reusable only when its request and
+response both ended cleanly and were framed without doubt, with nothing
+read past the response: not after a response delimited by the close, one
+that came before the request's body was all sent, one with both
+C{Content-Length} and C{Transfer-Encoding} (RFC 9112 section 6.3: "A
+client MUST close the connection after processing such a response"), one
+that has no body by rule (to a C{HEAD}, a 204, a 304) but announces one
+(a server that sends it anyway would answer the next request with it), a
+request cut or malformed mid-body, or a C{101} gone wrong (those abort it).
+Another visitor's request never follows bytes whose framing is in doubt.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from http import HTTPStatus
 from typing import Any, Protocol
 
 import h11
 
+from ._checks import parseErrorStatus, requestRefusal
 from ._io import ExchangeIO, Phase, errorResponse, forwardedRequest, forwardedResponse
 from ._limits import DEFAULT_LIMITS, HTTPLimits
 
@@ -59,6 +73,9 @@ class Refusal(Protocol):
 #: Decides whether a request (its headers, the visitor's address) passes.
 Gate = Callable[[Sequence[tuple[bytes, bytes]], "str | None"], "Refusal | None"]
 
+#: Statuses whose responses carry no body (RFC 9112 section 6.3, item 1).
+BODILESS = frozenset({HTTPStatus.NO_CONTENT, HTTPStatus.NOT_MODIFIED})
+
 #: Methods whose request may be sent again on a new backend connection when
 #: a reused one closed before answering.
 RETRYABLE = frozenset({b"GET", b"HEAD", b"OPTIONS", b"TRACE"})
@@ -73,7 +90,7 @@ class Exchange:
     @ivar phase: where the exchange is (L{Phase}).
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 -- settings, keyword-only, each with a default
         self,
         io: ExchangeIO,
         *,
@@ -83,14 +100,20 @@ class Exchange:
         scheme: bytes = b"https",
         limits: HTTPLimits = DEFAULT_LIMITS,
         gate: Gate | None = None,
+        hosts: Iterable[str] | None = None,
     ) -> None:
         """
         @param gate: decides, from each request's headers and the visitor's
             address, whether it may pass (L{None}) or is answered at once
             (a L{Refusal}) without reaching the backend.
+        @param hosts: the host names requests may name (a share's); a
+            request for another gets 421.  L{None}: any.
         """
         self.io = io
         self._gate = gate
+        self._hosts = None if hosts is None else frozenset(
+            host.lower().removesuffix(".") for host in hosts
+        )
         self._visitor = visitor
         self.server = h11.Connection(h11.SERVER, max_incomplete_event_size=limits.requestHeadSize)
         self.client: h11.Connection | None = None
@@ -110,6 +133,7 @@ class Exchange:
         self._bodySent = False
         self._requestEnded = False
         self._answered = False
+        self._doubt = False
         self._ahead = 0
         # Bytes read since the cycle began, to measure the request head (h11
         # only limits heads that are incomplete after a read).
@@ -187,7 +211,7 @@ class Exchange:
             try:
                 event = self.server.next_event()
             except h11.RemoteProtocolError as e:
-                self._badRequest(e.error_status_hint)
+                self._badRequest(parseErrorStatus(e.error_status_hint))
                 return
             if event is h11.NEED_DATA:
                 self._ahead = 0
@@ -221,6 +245,11 @@ class Exchange:
         if request.method == b"CONNECT":
             self._respondError(HTTPStatus.METHOD_NOT_ALLOWED)
             return
+        refused = requestRefusal(request, self._hosts)
+        if refused is not None:
+            self.io.problem("request refused: framing or target in doubt")
+            self._respondError(refused)
+            return
         if self._gate is not None:
             refusal = self._gate(request.headers, self._visitor)
             if refusal is not None:
@@ -252,7 +281,7 @@ class Exchange:
             return
         self.io.writeBackend(data)
 
-    def _badRequest(self, status: int) -> None:
+    def _badRequest(self, status: HTTPStatus) -> None:
         self.io.problem("malformed request")
         if self.client is not None:
             self.client = None
@@ -357,11 +386,26 @@ class Exchange:
             elif isinstance(event, h11.InformationalResponse):
                 self._onInformational(event)
             elif isinstance(event, h11.Response):
+                self._doubt = self._framingInDoubt(event)
                 self._send(forwardedResponse(event))
             elif isinstance(event, h11.Data):
                 self._send(h11.Data(data=event.data))
             elif isinstance(event, h11.EndOfMessage):
                 self._onResponseEnd()
+
+    def _framingInDoubt(self, response: h11.Response) -> bool:
+        """
+        Whether another parser could read C{response}'s end elsewhere than
+        h11 did: it has both lengths, or it carries no body by rule (to a
+        C{HEAD}, a 204, a 304) but its headers announce one.
+        """
+        lengths = {name: value for name, value in response.headers
+                   if name in (b"content-length", b"transfer-encoding")}
+        if len(lengths) > 1:
+            return True
+        bodiless = self._method == b"HEAD" or response.status_code in BODILESS
+        announced = b"transfer-encoding" in lengths or lengths.get(b"content-length", b"0") != b"0"
+        return bodiless and announced
 
     def _onInformational(self, event: h11.InformationalResponse) -> None:
         if event.status_code == HTTPStatus.SWITCHING_PROTOCOLS:
@@ -388,7 +432,8 @@ class Exchange:
         client, self.client = self.client, None
         assert client is not None
         reusable = (
-            client.our_state is h11.DONE
+            not self._doubt
+            and client.our_state is h11.DONE
             and client.their_state is h11.DONE
             and client.trailing_data == (b"", False)
         )

@@ -6,15 +6,19 @@ Header rewriting for the HTTP proxy, as pure functions over header lists
   - L{withoutHopByHop}: drops the hop-by-hop headers (RFC 9110 section
     7.6.1): the fixed list L{HOP_BY_HOP} and every header the C{Connection}
     header names (but never C{Host} or C{Content-Length}, which frame and
-    route the message); an upgrade keeps its C{Upgrade} header and a
-    C{Connection: upgrade}.
+    route the message), and C{Content-Length} when C{Transfer-Encoding},
+    which overrides it, is there; an upgrade keeps its C{Upgrade} header
+    and a C{Connection: upgrade}.
   - L{requestHeaders}: what goes to the backend: the above, then the
-    C{Host} rewrite, then the forwarding headers (C{X-Forwarded-For},
-    C{X-Forwarded-Proto}, C{X-Forwarded-Host} and RFC 7239 C{Forwarded}).
+    C{Host} rewrite, then the forwarding headers (L{FORWARDING}): the
+    visitor's are dropped, ours put in their place, one header each.
   - L{responseHeaders}: what goes back to the visitor.
 
-Framing is h11's business: C{Transfer-Encoding} never passes through, and a
-request whose body is chunked is marked chunked again for the backend.
+Framing is h11's business: C{Transfer-Encoding} never passes through, a
+message whose body is chunked is marked chunked again for the next hop, and
+it never goes on with a C{Content-Length} as well (RFC 9112 section 6.3:
+the two together are how requests are smuggled).  Which requests are
+refused before they get here is L{nfltr.http._checks}'.
 """
 
 from __future__ import annotations
@@ -39,8 +43,22 @@ HOP_BY_HOP = frozenset({
     b"transfer-encoding",
     b"upgrade",
 })
+#: Upgrade protocols never passed on: C{h2c} (deprecated by RFC 9113
+#: section 3.1) would make the connection an HTTP/2 tunnel whose requests
+#: reach the service unchecked, with whatever forwarding headers the
+#: visitor writes in them.
+NO_UPGRADE = frozenset({b"h2c"})
 #: Headers that C{Connection} cannot remove: they route and frame the message.
 PROTECTED = frozenset({b"host", b"content-length"})
+#: The forwarding headers: a proxy that forwards (C{forwarded=True}) sets
+#: them and never passes on the visitor's, which anyone can write.
+FORWARDING = frozenset({
+    b"x-forwarded-for",
+    b"x-forwarded-proto",
+    b"x-forwarded-host",
+    b"forwarded",
+    b"x-real-ip",
+})
 
 _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 
@@ -66,28 +84,42 @@ def headerValues(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> list[by
     return [value for key, value in headers if key.lower() == name]
 
 
+def upgradeProtocols(headers: Iterable[tuple[bytes, bytes]]) -> list[bytes]:
+    """
+    The protocols C{Upgrade} headers name (as written), but those in
+    L{NO_UPGRADE}.
+    """
+    protocols = []
+    for value in headerValues(headers, b"upgrade"):
+        protocols += [p.strip() for p in value.split(b",") if p.strip()]
+    return [p for p in protocols if p.lower() not in NO_UPGRADE]
+
+
 def isUpgrade(headers: Sequence[tuple[bytes, bytes]]) -> bool:
     """
-    Whether these request headers ask for a protocol upgrade: C{Connection}
-    names C{upgrade} and an C{Upgrade} header says to what.
+    Whether these request headers ask for a protocol upgrade we pass on:
+    C{Connection} names C{upgrade} and an C{Upgrade} header says to what
+    (not only to L{NO_UPGRADE} protocols).
     """
-    return b"upgrade" in commaValues(headers, b"connection") and bool(
-        commaValues(headers, b"upgrade")
-    )
+    return b"upgrade" in commaValues(headers, b"connection") and bool(upgradeProtocols(headers))
 
 
 def withoutHopByHop(headers: Sequence[tuple[bytes, bytes]], upgrade: bool = False) -> Headers:
     """
     C{headers} without the hop-by-hop ones (see the module).
 
-    @param upgrade: keep C{Upgrade} and say C{Connection: upgrade} (an
-        upgrade request, or the C{101} that accepts it).
+    @param upgrade: keep C{Upgrade} (without L{NO_UPGRADE} protocols) and
+        say C{Connection: upgrade} (an upgrade request, or the C{101} that
+        accepts it).
     """
     drop = (HOP_BY_HOP | set(commaValues(headers, b"connection"))) - PROTECTED
-    if upgrade:
-        drop = drop - {b"upgrade"}
+    if headerValues(headers, b"transfer-encoding"):
+        drop = drop | {b"content-length"}
     kept = [(name, value) for name, value in headers if name.lower() not in drop]
     if upgrade:
+        protocols = upgradeProtocols(headers)
+        if protocols:
+            kept.append((b"Upgrade", b", ".join(protocols)))
         kept.append((b"Connection", b"upgrade"))
     return kept
 
@@ -98,15 +130,6 @@ def setHeader(headers: Sequence[tuple[bytes, bytes]], name: bytes, value: bytes)
     """
     lower = name.lower()
     return [(k, v) for k, v in headers if k.lower() != lower] + [(name, value)]
-
-
-def appendList(headers: Sequence[tuple[bytes, bytes]], name: bytes, element: bytes) -> Headers:
-    """
-    C{headers} with C{element} added to the list header C{name}: the
-    existing values, joined by commas, then C{element}, as one header.
-    """
-    existing = [v.strip() for v in headerValues(headers, name) if v.strip()]
-    return setHeader(headers, name, b", ".join([*existing, element]))
 
 
 def visitorIP(visitor: str | None) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
@@ -166,12 +189,15 @@ def requestHeaders(
 
     @param visitor: the visitor's address as text, if known.
     @param host: a C{Host} for the backend instead of the visitor's; the
-        visitor's then goes in C{X-Forwarded-Host} (when C{forwarded}, or
-        when there is no C{X-Forwarded-Host} yet).
-    @param forwarded: add the forwarding headers for a known visitor:
-        its address appended to C{X-Forwarded-For} and in a new C{Forwarded}
-        element, C{X-Forwarded-Proto} set to C{scheme}.  Off, those headers
-        are left as they came (an upstream proxy that is trusted set them).
+        visitor's is in C{X-Forwarded-Host} (ours when C{forwarded}, else
+        the one that came, or one added if none came).
+    @param forwarded: this proxy is the first hop: the visitor's
+        forwarding headers (L{FORWARDING}, also spelt with C{_}) are
+        dropped, and ours say its address (C{X-Forwarded-For},
+        C{X-Real-IP}, when known), C{scheme} (C{X-Forwarded-Proto}), its
+        C{Host} (C{X-Forwarded-Host}) and all three in one RFC 7239
+        C{Forwarded} element.  Off, those headers are left as they came:
+        the proxy before this one (the relay's, for an agent) set them.
     @param scheme: the scheme the visitor used.
     """
     out = withoutHopByHop(headers, upgrade=isUpgrade(headers))
@@ -180,13 +206,41 @@ def requestHeaders(
         out.append((b"Transfer-Encoding", b"chunked"))
     if host is not None:
         out = setHeader(out, b"Host", host)
-        if original is not None and (forwarded or not headerValues(out, b"x-forwarded-host")):
-            out = setHeader(out, b"X-Forwarded-Host", original)
-    ip = visitorIP(visitor)
-    if forwarded and ip is not None:
-        out = appendList(out, b"X-Forwarded-For", str(ip).encode("ascii"))
-        out = setHeader(out, b"X-Forwarded-Proto", scheme)
-        out = appendList(out, b"Forwarded", forwardedElement(ip, scheme, original))
+    out = [(name, _canonicalLength(value) if name.lower() == b"content-length" else value)
+           for name, value in out]
+    if forwarded:
+        # CGI and WSGI servers read X_Forwarded_For as X-Forwarded-For: both go.
+        out = [(name, value) for name, value in out
+               if name.lower().replace(b"_", b"-") not in FORWARDING]
+        out += _forwarding(visitorIP(visitor), scheme, original)
+    elif host is not None and original is not None and not headerValues(out, b"x-forwarded-host"):
+        out.append((b"X-Forwarded-Host", original))
+    return out
+
+
+def _canonicalLength(value: bytes) -> bytes:
+    """
+    A C{Content-Length} (digits, as h11 checked) as its decimal value.
+    """
+    return str(int(value)).encode("ascii") if value.isdigit() else value
+
+
+def _forwarding(
+    ip: ipaddress.IPv4Address | ipaddress.IPv6Address | None, scheme: bytes, host: bytes | None
+) -> Headers:
+    """
+    Our forwarding headers for a visitor at C{ip} (if known) who used
+    C{scheme} and asked for C{host} (if it named one).
+    """
+    out: Headers = []
+    if ip is not None:
+        address = str(ip).encode("ascii")
+        out += [(b"X-Forwarded-For", address), (b"X-Real-IP", address)]
+    out.append((b"X-Forwarded-Proto", scheme))
+    if host is not None:
+        out.append((b"X-Forwarded-Host", host))
+    if ip is not None:
+        out.append((b"Forwarded", forwardedElement(ip, scheme, host)))
     return out
 
 

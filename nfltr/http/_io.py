@@ -15,7 +15,8 @@ from typing import Protocol, TypeVar
 
 import h11
 
-from ._headers import requestHeaders, responseHeaders
+from ._checks import absoluteForm
+from ._headers import requestHeaders, responseHeaders, setHeader
 
 _Response = TypeVar("_Response", h11.Response, h11.InformationalResponse)
 
@@ -147,16 +148,19 @@ def forwardedRequest(
 ) -> h11.Request:
     """
     A visitor's request head as it goes to the backend (see
-    L{nfltr.http._headers.requestHeaders} for the parameters).
+    L{nfltr.http._headers.requestHeaders} for the parameters); an
+    absolute-form target goes in origin-form, its authority as the C{Host}.
 
     @raise h11.LocalProtocolError: it cannot be sent (an HTTP/1.0 request
         without C{Host} and no host to give it).
     """
-    headers = requestHeaders(
-        request.headers.raw_items(), visitor=visitor, host=host, forwarded=forwarded,
-        scheme=scheme,
-    )
-    return h11.Request(method=request.method, target=request.target, headers=headers)
+    raw, target = request.headers.raw_items(), request.target
+    absolute = absoluteForm(target)
+    if absolute is not None:
+        authority, target = absolute
+        raw = setHeader(raw, b"Host", authority)
+    headers = requestHeaders(raw, visitor=visitor, host=host, forwarded=forwarded, scheme=scheme)
+    return h11.Request(method=request.method, target=target, headers=headers)
 
 
 def forwardedResponse(response: _Response, switching: bool = False) -> _Response:

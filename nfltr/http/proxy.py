@@ -18,6 +18,7 @@ the switch written first.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -105,6 +106,7 @@ class HTTPProxyProtocol(Protocol):
         self.exchange = Exchange(
             self, visitor=visitor, host=factory.host, forwarded=factory.forwarded,
             scheme=factory.scheme, limits=factory.limits, gate=factory.gate,
+            hosts=factory.hosts,
         )
         self.backend: BackendConnection | None = None
         self.visitorFull = False
@@ -396,7 +398,7 @@ class HTTPProxyFactory(Factory):
 
     noisy = False
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 -- settings, keyword-only, each with a default
         self,
         backend: IBackend | BackendPool,
         clock: interfaces.IReactorTime,
@@ -406,13 +408,18 @@ class HTTPProxyFactory(Factory):
         scheme: bytes = b"https",
         limits: HTTPLimits = DEFAULT_LIMITS,
         gate: Gate | None = None,
+        hosts: Iterable[str] | None = None,
     ) -> None:
         """
         @param gate: checks each request before it is forwarded (see
             L{nfltr.http.Exchange}); a share's policy, say.
+        @param hosts: the host names requests may name (see
+            L{nfltr.http.Exchange}); L{None}: any.  Settable later, for
+            the visitor connections that follow.
         """
         self.backend = backend
         self.gate = gate
+        self.hosts = hosts
         self.clock = clock
         self.host = host
         self.forwarded = forwarded

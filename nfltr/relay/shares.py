@@ -271,6 +271,7 @@ class ShareRegistry:
                     HTTPProxyFactory(
                         backend, self.clock, scheme=b"http",
                         gate=_gate(share, self.inspectRate, self.clock),
+                        hosts=[ca.fqdn(share.name)],
                     ),
                     share.policy,
                 )
@@ -305,7 +306,7 @@ class ShareRegistry:
             return Splice(AgentShareBackend(share.name, link, share.policy, self.counters))
         proxy = HTTPProxyFactory(
             LinkSessionBackend(share.name, link, self.counters), self.clock,
-            gate=_gate(share, self.inspectRate, self.clock),
+            gate=_gate(share, self.inspectRate, self.clock), hosts=[ca.fqdn(share.name)],
         )
         operator = self.operator
         if operator is not None and operator.covers(ca.fqdn(share.name)):
@@ -327,20 +328,20 @@ class ShareRegistry:
         return len(self._entries)
 
 
-def _gate(share: HttpShare, rate: tuple[float, int] | None, clock: Any) -> Gate | None:
+def _gate(share: HttpShare, rate: tuple[float, int] | None, clock: Any) -> Gate:
     """
-    The relay's check of each request of C{share} it proxies: credentials
-    and allow list, and the request rate (C{rate}: per second and burst,
-    counted per share, so per agent) if there is one; L{None} for an open
-    share without a rate.
+    The relay's check of each request of C{share} it proxies: the share's
+    policy (an open one too: it refuses duplicate credential headers),
+    and the request rate (C{rate}: per second and burst, counted per
+    share, so per agent) if there is one.
     """
-    policy = share.policy if share.policy != OPEN else None
+    policy = share.policy
     if rate is None:
-        return policy.gate if policy is not None else None
+        return policy.gate
     bucket = TokenBucket(rate[0], rate[1], clock.seconds())
 
     def gate(headers: Sequence[tuple[bytes, bytes]], visitor: str | None) -> Denial | None:
-        denial = policy.gate(headers, visitor) if policy is not None else None
+        denial = policy.gate(headers, visitor)
         if denial is None and not bucket.take(clock.seconds()):
             return TOO_MANY
         return denial

@@ -10,9 +10,12 @@ connection by its C{Host}:
   - anything else: the redirect to HTTPS (L{nfltr.relay.redirect}), which
     also answers a malformed request.
 
-The whole connection goes to the one chosen: a client that sends a second
-request with another C{Host} on the same connection stays with the first
-choice (browsers open a connection per host).  Parsing is h11's.
+The whole connection goes to the one chosen; a later request on it for
+another host is answered C{421} by the share's proxy (browsers open a
+connection per host, and retry a 421 on a new one).  Parsing is h11's, and
+the host is the one the proxy checks (L{nfltr.http.requestHost}: an
+absolute-form target's authority, else C{Host}), so the two cannot
+disagree about where a request goes.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import h11
 from twisted.internet import interfaces
 
 from nfltr.handover import AdmittingFactory, PrefixReader
+from nfltr.http import requestHost
 
 #: Bytes of a first request head the front reads before it gives up
 #: choosing (the redirect then answers).
@@ -51,13 +55,7 @@ def request_host(head: bytes) -> str | bool | None:
         return False
     if not isinstance(event, h11.Request):
         return None
-    for name, value in event.headers:
-        if name == b"host":
-            host = value.decode("ascii", "replace").lower()
-            if host.startswith("["):
-                return host.partition("]")[0] + "]"
-            return host.rpartition(":")[0] if ":" in host else host
-    return None
+    return requestHost(event)
 
 
 class HostRouter(PrefixReader):

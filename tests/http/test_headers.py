@@ -133,32 +133,56 @@ class ForwardingTests(SynchronousTestCase):
         for bad in (None, "", "unix:/x", "example.test:80", "[nope]:1", "1.2.3.4\r\nX: y"):
             self.assertIsNone(visitorIP(bad), bad)
 
-    def test_xForwardedForAppends(self) -> None:
+    def test_visitorsForwardingReplaced(self) -> None:
         """
-        The visitor's address is appended to an existing C{X-Forwarded-For}
-        (all its lines joined into one), and C{X-Forwarded-Proto} is set.
+        The forwarding headers the visitor sent (C{X-Forwarded-For},
+        C{-Proto}, C{-Host}, C{Forwarded}, C{X-Real-IP}, in any case, any
+        number of them) are dropped; ours say the visitor's address, the
+        scheme and its C{Host}, each in one header.
         """
         headers = [
             (b"Host", b"app.test"), (b"X-Forwarded-For", b"198.51.100.1"),
             (b"x-forwarded-for", b"198.51.100.2 "), (b"X-Forwarded-Proto", b"http"),
+            (b"X-Forwarded-Host", b"spoofed.test"), (b"FORWARDED", b"for=198.51.100.1"),
+            (b"X-Real-IP", b"198.51.100.3"),
         ]
         out = requestHeaders(headers, visitor=V4)
-        self.assertEqual(
-            headerValues(out, b"x-forwarded-for"), [b"198.51.100.1, 198.51.100.2, 203.0.113.5"]
-        )
-        self.assertEqual(headerValues(out, b"x-forwarded-proto"), [b"https"])
+        self.assertEqual(out, [
+            (b"Host", b"app.test"), (b"X-Forwarded-For", b"203.0.113.5"),
+            (b"X-Real-IP", b"203.0.113.5"), (b"X-Forwarded-Proto", b"https"),
+            (b"X-Forwarded-Host", b"app.test"),
+            (b"Forwarded", b"for=203.0.113.5;proto=https;host=app.test"),
+        ])
+
+    def test_underscoreSpellingsDropped(self) -> None:
+        """
+        A visitor's C{X_Forwarded_For} (which CGI and WSGI servers read as
+        C{X-Forwarded-For}) is dropped with the rest.
+        """
+        headers = [(b"Host", b"app.test"), (b"X_Forwarded_For", b"198.51.100.1"),
+                   (b"x-real_ip", b"198.51.100.1"), (b"X_Other", b"kept")]
+        out = requestHeaders(headers, visitor=V4)
+        self.assertNotIn(b"198.51.100.1", b"".join(value for _, value in out))
+        self.assertIn((b"X_Other", b"kept"), out)
+
+    def test_contentLengthCanonical(self) -> None:
+        """
+        A C{Content-Length} goes on as its decimal value, without leading
+        zeros.
+        """
+        out = requestHeaders([(b"Host", b"h"), (b"Content-Length", b"007")], forwarded=False)
+        self.assertEqual(out, [(b"Host", b"h"), (b"Content-Length", b"7")])
 
     def test_forwardedIPv6(self) -> None:
         """
         An IPv6 visitor is bracketed and quoted in C{Forwarded} (RFC 7239
-        section 6); a host with a port is quoted; an existing C{Forwarded}
-        is kept before the new element.
+        section 6); a host with a port is quoted.
         """
         headers = [(b"Host", b"app.test:8443"), (b"Forwarded", b"for=192.0.2.60;proto=http")]
         out = requestHeaders(headers, visitor=V6, scheme=b"https")
         self.assertEqual(
             headerValues(out, b"forwarded"),
-            [b'for=192.0.2.60;proto=http, for="[2001:db8::1]";proto=https;host="app.test:8443"'],
+            [b'for="[2001:db8::1]";proto=https;host="app.test:8443"'],
         )
         self.assertEqual(headerValues(out, b"x-forwarded-for"), [b"2001:db8::1"])
 
@@ -208,9 +232,13 @@ class ForwardingTests(SynchronousTestCase):
 
     def test_unknownVisitor(self) -> None:
         """
-        With no visitor address, no forwarding header is added.
+        With no visitor address, the visitor's forwarding headers still go;
+        ours say the scheme and host, and no address.
         """
-        self.assertEqual(requestHeaders([(b"Host", b"h")], visitor=None), [(b"Host", b"h")])
+        headers = [(b"Host", b"h"), (b"X-Forwarded-For", b"198.51.100.1"), (b"X-Real-Ip", b"x")]
+        self.assertEqual(requestHeaders(headers, visitor=None), [
+            (b"Host", b"h"), (b"X-Forwarded-Proto", b"https"), (b"X-Forwarded-Host", b"h"),
+        ])
 
     def test_chunkedRequestStaysChunked(self) -> None:
         """
@@ -219,6 +247,19 @@ class ForwardingTests(SynchronousTestCase):
         """
         out = requestHeaders([(b"Host", b"h"), (b"Transfer-Encoding", b"chunked")], forwarded=False)
         self.assertEqual(out, [(b"Host", b"h"), (b"Transfer-Encoding", b"chunked")])
+
+    def test_neverBothLengths(self) -> None:
+        """
+        A chunked message never goes on with a C{Content-Length} too (RFC
+        9112 section 6.3), in a request or a response.
+        """
+        both = [(b"Host", b"h"), (b"Content-Length", b"4"), (b"Transfer-Encoding", b"chunked")]
+        self.assertEqual(
+            requestHeaders(both, forwarded=False),
+            [(b"Host", b"h"), (b"Transfer-Encoding", b"chunked")],
+        )
+        self.assertEqual(responseHeaders(both), [(b"Host", b"h")])
+        self.assertEqual(responseHeaders(both[:2]), both[:2])
 
     @given(
         _headerLists,
@@ -229,18 +270,15 @@ class ForwardingTests(SynchronousTestCase):
         self, headers: list[tuple[bytes, bytes]], ip: object, scheme: bytes
     ) -> None:
         """
-        Whatever the headers, the visitor's address ends C{X-Forwarded-For}
-        and the last C{Forwarded} element is this hop's; each of them is one
-        header.
+        Whatever the headers, C{X-Forwarded-For} and C{X-Real-IP} are the
+        visitor's address and C{Forwarded} is this hop's element alone, each
+        one header.
         """
         text = f"[{ip}]:1" if ":" in str(ip) else f"{ip}:1"
         out = requestHeaders(headers, visitor=text, scheme=scheme)
-        xff = headerValues(out, b"x-forwarded-for")
-        self.assertEqual(len(xff), 1)
-        self.assertTrue(xff[0].endswith(str(ip).encode()))
-        forwarded = headerValues(out, b"forwarded")
-        self.assertEqual(len(forwarded), 1)
+        self.assertEqual(headerValues(out, b"x-forwarded-for"), [str(ip).encode()])
+        self.assertEqual(headerValues(out, b"x-real-ip"), [str(ip).encode()])
         address = visitorIP(text)
         assert address is not None
         host = next(iter(headerValues(headers, b"host")), None)
-        self.assertTrue(forwarded[0].endswith(forwardedElement(address, scheme, host)))
+        self.assertEqual(headerValues(out, b"forwarded"), [forwardedElement(address, scheme, host)])

@@ -96,7 +96,9 @@ class ForwardingTests(SynchronousTestCase):
 
     def test_headResponse(self) -> None:
         """
-        The response to a HEAD keeps its Content-Length and has no body.
+        The response to a HEAD keeps its Content-Length and has no body; its
+        backend connection is not reused (a server that sent the body anyway
+        would answer the next request with it).
         """
         def handler(request: h11.Request, body: bytes) -> tuple[bytes, bool]:
             head = b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n"
@@ -107,7 +109,7 @@ class ForwardingTests(SynchronousTestCase):
         responses = parseResponses(bytes(visitor.received), [b"HEAD", b"GET"], closed=False)
         self.assertEqual([body for _, body, _ in responses], [b"", b"body"])
         self.assertEqual(headersOf(responses[0][0])[b"content-length"], [b"4"])
-        self.assertEqual(len(h.backend.servers), 1)
+        self.assertEqual(len(h.backend.servers), 2)
 
     def test_http10Visitor(self) -> None:
         """
@@ -264,7 +266,9 @@ class KeepAliveTests(SynchronousTestCase):
 
     def test_pipelined(self) -> None:
         """
-        Pipelined requests are answered in order, one at a time.
+        Pipelined requests are answered in order, one at a time (on a new
+        backend connection after the HEAD, whose response announced a
+        length).
         """
         def handler(request: h11.Request, body: bytes) -> tuple[bytes, bool]:
             head = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n"
@@ -275,7 +279,7 @@ class KeepAliveTests(SynchronousTestCase):
         visitor, _ = h.visit(pipelined)
         responses = parseResponses(bytes(visitor.received), [b"GET", b"HEAD", b"GET"], False)
         self.assertEqual([body for _, body, _ in responses], [b"aa", b"", b"cc"])
-        self.assertEqual(len(h.backend.servers), 1)
+        self.assertEqual(len(h.backend.servers), 2)
 
     def test_bareBackendOneConnectionPerVisitor(self) -> None:
         """

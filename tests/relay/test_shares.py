@@ -251,7 +251,8 @@ class InspectRateTests(RegistryTests):
         """
         With a rate of 1 per second and a burst of 2, the third request at
         once gets 429 with Retry-After; a second later one passes again.
-        Credentials are checked first.
+        Credentials are checked first.  An open share without a rate has a
+        gate too: it refuses duplicate credential headers.
         """
         from nfltr.policy import policy_from_options
         from nfltr.relay.shares import _gate
@@ -259,7 +260,6 @@ class InspectRateTests(RegistryTests):
         share = HttpShare("shop", 1, INSPECT, auth=("bearer",),
                           policy=policy_from_options(None, "t", [], []))
         gate = _gate(share, (1.0, 2), self.clock)
-        assert gate is not None
         good = [(b"authorization", b"Bearer t")]
         self.assertEqual([gate(good, None) for _ in range(2)], [None, None])
         denial = gate(good, None)
@@ -268,4 +268,6 @@ class InspectRateTests(RegistryTests):
         self.assertEqual(gate([], None).status, 401)  # type: ignore[union-attr]
         self.clock.advance(1)
         self.assertIsNone(gate(good, None))
-        self.assertIsNone(_gate(HttpShare("open", 1, INSPECT), None, self.clock))
+        open_gate = _gate(HttpShare("open", 1, INSPECT), None, self.clock)
+        self.assertIsNone(open_gate(good, None))
+        self.assertEqual(open_gate(good * 2, None).status, 400)  # type: ignore[union-attr]

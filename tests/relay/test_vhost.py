@@ -44,6 +44,20 @@ class HostTests(SynchronousTestCase):
         self.assertIsNone(request_host(b"NOT HTTP\r\n\r\n"))
         self.assertIsNone(request_host(b"GET / HTTP/1.0\r\n\r\n"))
 
+    def test_sameHostAsTheProxy(self) -> None:
+        """
+        The host is the one the share's proxy checks (L{nfltr.http}): an
+        absolute-form target's authority wins over C{Host} (RFC 9112
+        section 3.2.2), a final dot goes, a malformed host is none.
+        """
+        self.assertEqual(
+            request_host(b"GET http://blog.localhost/ HTTP/1.1\r\nHost: other.localhost\r\n\r\n"),
+            "blog.localhost",
+        )
+        self.assertEqual(request_host(b"GET / HTTP/1.1\r\nHost: blog.localhost.\r\n\r\n"),
+                         "blog.localhost")
+        self.assertIsNone(request_host(b"GET / HTTP/1.1\r\nHost: a@blog.localhost\r\n\r\n"))
+
 
 class RouterTests(SynchronousTestCase):
     """
