@@ -20,7 +20,7 @@ import stat
 from collections.abc import Mapping
 from typing import Any
 
-from ._settings import ConfigError
+from ._errors import ConfigError
 
 #: The largest secret file read: a file that is no secret (a log, a disk
 #: image named by mistake) is refused before it is read into memory.

@@ -32,6 +32,9 @@ from nfltr.tls import (
     parse_fingerprint,
 )
 
+from ._errors import ConfigError
+from ._secrets import secret
+
 DEFAULT_RELAY = "localhost:8443"
 #: Transports to the relay: the raw link, the link in WebSocket, or the
 #: first that gets through.
@@ -43,12 +46,6 @@ KEY_ENV = "NFLTR_KEY"
 # Seconds to wait for the relay's TCP connection (all its addresses together).
 CONNECT_TIMEOUT = 10.0
 _MAX_PORT = 65535
-
-
-class ConfigError(ValueError):
-    """
-    A setting is missing or wrong; the message says what to do about it.
-    """
 
 
 def parse_address(text: str, what: str, *, default_host: str | None = None,
@@ -145,7 +142,6 @@ def relay_settings(
     @raise ConfigError: with a message that says what to give.
     """
     host, port = parse_address(values.get("relay") or DEFAULT_RELAY, "--relay")
-    from ._secrets import secret
 
     key = secret(values, environ, "key", KEY_ENV)
     if not key:

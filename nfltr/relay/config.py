@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nfltr.admission import AdmissionLimits
-from nfltr.ssh._config import SSHConfig
+from nfltr.ssh import SSHConfig
 
 DEFAULT_TLS = "tcp:8443"
 DEFAULT_ADMIN = "tcp:9090:interface=127.0.0.1"
