@@ -9,7 +9,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from nfltr.processes import nfltr_command
+from nfltr.cli.processes import nfltr_command
 
 from ._stack import READY, run_bounded
 from ._system import BenchError

@@ -21,7 +21,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from nfltr.processes import nfltr_command, wait_for_file
+from nfltr.cli.processes import nfltr_command, wait_for_file
 
 from ._nginx import FILES, STATUS, Nginx, make_pki
 from ._relay import account_key, relay_command

@@ -4,7 +4,7 @@ agents and connectors started as a user would (C{python -m nfltr ...}), the
 services behind them (C{iperf3 -s}, nginx) and the load generators
 (C{iperf3 -c}, C{wrk}), each in a process group of its own.
 
-Long-lived processes are L{Proc}s (L{nfltr.processes.Child} started under
+Long-lived processes are L{Proc}s (L{nfltr.cli.processes.Child} started under
 C{setpriv --pdeathsig KILL} where util-linux has it, so that they die with
 this process even if it is killed outright); L{run_bounded} runs a load
 generator to completion within a deadline.  L{group_cpu} reads the CPU time
@@ -27,7 +27,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from nfltr.processes import Child, nfltr_command, wait_for_file
+from nfltr.cli.processes import Child, nfltr_command, wait_for_file
 
 from ._system import ROOT, BenchError
 

@@ -26,7 +26,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from nfltr.processes import Child, nfltr_command, wait_for_file
+from nfltr.cli.processes import Child, nfltr_command, wait_for_file
 
 
 def rss(pid: int) -> int:

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nfltr.processes import Child, nfltr_command, wait_for_file
+from nfltr.cli.processes import Child, nfltr_command, wait_for_file
 
 POLL = 0.01
 TIMEOUT = 60.0

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_cli -*-
+# -*- test-case-name: tests.cli.test_main -*-
 """
 C{python -m nfltr}: the same as the C{nfltr} command.
 """

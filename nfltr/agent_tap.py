@@ -1,87 +1,47 @@
-# -*- test-case-name: tests.agent.test_cli -*-
+# -*- test-case-name: tests.agent.test_tap -*-
 """
 C{twistd nfltr-agent tcp PORT...}, C{twistd nfltr-agent http PORT} and
 C{twistd nfltr-agent tcp-connect AGENT PORT}: the agent and the client as
 twistd services, with the options of C{nfltr tcp}, C{nfltr http} and
-C{nfltr tcp-connect} (L{nfltr.cli_agent}).  Also
-L{serve}, which runs either on the global reactor for those commands.
+C{nfltr tcp-connect} (the tables of L{nfltr.cli.agent_options}).
 
-Under twistd the connect command and the listening address go to the log.
-When the relay turns us away for good, the reason is logged (critical), the
-reactor stops, and the process exits with status 1 once twistd has cleaned
-up (twistd itself would exit 0 after any stop).
+Under twistd the connect command and the listening address go to the log,
+at info, or at debug too with C{-v}.  In the foreground (C{-n}) no pidfile
+is written; a daemon's are C{nfltr-agent[-NAME].pid} and C{.log}, or
+C{nfltr-tcp-connect-AGENT.pid} (L{nfltr.cli.twistd.twistd_files}).  When the
+relay turns us away for good, the reason is logged (critical), the reactor
+stops, and the process exits with status 1 once twistd has cleaned up
+(twistd itself would exit 0 after any stop).
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from contextlib import suppress
-from typing import Any, cast
+from typing import Any
 
 from twisted.application.service import IService
-from twisted.logger import ILogObserver, Logger
+from twisted.logger import Logger
 from twisted.python import usage
 
-from nfltr.cli_agent import (
-    AGENT_OPTIONS,
-    CONNECT_OPTIONS,
-    HTTP_OPTIONS,
-    opt_parameters,
-    option_values,
-)
+from nfltr.cli.agent_options import AGENT_OPTIONS, CONNECT_OPTIONS, HTTP_OPTIONS, VERBOSE
+from nfltr.cli.logs import verbosity
+from nfltr.cli.options import environment, option_values
+from nfltr.cli.twistd import InterspersedOptions, TwistdService, twistd_files
 
 EXIT_FATAL = 1
 
 _log = Logger()
 
 
-class _Permuting(usage.Options):
-    """
-    Options that may follow the positional arguments, as with C{argparse}
-    (C{getopt}, under C{usage.Options}, stops at the first of them).
-    """
-
-    optParameters: list[list[Any]] = []
-
-    def parseOptions(self, options: list[str] | None = None) -> None:
-        """
-        Move the positional arguments after the options, then parse.
-        """
-        if options is None:
-            options = sys.argv[1:]
-        valued = {f"--{p[0]}" for p in self.optParameters} | {
-            f"--{name[4:].replace('_', '-')}" for name in dir(self)
-            if name.startswith("opt_") and _takesValue(getattr(self, name))
-        }
-        flags: list[str] = []
-        positional: list[str] = []
-        args = iter(options)
-        for arg in args:
-            if arg == "--":
-                positional.extend(args)
-            elif arg.startswith("-") and arg != "-":
-                flags.append(arg)
-                if arg in valued:
-                    flags.append(next(args, ""))
-            else:
-                positional.append(arg)
-        super().parseOptions([*flags, "--", *positional])
-
-
-def _takesValue(method: Any) -> bool:
-    import inspect
-
-    return len(inspect.signature(method).parameters) == 1
-
-
-class TcpOptions(_Permuting):
+class TcpOptions(InterspersedOptions):
     """
     C{tcp PORT [PORT...]}: the agent.
     """
 
     synopsis = "PORT [PORT...] [options]"
-    optParameters = opt_parameters(AGENT_OPTIONS)
+    table = (*AGENT_OPTIONS, VERBOSE)
+    longdesc = environment(AGENT_OPTIONS)
 
     def parseArgs(self, *ports: str) -> None:
         """
@@ -99,31 +59,17 @@ class TcpOptions(_Permuting):
             self.checked = agent_options(self["ports"], option_values(self, AGENT_OPTIONS))
         except ConfigError as e:
             raise usage.UsageError(str(e)) from None
+        self.stem = "nfltr-agent" + ("" if self.checked.name is None else f"-{self.checked.name}")
 
 
-class HttpOptions(_Permuting):
+class HttpOptions(InterspersedOptions):
     """
     C{http PORT}: the agent, publishing a share URL.
     """
 
     synopsis = "PORT [options]"
-    optParameters = opt_parameters(HTTP_OPTIONS)
-
-    def __init__(self) -> None:
-        super().__init__()
-        self["allow-ip"], self["require-header"] = [], []
-
-    def opt_allow_ip(self, value: str) -> None:
-        """
-        Only visitors from this network (or address) may connect; repeatable.
-        """
-        self["allow-ip"].append(value)
-
-    def opt_require_header(self, value: str) -> None:
-        """
-        Requests must carry this NAME:VALUE header; repeatable.
-        """
-        self["require-header"].append(value)
+    table = (*HTTP_OPTIONS, VERBOSE)
+    longdesc = environment(HTTP_OPTIONS)
 
     def parseArgs(self, port: str) -> None:  # type: ignore[override]  # usage.Options reads the positional arguments from this signature
         """
@@ -141,15 +87,17 @@ class HttpOptions(_Permuting):
             self.checked = http_agent_options(self["port"], option_values(self, HTTP_OPTIONS))
         except ConfigError as e:
             raise usage.UsageError(str(e)) from None
+        self.stem = "nfltr-agent" + ("" if self.checked.name is None else f"-{self.checked.name}")
 
 
-class TcpConnectOptions(_Permuting):
+class TcpConnectOptions(InterspersedOptions):
     """
     C{tcp-connect AGENT PORT}: the client.
     """
 
     synopsis = "AGENT PORT [options]"
-    optParameters = opt_parameters(CONNECT_OPTIONS)
+    table = (*CONNECT_OPTIONS, VERBOSE)
+    longdesc = environment(CONNECT_OPTIONS)
 
     def parseArgs(self, agent: str, port: str) -> None:  # type: ignore[override]  # usage.Options reads the positional arguments from this signature
         """
@@ -170,6 +118,7 @@ class TcpConnectOptions(_Permuting):
             )
         except ConfigError as e:
             raise usage.UsageError(str(e)) from None
+        self.stem = f"nfltr-tcp-connect-{self['agent']}"
 
 
 class Options(usage.Options):
@@ -184,19 +133,31 @@ class Options(usage.Options):
         ["tcp-connect", None, TcpConnectOptions, "reach an agent's TCP service from a local port"],
     ]
 
+    def getSynopsis(self) -> str:
+        """
+        The usage line; a command's own line (C{twistd [options]
+        nfltr-agent tcp PORT [PORT...] [options]}) starts with this one
+        without the list of commands.
+        """
+        synopsis = super().getSynopsis()
+        if self.subCommand is not None:
+            synopsis = synopsis.removesuffix(f" {self.synopsis}")
+        return synopsis
+
     def postOptions(self) -> None:
         """
-        A command is required.
+        A command is required; twistd's files are named for it.
         """
         if self.subCommand is None:
             raise usage.UsageError("give a command: tcp, http or tcp-connect")
+        twistd_files(self.parent, self.subOptions.stem)
 
 
 def makeService(options: Options) -> IService:
     """
-    The agent's or the client's service.  The agent's state (name,
-    end-to-end key) is created here; a state directory that cannot be used
-    ends twistd with one line.
+    The agent's or the client's service, logging at its level.  The
+    agent's state (name, end-to-end key) is created here; a state directory
+    that cannot be used ends twistd with one line.
     """
     from twisted.internet import reactor
 
@@ -213,10 +174,20 @@ def makeService(options: Options) -> IService:
 
     from nfltr.netio import tune_process
 
+    return plugin_service(options, tune_process(reactor), fatal, done)
+
+
+def plugin_service(options: Options, reactor: Any, fatal: Callable[[str], None],
+                   done: Callable[[str], None]) -> TwistdService:
+    """
+    The service of the parsed command C{options} on C{reactor}, under a
+    L{TwistdService} at the command's log level (debug with C{-v}).
+    """
     assert options.subCommand is not None
-    return build_service(
-        options.subCommand, options.subOptions.checked, tune_process(reactor), None, fatal, done
-    )
+    sub = options.subOptions
+    top = TwistdService(options.parent, verbosity(bool(sub["verbose"])))
+    build_service(options.subCommand, sub.checked, reactor, None, fatal, done).setServiceParent(top)
+    return top
 
 
 def build_service(
@@ -224,8 +195,8 @@ def build_service(
     fatal: Callable[[str], None], done: Callable[[str], None] | None = None,
 ) -> IService:
     """
-    The service of C{command} (C{tcp} or C{tcp-connect}) for its checked
-    options.
+    The service of C{command} (C{tcp}, C{http} or C{tcp-connect}) for its
+    checked options.
 
     @raise SystemExit: the agent's state directory cannot be used.
     """
@@ -251,86 +222,3 @@ def _exitNonZeroAtExit() -> None:
         os._exit(EXIT_FATAL)
 
     atexit.register(exit)
-
-
-def serve(make: Callable[..., IService], verbose: bool) -> int:
-    """
-    Run the service C{make(reactor, announce, onFatal, onDone)} returns on
-    the global reactor, with the log on standard error and announcements on
-    standard output, until a signal or C{onDone} stops it (status 0; the
-    latter's message on standard output) or C{onFatal} does (status 1, its
-    message on standard error as the last line).
-    """
-    from nfltr.netio import install_reactor
-
-    install_reactor()
-    from twisted.internet import reactor
-    from twisted.internet.error import ReactorNotRunning
-
-    start_logging(sys.stderr, verbose)
-    fatalMessages: list[str] = []
-
-    def announce(line: str) -> None:
-        print(line, flush=True)
-
-    def fatal(message: str) -> None:
-        fatalMessages.append(message)
-        with suppress(ReactorNotRunning):
-            reactor.stop()
-
-    def done(message: str) -> None:
-        print(message, flush=True)
-        with suppress(ReactorNotRunning):
-            reactor.stop()
-
-    from nfltr.netio import tune_process
-
-    service = make(tune_process(reactor), announce, fatal, done)
-    reactor.callWhenRunning(service.startService)
-    reactor.addSystemEventTrigger("before", "shutdown", service.stopService)
-    reactor.run()
-    if not fatalMessages:
-        return 0
-    # Last, after the log of the shutdown: the line the user must see.
-    print(f"nfltr: {fatalMessages[0]}", file=sys.stderr, flush=True)
-    return EXIT_FATAL
-
-
-def start_logging(stream: Any, verbose: bool) -> None:
-    """
-    Send the log to C{stream}, one line an event: local time, level, text
-    (and a traceback for failures); debug messages only when C{verbose}.
-    """
-    from twisted.logger import (
-        FilteringLogObserver,
-        LogLevel,
-        LogLevelFilterPredicate,
-        globalLogBeginner,
-    )
-
-    level = LogLevel.debug if verbose else LogLevel.info
-    predicate = LogLevelFilterPredicate(defaultLogLevel=level)
-    globalLogBeginner.beginLoggingTo(
-        [FilteringLogObserver(line_observer(stream), [predicate])], redirectStandardIO=False
-    )
-
-
-def line_observer(stream: Any) -> ILogObserver:
-    """
-    A log observer that writes C{TIME [LEVEL] TEXT} lines to C{stream}.
-    """
-    import time
-
-    from twisted.logger import LogLevel, eventAsText
-
-    def formatTime(when: float | None) -> str:
-        return "-" if when is None else time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(when))
-
-    def observe(event: dict[str, Any]) -> None:
-        text = eventAsText(event, includeSystem=False, formatTime=formatTime)
-        stamp, _, rest = text.partition(" ")
-        level = event.get("log_level", LogLevel.info)
-        stream.write(f"{stamp} [{level.name}] {rest}\n")
-        stream.flush()
-
-    return cast(ILogObserver, observe)

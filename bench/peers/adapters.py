@@ -60,7 +60,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
-from nfltr.processes import nfltr_command, wait_for_file
+from nfltr.cli.processes import nfltr_command, wait_for_file
 
 from .._relay import account_key, loopback_port, relay_command
 from .._shares_stack import Shares

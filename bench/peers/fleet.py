@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nfltr.processes import wait_for_file
+from nfltr.cli.processes import wait_for_file
 
 from .._relay import account_key, relay_command
 from .._stack import READY, Processes, free_port

@@ -47,7 +47,7 @@ from pathlib import Path
 from subprocess import SubprocessError
 from typing import Any
 
-from nfltr.processes import Child, wait_for_file
+from nfltr.cli.processes import Child, wait_for_file
 from tests.integration.harness import REPO, Stack
 
 #: The kosoku release this was written against (its report layout).

@@ -40,7 +40,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO))
 
-from nfltr.processes import Child  # noqa: E402 -- after the repository is on the path
+from nfltr.cli.processes import Child  # noqa: E402 -- after the repository is on the path
 
 POLICY = HERE / "policy.txt"
 STANDIN = HERE / "standin.py"

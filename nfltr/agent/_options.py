@@ -1,7 +1,7 @@
 # -*- test-case-name: tests.agent.test_settings -*-
 """
 The options of C{nfltr tcp PORT...} and C{twistd nfltr-agent tcp PORT...}
-(declared for the command line in L{nfltr.cli_agent}), checked in one
+(declared for the command line in L{nfltr.cli.agent_options}), checked in one
 place.  Checking reads nothing but the relay's CA file;
 L{nfltr.agent.prepare_agent} then creates the state (name, key).
 """

@@ -1,9 +1,9 @@
 # -*- test-case-name: tests.agent.test_settings -*-
 """
 How an agent or a client reaches the relay: the relay options
-(C{--relay}, C{--ca}, C{--relay-pin}, C{--key}, C{--keepalive}, declared for
-the command line in L{nfltr.cli_agent}), their validation and defaults, and
-the endpoint they make.
+(C{--relay}, C{--ca}, C{--relay-pin}, C{--key}, C{--keepalive}, declared
+in L{nfltr.cli.agent_options}), their validation and defaults, and the
+endpoint they make.
 
 The API key comes from C{--key}, C{--key-file} or the C{NFLTR_KEY}
 environment variable (L{nfltr.agent._secrets}). It is never logged:

@@ -1,8 +1,8 @@
 # -*- test-case-name: tests.client.test_options -*-
 """
 The options of C{nfltr tcp-connect AGENT PORT} (and C{twistd nfltr-agent
-tcp-connect}; declared for the command line in L{nfltr.cli_agent}), checked
-in one place.
+tcp-connect}; declared in L{nfltr.cli.agent_options}), checked in one
+place.
 """
 
 from __future__ import annotations

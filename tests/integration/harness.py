@@ -18,7 +18,7 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from nfltr.processes import READY_TIMEOUT, Child, nfltr_command, wait_for_file
+from nfltr.cli.processes import READY_TIMEOUT, Child, nfltr_command, wait_for_file
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from nfltr.demo import PAGE, Demo
+from nfltr.cli.demo_steps import PAGE, Demo
 
 
 class DemoTests(SynchronousTestCase):

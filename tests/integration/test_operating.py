@@ -13,7 +13,7 @@ from pathlib import Path
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from nfltr.processes import Child, wait_for_file
+from nfltr.cli.processes import Child, wait_for_file
 
 from .harness import REPO, exchange, start_service, start_web_service
 

@@ -1,6 +1,6 @@
 """
-Tests for L{nfltr.relay_tap} (options and service tree) and
-L{nfltr.relay.config}.
+Tests for L{nfltr.relay_tap} (options, from L{nfltr.cli.relay_options}, and
+service tree) and L{nfltr.relay.config}.
 """
 
 from __future__ import annotations
@@ -9,12 +9,15 @@ import os
 from pathlib import Path
 
 from twisted.application.service import MultiService
+from twisted.logger import LogLevel
 from twisted.python import usage
+from twisted.scripts.twistd import ServerOptions
 from twisted.trial.unittest import SynchronousTestCase
 
+from nfltr.cli.relay import buildService
 from nfltr.relay.config import database_path, default_data_dir, state_file_path
 from nfltr.relay.service import RelayService
-from nfltr.relay_tap import Options, buildService
+from nfltr.relay_tap import Options
 
 
 def parse(*argv: str) -> Options:
@@ -229,3 +232,42 @@ class LimitAndCertificateOptionTests(SynchronousTestCase):
                                                            "--cert", str(cert))))
         error = self.assertRaises(usage.UsageError, parse, "--cert", str(key), "--key", str(key))
         self.assertIn("--cert/--key", str(error))
+
+
+class TwistdTests(SynchronousTestCase):
+    """
+    The plugin as twistd parses it: the files twistd writes and the log
+    level.
+    """
+
+    def twistd(self, *argv: str) -> ServerOptions:
+        config = ServerOptions()
+        config.parseOptions([*argv[:-1], "nfltr-relay", "--data-dir", "/nowhere", argv[-1]])
+        return config
+
+    def test_foregroundNoPidfile(self) -> None:
+        """
+        In the foreground (C{-n}) the relay writes no pidfile and logs to
+        standard output.
+        """
+        config = self.twistd("-n", "--log-level=info")
+        self.assertEqual((config["pidfile"], config["logfile"]), ("", None))
+
+    def test_daemonFiles(self) -> None:
+        """
+        As a daemon, its pidfile and log file are C{nfltr-relay.pid} and
+        C{nfltr-relay.log} in the working directory, unless given.
+        """
+        config = self.twistd("--log-level=info")
+        self.assertEqual(config["pidfile"], os.path.abspath("nfltr-relay.pid"))
+        self.assertEqual(config["logfile"], "nfltr-relay.log")
+        config = self.twistd("--pidfile", "/run/r.pid", "--log-level=info")
+        self.assertEqual(config["pidfile"], "/run/r.pid")
+
+    def test_logLevel(self) -> None:
+        """
+        C{--log-level} works under twistd too, info by default.
+        """
+        self.assertIs(self.twistd("-n", "--log-level=DEBUG").subOptions["log-level"],
+                      LogLevel.debug)
+        self.assertIs(parse("--data-dir", "/d")["log-level"], LogLevel.info)

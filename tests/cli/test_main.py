@@ -15,7 +15,7 @@ from twisted.trial.unittest import SynchronousTestCase
 import nfltr
 from nfltr.cli import main
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parent.parent.parent
 
 
 class MainTests(SynchronousTestCase):

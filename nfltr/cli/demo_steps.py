@@ -1,6 +1,7 @@
-# -*- test-case-name: tests.test_demo -*-
+# -*- test-case-name: tests.integration.test_demo -*-
 """
-C{nfltr demo}: the whole path on this machine, as real processes.
+The steps of C{nfltr demo} (L{nfltr.cli.demo}): the whole path on this
+machine, as real processes.
 
 It starts a small web service (in this process), a relay, an agent next to
 the service and a connector, all on 127.0.0.1 with free ports in a
@@ -25,7 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from nfltr.processes import Child, nfltr_command, wait_for_file
+from nfltr.cli.processes import Child, nfltr_command, wait_for_file
 
 PAGE = b"Hello from a service that no visitor can reach directly.\n"
 

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_cli_keys -*-
+# -*- test-case-name: tests.cli.test_keys -*-
 """
 C{nfltr accounts ...} and C{nfltr keys ...}: manage a relay's accounts and
 API keys in its data directory's database, directly (a running relay sees

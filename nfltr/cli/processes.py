@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_demo -*-
+# -*- test-case-name: tests.integration.test_demo -*-
 """
 Child processes whose output is read line by line: what the demo (and the
 integration tests) use to run a relay, an agent and a connector as a user

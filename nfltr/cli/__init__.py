@@ -1,6 +1,19 @@
-# -*- test-case-name: tests.test_cli -*-
+# -*- test-case-name: tests.cli.test_main -*-
 """
-The C{nfltr} command.
+The C{nfltr} command (L{main}, the console script) and what it shares with
+the twistd plugins (L{nfltr.relay_tap}, L{nfltr.agent_tap}), which import
+from this package and never the other way round:
+
+  - L{nfltr.cli.options}: the option model, one table per command feeding
+    C{argparse} and C{usage.Options} (L{nfltr.cli.twistd.TableOptions});
+    the tables are L{nfltr.cli.agent_options} and L{nfltr.cli.relay_options};
+  - L{nfltr.cli.logs}: the one logging setup, for the commands and twistd;
+  - L{nfltr.cli.foreground}: how a command runs its service;
+  - L{nfltr.cli.twistd}: what both plugins share;
+  - the subcommands: L{nfltr.cli.version}, L{nfltr.cli.relay},
+    L{nfltr.cli.keys}, L{nfltr.cli.agent}, L{nfltr.cli.demo} (with
+    L{nfltr.cli.processes}, child processes read line by line, which the
+    integration tests and benchmarks use too).
 
 Each subcommand lives in its own module, named in L{COMMAND_MODULES}. Such a module exposes
 C{register(subparsers)}, which adds its parser to the C{argparse} subparsers action and sets a
@@ -23,11 +36,11 @@ if TYPE_CHECKING:
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 COMMAND_MODULES: tuple[str, ...] = (
-    "nfltr.cli_version",
-    "nfltr.cli_relay",
-    "nfltr.cli_keys",
-    "nfltr.cli_agent",
-    "nfltr.cli_demo",
+    "nfltr.cli.version",
+    "nfltr.cli.relay",
+    "nfltr.cli.keys",
+    "nfltr.cli.agent",
+    "nfltr.cli.demo",
 )
 
 

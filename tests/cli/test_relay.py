@@ -1,5 +1,5 @@
 """
-Tests for L{nfltr.cli_relay}, the C{nfltr relay} command: option handling in
+Tests for L{nfltr.cli.relay}, the C{nfltr relay} command: option handling in
 this process, and a real relay process started and stopped by a signal.
 """
 
@@ -22,7 +22,7 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from nfltr.cli import main
-from nfltr.cli_relay import commandOptions
+from nfltr.cli.relay import commandOptions
 
 REPO = Path(__file__).resolve().parent.parent.parent
 LOOPBACK = "tcp:0:interface=127.0.0.1"

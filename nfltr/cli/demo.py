@@ -1,7 +1,8 @@
-# -*- test-case-name: tests.test_demo -*-
+# -*- test-case-name: tests.integration.test_demo -*-
 """
 C{nfltr demo}: run a relay, an agent, a service and a connector on this
-machine, send a request through the tunnel, explain, and clean up.
+machine, send a request through the tunnel, explain, and clean up
+(L{nfltr.cli.demo_steps}).
 """
 
 from __future__ import annotations
@@ -27,6 +28,6 @@ def run(args: argparse.Namespace) -> int:
     """
     Run the demo.
     """
-    from nfltr.demo import Demo
+    from nfltr.cli.demo_steps import Demo
 
     return Demo().run()

@@ -1,8 +1,7 @@
 """
-Tests for C{nfltr tcp} and C{nfltr tcp-connect} (L{nfltr.cli_agent}) and the
-twistd plugin's options and services (L{nfltr.agent_tap}): argument errors
-in this process, and the commands as real processes against a test relay
-that listens on 127.0.0.1 with TLS.
+Tests for C{nfltr tcp}, C{nfltr http} and C{nfltr tcp-connect}
+(L{nfltr.cli.agent}): argument errors in this process, and the commands as
+real processes against a test relay that listens on 127.0.0.1 with TLS.
 """
 
 from __future__ import annotations
@@ -17,21 +16,15 @@ from typing import Any
 from twisted.internet import defer, reactor
 from twisted.internet.endpoints import TCP4ClientEndpoint, TCP4ServerEndpoint, connectProtocol
 from twisted.internet.protocol import Factory, ProcessProtocol
-from twisted.internet.task import Clock, deferLater
-from twisted.logger import LogLevel
+from twisted.internet.task import deferLater
 from twisted.protocols.tls import TLSMemoryBIOFactory
-from twisted.python import usage
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
-from nfltr.agent import AgentService
-from nfltr.agent_tap import Options, build_service, line_observer
 from nfltr.cli import main
-from nfltr.client import TcpConnector
 from nfltr.link import LISTENER, RefusalReason
 from nfltr.link.twisted import LinkProtocol
 from nfltr.tls import ensure_self_signed, server_context_factory
-
-from .helpers import AnswersAtEnd, Asker, Network, RelayHandler, TestRelay
+from tests.agent.helpers import AnswersAtEnd, Asker, Network, RelayHandler, TestRelay
 
 REPO = Path(__file__).resolve().parent.parent.parent
 PIN = "sha256:" + "ab" * 32
@@ -101,136 +94,6 @@ class ArgumentTests(SynchronousTestCase):
         self.assertTrue(line.startswith(f"nfltr http: --bearer-file {path} has mode 0644"), line)
         self.assertIn(f"chmod 600 {path}", line)
         self.assertNotIn(KEY, line)
-
-
-class TapTests(SynchronousTestCase):
-    """
-    The twistd plugin's options and services.
-    """
-
-    def test_tcp(self) -> None:
-        """
-        C{tcp PORT...} with its options is checked, and makes an agent.
-        """
-        options = Options()
-        state = self.mktemp()
-        options.parseOptions(
-            ["tcp", "22", "80", "--name", "box", "--state-dir", state, "--relay-pin", PIN,
-             "--key", KEY]
-        )
-        checked = options.subOptions.checked
-        self.assertEqual(checked.ports, (22, 80))
-        service = build_service("tcp", checked, Clock(), None, lambda message: None)
-        self.assertIsInstance(service, AgentService)
-        self.assertTrue((Path(state) / "e2ee.key").exists())
-
-    def test_http(self) -> None:
-        """
-        C{http PORT} takes its mode and its repeatable policy options (before
-        or after the port) and makes an agent with a share key.
-        """
-        import ipaddress
-
-        options = Options()
-        state = self.mktemp()
-        options.parseOptions(
-            ["http", "--allow-ip", "10.0.0.0/8", "3000", "--mode", "inspect", "--allow-ip",
-             "::1", "--require-header", "X-A:1", "--bearer", "t", "--state-dir", state,
-             "--relay-pin", PIN, "--key", KEY]
-        )
-        [share] = options.subOptions.checked.http
-        self.assertEqual((share.port, share.mode), (3000, "inspect"))
-        self.assertEqual(
-            share.policy.allow,
-            (ipaddress.ip_network("10.0.0.0/8"), ipaddress.ip_network("::1")),
-        )
-        self.assertEqual(share.policy.kinds, ("bearer", "headers"))
-        service = build_service("http", options.subOptions.checked, Clock(), None, lambda m: None)
-        self.assertIsInstance(service, AgentService)
-
-    def test_httpSecretsFromFiles(self) -> None:
-        """
-        C{http PORT} takes the key and every credential from files (and
-        C{--require-header} beside its file): the same policy as from the
-        command line.
-        """
-        from nfltr.policy import policy_from_options
-
-        def secret(text: str) -> str:
-            path = Path(self.mktemp())
-            path.write_text(text)
-            path.chmod(0o600)
-            return str(path)
-
-        options = Options()
-        options.parseOptions(
-            ["http", "3000", "--mode", "inspect", "--basic-auth-file", secret("u:p\n"),
-             "--bearer-file", secret("tok\n"), "--require-header", "X-A:1",
-             "--require-header-file", secret("X-B:2\nX-C:3\n"), "--state-dir", self.mktemp(),
-             "--relay-pin", PIN, "--key-file", secret(KEY + "\n")]
-        )
-        checked = options.subOptions.checked
-        [share] = checked.http
-        self.assertEqual(share.policy,
-                         policy_from_options("u:p", "tok", ["X-A:1", "X-B:2", "X-C:3"], []))
-        self.assertEqual(checked.relay.key, KEY)
-
-    def test_tcpConnect(self) -> None:
-        """
-        C{tcp-connect AGENT PORT} with its options makes a connector.
-        """
-        options = Options()
-        options.parseOptions(
-            ["tcp-connect", "box", "22", "--pin", PIN, "--relay-pin", PIN, "--key", KEY]
-        )
-        service = build_service(
-            "tcp-connect", options.subOptions.checked, Clock(), None, lambda m: None
-        )
-        self.assertIsInstance(service, TcpConnector)
-
-    def test_errors(self) -> None:
-        """
-        No command, or options that do not check, are usage errors with the
-        checker's message.
-        """
-        self.assertRaises(usage.UsageError, Options().parseOptions, [])
-        e = self.assertRaises(
-            usage.UsageError, Options().parseOptions,
-            ["tcp-connect", "box", "22", "--relay-pin", PIN, "--key", KEY],
-        )
-        self.assertIn("--pin is required", str(e))
-        e = self.assertRaises(
-            usage.UsageError, Options().parseOptions, ["tcp", "22", "--key", KEY]
-        )
-        self.assertIn("--relay-pin", str(e))
-
-    def test_badStateDir(self) -> None:
-        """
-        A state directory that cannot be used ends the start with one line.
-        """
-        blocker = Path(self.mktemp())
-        blocker.write_text("a file, not a directory")
-        options = Options()
-        options.parseOptions(
-            ["tcp", "22", "--state-dir", str(blocker / "sub"), "--relay-pin", PIN, "--key", KEY]
-        )
-        e = self.assertRaises(
-            SystemExit, build_service, "tcp", options.subOptions.checked, Clock(), None,
-            lambda m: None,
-        )
-        self.assertIn("cannot use the state directory", str(e))
-
-    def test_logLines(self) -> None:
-        """
-        The command's log lines read C{TIME [LEVEL] TEXT}.
-        """
-        stream = io.StringIO()
-        observe = line_observer(stream)
-        observe({"log_format": "hello {who}", "who": "you", "log_level": LogLevel.warn,
-                 "log_time": 0.0})
-        self.assertRegex(
-            stream.getvalue(), r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d \[warn\] hello you\n$"
-        )
 
 
 class Process(ProcessProtocol):

@@ -1,5 +1,5 @@
 """
-Tests for L{nfltr.cli_keys}: C{nfltr accounts ...} and C{nfltr keys ...}, run
+Tests for L{nfltr.cli.keys}: C{nfltr accounts ...} and C{nfltr keys ...}, run
 through L{nfltr.cli.main} in this process against a temporary database.
 """
 

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_cli -*-
+# -*- test-case-name: tests.cli.test_main -*-
 """
 C{nfltr version}: print the installed version.
 """

@@ -1,0 +1,159 @@
+# -*- test-case-name: tests.cli.test_options -*-
+"""
+The options of the agent and the client, declared once: C{nfltr tcp},
+C{nfltr http} and C{nfltr tcp-connect} (L{nfltr.cli.agent}) and the
+commands of twistd's C{nfltr-agent} plugin (L{nfltr.agent_tap}) are built
+from these tables.
+
+Their values are checked, and their defaults applied, by the code that uses
+them: L{nfltr.agent.agent_options}, L{nfltr.agent.http_agent_options} and
+L{nfltr.client.connect_options}, which also read the environment variables
+and the secret files named here (L{tests.cli.test_options} checks that the
+two agree).
+"""
+
+from __future__ import annotations
+
+from nfltr.cli.options import FLAG, REPEAT, Option
+
+#: C{-v}: the log level of every agent and client command.
+VERBOSE = Option("verbose", None, "log debug messages", short="v", kind=FLAG)
+
+RELAY_OPTIONS: tuple[Option, ...] = (
+    Option("relay", "HOST:PORT", "the relay's TLS port (default: localhost:8443)"),
+    Option(
+        "ca", "FILE",
+        "trust the relay through this CA certificate (its DATA_DIR/tls/ca.crt; the relay "
+        "names it in DATA_DIR/relay.json)",
+    ),
+    Option(
+        "relay-pin", "FP",
+        "trust the relay's certificate by its key fingerprint, sha256:... (the relay prints it)",
+    ),
+    Option(
+        "key", "KEY",
+        "API key; better, set NFLTR_KEY or give --key-file: other users can read "
+        "command-line arguments",
+        env="NFLTR_KEY", secret_file="key-file",
+    ),
+    Option(
+        "key-file", "FILE",
+        "read the API key from FILE, which only its owner may read (mode 0600)",
+    ),
+    Option(
+        "transport", "TRANSPORT",
+        "auto (default): the raw link, or WebSocket when that does not get through; link; "
+        "websocket (for networks that pass only HTTP)",
+    ),
+    Option(
+        "proxy", "URL",
+        "reach the relay through this HTTP proxy, http://HOST:PORT, with CONNECT (default: "
+        "HTTPS_PROXY if set)",
+        env="HTTPS_PROXY",
+    ),
+    Option(
+        "keepalive", "PRESET",
+        "link liveness: fast, default, nat, datacenter, mobile, or interval=D,timeout=D "
+        "(default: default)",
+    ),
+)
+AGENT_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "name", "NAME",
+        "the agent's name (default: a random name, kept in the state directory)",
+    ),
+    Option(
+        "e2ee", "BOOL",
+        "true (default): end each session's TLS here, with a key clients pin; false: "
+        "plain sessions the relay can read",
+    ),
+    Option(
+        "state-dir", "DIR",
+        "where the name and the end-to-end key are kept (default: "
+        "$XDG_STATE_HOME/nfltr/agent or ~/.local/state/nfltr/agent)",
+    ),
+    *RELAY_OPTIONS,
+)
+HTTP_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "name", "NAME",
+        "the share's name: its URL is https://NAME.SHARE_DOMAIN/ (default: a random name, "
+        "kept in the state directory)",
+    ),
+    Option(
+        "mode", "MODE",
+        "e2ee (default): TLS ends here, the relay forwards ciphertext; inspect: the relay "
+        "ends TLS and proxies HTTP; passthrough: the service ends TLS itself",
+    ),
+    Option(
+        "host-header", "HOST",
+        "the Host header the service gets: rewrite (default: localhost:PORT), preserve (the "
+        "visitor's), or a value",
+    ),
+    Option(
+        "basic-auth", "USER:PASS",
+        "visitors must log in with this user and password (HTTP Basic; browsers prompt); "
+        "better, set NFLTR_BASIC_AUTH or give --basic-auth-file: other users can read "
+        "command-line arguments",
+        env="NFLTR_BASIC_AUTH", secret_file="basic-auth-file",
+    ),
+    Option(
+        "basic-auth-file", "FILE",
+        "--basic-auth's USER:PASS from FILE, which only its owner may read (mode 0600)",
+    ),
+    Option(
+        "bearer", "TOKEN",
+        "visitors must send Authorization: Bearer TOKEN (for API clients; no prompt); "
+        "better, set NFLTR_BEARER or give --bearer-file",
+        env="NFLTR_BEARER", secret_file="bearer-file",
+    ),
+    Option(
+        "bearer-file", "FILE",
+        "--bearer's TOKEN from FILE, which only its owner may read (mode 0600)",
+    ),
+    Option(
+        "require-header", "NAME:VALUE",
+        "visitors' requests must carry this header with this value (webhook secrets); "
+        "repeatable; better, give --require-header-file",
+        kind=REPEAT, secret_file="require-header-file",
+    ),
+    Option(
+        "require-header-file", "FILE",
+        "more --require-header NAME:VALUE, one a line, from FILE, which only its owner may "
+        "read (mode 0600)",
+    ),
+    Option(
+        "allow-ip", "CIDR",
+        "only visitors from this network (or address) may connect; repeatable",
+        kind=REPEAT,
+    ),
+    Option(
+        "idle-expiry", "DURATION",
+        "end the share (and exit 0) once nobody visited it for DURATION: 90s, 30m, 12h, 7d",
+    ),
+    Option(
+        "plain-http", "BOOL",
+        "true: also serve the share in plain HTTP on the relay's HTTP port (the relay then "
+        "reads that traffic); default false: the HTTP port redirects to HTTPS",
+    ),
+    Option(
+        "state-dir", "DIR",
+        "where the name and the share key are kept (default: $XDG_STATE_HOME/nfltr/agent or "
+        "~/.local/state/nfltr/agent)",
+    ),
+    *RELAY_OPTIONS,
+)
+CONNECT_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "listen", "[HOST:]PORT",
+        "where to accept local connections (default: 127.0.0.1:0, any free port; the port "
+        "is printed)",
+    ),
+    Option("pin", "FP", "the agent's key fingerprint, sha256:... (the agent prints it)"),
+    Option(
+        "e2ee", "BOOL",
+        "true (default): end-to-end TLS to the agent; false: for an agent run with "
+        "--e2ee false",
+    ),
+    *RELAY_OPTIONS,
+)

@@ -1,0 +1,109 @@
+# -*- test-case-name: tests.cli.test_logs -*-
+"""
+The one logging setup of nfltr's processes.
+
+Every process logs through C{twisted.logger} at a level it is given: info
+by default, debug with C{-v} (the agent and the client) or
+C{--log-level LEVEL} (the relay).  L{at_level} is the one filter all of
+them use:
+
+  - the C{nfltr} commands log to standard error, one C{TIME [LEVEL] TEXT}
+    line an event (L{log_to});
+  - under twistd, the log goes where twistd's options send it (standard
+    output with C{-n}, C{--logfile}, C{--syslog}), in twistd's format,
+    through the same filter (L{twistd_observer}).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import IO, Any, cast
+
+from twisted.logger import (
+    FilteringLogObserver,
+    ILogObserver,
+    InvalidLogLevelError,
+    LegacyLogObserverWrapper,
+    LogLevel,
+    LogLevelFilterPredicate,
+    eventAsText,
+    globalLogBeginner,
+)
+
+#: What C{--log-level} takes, least first.
+LEVEL_NAMES = ("debug", "info", "warn", "error", "critical")
+DEFAULT_LEVEL = LogLevel.info
+
+
+def parse_level(text: str) -> LogLevel:
+    """
+    The level named C{text} (any case), one of L{LEVEL_NAMES}.
+
+    @raise ValueError: no such level.
+    """
+    try:
+        return LogLevel.levelWithName(str(text).lower())
+    except InvalidLogLevelError:
+        raise ValueError(f"use {', '.join(LEVEL_NAMES[:-1])} or {LEVEL_NAMES[-1]}") from None
+
+
+def verbosity(verbose: bool) -> LogLevel:
+    """
+    The level of C{-v} (debug) or of its absence (info).
+    """
+    return LogLevel.debug if verbose else DEFAULT_LEVEL
+
+
+def at_level(observer: ILogObserver, level: LogLevel) -> ILogObserver:
+    """
+    C{observer}, given only the events at C{level} or above.
+    """
+    predicate = LogLevelFilterPredicate(defaultLogLevel=level)
+    return cast(ILogObserver, FilteringLogObserver(observer, [predicate]))
+
+
+def log_to(stream: IO[str], level: LogLevel) -> None:
+    """
+    Start logging the events at C{level} or above to C{stream}, one
+    L{line_observer} line each (for the C{nfltr} commands).
+    """
+    globalLogBeginner.beginLoggingTo(
+        [at_level(line_observer(stream), level)], redirectStandardIO=False
+    )
+
+
+def line_observer(stream: IO[str]) -> ILogObserver:
+    """
+    A log observer that writes C{TIME [LEVEL] TEXT} lines to C{stream}:
+    local time, level, text (and a traceback for failures).
+    """
+
+    def formatTime(when: float | None) -> str:
+        return "-" if when is None else time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(when))
+
+    def observe(event: dict[str, Any]) -> None:
+        text = eventAsText(event, includeSystem=False, formatTime=formatTime)
+        stamp, _, rest = text.partition(" ")
+        level = event.get("log_level", LogLevel.info)
+        stream.write(f"{stamp} [{level.name}] {rest}\n")
+        stream.flush()
+
+    return cast(ILogObserver, observe)
+
+
+def twistd_observer(config: Any, level: LogLevel) -> ILogObserver:
+    """
+    The observer twistd would start for its options C{config} (a
+    C{ServerOptions}: C{--logfile}, C{--syslog}, C{-n}), given only the
+    events at C{level} or above.
+
+    twistd makes that observer in a method of its logger class that is not
+    public; it is called here (rather than copied) so that every twistd
+    option keeps its meaning, the log file's rotation on SIGUSR1 included.
+    """
+    from twisted.scripts.twistd import _SomeApplicationRunner
+
+    made = _SomeApplicationRunner.loggerFactory(config)._getLogObserver()
+    if not ILogObserver.providedBy(made):  # syslog's is a legacy observer
+        made = LegacyLogObserverWrapper(made)
+    return at_level(made, level)
