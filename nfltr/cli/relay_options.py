@@ -171,6 +171,15 @@ def _logLevel(value: str, option: str) -> Any:
 
 _count = partial(limit, none=False)
 
+
+def _secondsOrNone(value: object, option: str) -> float | None:
+    """
+    Seconds, 0 to L{MAX_DRAIN_TIMEOUT}, or L{None} for C{none}.
+    """
+    if str(value).strip().lower() == "none":
+        return None
+    return seconds(value, option, limit=MAX_DRAIN_TIMEOUT, zero=True)
+
 RELAY_OPTIONS: tuple[Option, ...] = (
     Option("name", None,
            "Another DNS name or IP address for the relay certificate (repeatable).",
@@ -185,6 +194,10 @@ RELAY_OPTIONS: tuple[Option, ...] = (
            "On SIGTERM or SIGINT: seconds sessions in flight may take to finish after every "
            "link got a GOAWAY; those still open then are reset (0: reset them at once).",
            DEFAULT_DRAIN_TIMEOUT, parse=partial(seconds, limit=MAX_DRAIN_TIMEOUT, zero=True)),
+    Option("peer-drain-timeout", None,
+           "Seconds an agent or client that announced it is going away (GOAWAY) may keep its "
+           "sessions; those still open then are reset and its link closed (none: no limit).",
+           str(DEFAULT_DRAIN_TIMEOUT), parse=_secondsOrNone),
     Option("handshake-timeout", None,
            "Seconds a connection to the TLS port has to send its TLS ClientHello (and, for the "
            "relay's own names, then to finish the handshake and send its first bytes).",
@@ -194,8 +207,8 @@ RELAY_OPTIONS: tuple[Option, ...] = (
            "own (--name, localhost) get a TLS unrecognized_name alert.",
            DEFAULT_SHARE_DOMAIN, parse=_shareDomain),
     Option("lease-time", None,
-           "Seconds a share name stays its account's after its agent left: meanwhile no other "
-           "account can publish it (0: released at once).",
+           "Seconds an agent or share name stays its account's after its last holder left: "
+           "meanwhile no other account can take it (0: released at once).",
            DEFAULT_LEASE_TIME, parse=partial(seconds, limit=MAX_LEASE_TIME, zero=True)),
     Option("public-port", None,
            "The port share URLs name, when visitors reach the TLS port through another port "
@@ -310,7 +323,7 @@ def relay_config(values: Mapping[str, Any]) -> RelayConfig:
         max_agents=values["max-agents"], cert=cert, key=key,
         inspect_rate=None if rate is None else (rate, values["inspect-burst"]),
         ws_echo=values["ws-echo"], ssh=values["ssh"], ssh_config=_sshConfig(values),
-        backlog=values["listen-backlog"],
+        backlog=values["listen-backlog"], peer_drain_timeout=values["peer-drain-timeout"],
     )
 
 

@@ -110,6 +110,9 @@ class RelayConfig:
     @ivar ssh_config: its limits and options.
     @ivar backlog: the listen backlog of every listener whose endpoint
         string names none (L{nfltr.relay.backlog}).
+    @ivar peer_drain_timeout: seconds a peer that sent GOAWAY may keep its
+        sessions before the relay resets them and closes its link (L{None}:
+        as long as the peer likes; L{nfltr.relay.handler.Relay}).
     @ivar ws_echo: a path on the relay's own name where a WebSocket echo
         answers, for the Autobahn TestSuite (L{None}: none, as in
         production).
@@ -135,3 +138,4 @@ class RelayConfig:
     ssh: str | None = None
     ssh_config: SSHConfig = field(default_factory=SSHConfig)
     backlog: int = DEFAULT_BACKLOG
+    peer_drain_timeout: float | None = DEFAULT_DRAIN_TIMEOUT

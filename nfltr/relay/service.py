@@ -173,7 +173,8 @@ class RelayService(Service):
         self._cleanups.append(store.close)
         revision = await store.revision()
         relay = self.relay = Relay(
-            store, self.reactor, self.shares, config.max_agents, self.shares.counters
+            store, self.reactor, self.shares, config.max_agents, self.shares.counters,
+            peerDrainTimeout=config.peer_drain_timeout,
         )
         self._cleanups.append(lambda: relay.closeAll(config.drain_timeout))
         httpPort = None

@@ -226,6 +226,15 @@ class RelayServiceTests(TestCase):
         return await collector.done
 
     @asyncTest
+    async def test_peerDrainTimeout(self) -> None:
+        """
+        The relay that routes links gets the configured bound on a peer's drain.
+        """
+        await self.startRelay(peer_drain_timeout=7.5)
+        assert self.service.relay is not None
+        self.assertEqual(self.service.relay.peerDrainTimeout, 7.5)
+
+    @asyncTest
     async def test_perSourceLimit(self) -> None:
         """
         With C{per_source_open=2} on the TLS port, a third connection from

@@ -218,6 +218,22 @@ class LimitAndCertificateOptionTests(SynchronousTestCase):
             error = self.assertRaises(usage.UsageError, parse, option, value)
             self.assertIn(option, str(error))
 
+    def test_peerDrainTimeout(self) -> None:
+        """
+        C{--peer-drain-timeout} bounds a peer's drain: 30 s by default, seconds or C{none};
+        negative and junk are usage errors naming it.  The relay of the service gets it.
+        """
+        config = parse().config
+        assert config is not None
+        self.assertEqual(config.peer_drain_timeout, 30.0)
+        for value, expected in (("5", 5.0), ("0", 0.0), ("none", None)):
+            config = parse("--peer-drain-timeout", value).config
+            assert config is not None
+            self.assertEqual(config.peer_drain_timeout, expected)
+        for value in ("-1", "soon", "100000"):
+            error = self.assertRaises(usage.UsageError, parse, "--peer-drain-timeout", value)
+            self.assertIn("--peer-drain-timeout", str(error))
+
     def test_certificate(self) -> None:
         """
         C{--cert} and C{--key} go together and must load.
