@@ -605,7 +605,7 @@ def tls_markdown(found: dict[str, Any]) -> str:
 # -- profile ----------------------------------------------------------------------
 
 _SPINE = re.compile(
-    r"\((nfltr/cli_\w+|nfltr/\w+_tap|threading)\.py\)$|^react \(twisted/internet/task\.py\)"
+    r"\((nfltr/cli/\w+|nfltr/\w+_tap|threading)\.py\)$|^react \(twisted/internet/task\.py\)"
 )
 
 

@@ -657,7 +657,7 @@ def _cores(e: dict[str, Any]) -> str:
 # The command's main and the reactor's start sit under every sample: left out
 # of the "total" table, which is meant to show where time goes.
 _SPINE = re.compile(
-    r"\((nfltr/cli_\w+|nfltr/\w+_tap|threading)\.py\)$|^react \(twisted/internet/task\.py\)"
+    r"\((nfltr/cli/\w+|nfltr/\w+_tap|threading)\.py\)$|^react \(twisted/internet/task\.py\)"
 )
 
 

@@ -22,7 +22,7 @@ import ssl
 import sys
 from typing import Any
 
-from nfltr.processes import wait_for_file
+from nfltr.cli.processes import wait_for_file
 
 from .harness import StackTestCase
 
