@@ -18,6 +18,7 @@ from twisted.python import usage
 from twisted.python.failure import Failure
 
 from nfltr.admission import AdmissionLimits
+from nfltr.link.memory import DEFAULT_LINK_MEMORY, MIN_LINK_MEMORY
 from nfltr.messages import is_port_text
 from nfltr.relay.certs import RelayCertificate
 from nfltr.relay.config import (
@@ -42,6 +43,9 @@ MAX_DRAIN_TIMEOUT = 3600.0
 MAX_HANDSHAKE_TIMEOUT = 300.0
 MAX_LEASE_TIME = 365 * 24 * 3600.0
 _MAX_PORT = 65535
+#: The largest --link-memory: beyond it the limit would never be reached.
+MAX_LINK_MEMORY = 1 << 40
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 # Endpoint types that would add a TLS layer of their own under the relay's.
 _TLS_ENDPOINT_TYPES = ("ssl", "tls", "le", "lets")
 
@@ -108,6 +112,11 @@ class Options(usage.Options):
         ["max-handshakes", None, "10000",
          "Connections over all sources that may be in their handshake at once on each "
          "public port (none: no limit)."],
+        ["link-memory", None, f"{DEFAULT_LINK_MEMORY >> 20}M",
+         "Bytes all links together may hold for their peers (what waits in session send "
+         "queues and in full transports) before the links holding most have their sessions "
+         "paused and take no new session; a number of bytes with an optional K, M or G "
+         "(none: no limit)."],
         ["max-agents", None, "none",
          "Agents that may be connected at once; one more is refused (and exits) with a "
          "message naming this option (none: no limit)."],
@@ -230,6 +239,7 @@ class Options(usage.Options):
             revocation_poll=poll, drain_timeout=drain, share_domain=shareDomain,
             handshake_timeout=handshake, lease_time=lease, public_port=public, http=http,
             admission=admission, max_agents=_limit(self["max-agents"], "--max-agents"),
+            link_memory=_size(self["link-memory"], "--link-memory"),
             cert=cert, key=key, inspect_rate=inspectRate, ws_echo=echo, ssh=ssh,
             ssh_config=sshConfig,
         )
@@ -271,6 +281,27 @@ def _limit(value: object, option: str, kind: type = int, none: bool = True) -> A
     if not number > 0:
         also = " or none" if none else ""
         raise usage.UsageError(f"{option} {value}: give a number more than 0{also}")
+    return number
+
+
+def _size(value: object, option: str) -> int | None:
+    """
+    A byte count (C{256M}, C{1G}, C{1048576}) of at least L{MIN_LINK_MEMORY},
+    or L{None} for C{none}.
+
+    @raise usage.UsageError: naming C{option}.
+    """
+    text = str(value).strip().lower()
+    if text == "none":
+        return None
+    unit = text[-1:] if text[-1:] in _SIZE_UNITS else ""
+    digits = text[: len(text) - len(unit)]
+    number = int(digits) * _SIZE_UNITS[unit] if digits.isascii() and digits.isdigit() else 0
+    if not MIN_LINK_MEMORY <= number <= MAX_LINK_MEMORY:
+        raise usage.UsageError(
+            f"{option} {value}: give bytes (K, M or G allowed) from {MIN_LINK_MEMORY} to "
+            f"{MAX_LINK_MEMORY}, or none"
+        )
     return number
 
 

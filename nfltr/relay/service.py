@@ -37,6 +37,7 @@ from twisted.python.threadpool import ThreadPool
 
 from nfltr import __version__
 from nfltr.admission import Admission
+from nfltr.link.memory import LinkMemory
 from nfltr.sni.twisted import SNIRouterFactory
 from nfltr.store import SQLiteStore, StoreError
 from nfltr.tls import (
@@ -85,6 +86,8 @@ class RelayService(Service):
     @ivar tlsAdmission: the TLS port's admission (its C{refused} counters).
     @ivar ready: listening and not stopping (C{/readyz}).
     @ivar httpAdmission: the HTTP port's, if there is one.
+    @ivar linkMemory: what the links hold for their peers, and its limit
+        (C{--link-memory}), shared by every link the relay accepts.
     """
 
     name = "relay"
@@ -100,6 +103,7 @@ class RelayService(Service):
         self.tlsAdmission: Admission | None = None
         self.ready = False
         self.httpAdmission: Admission | None = None
+        self.linkMemory = LinkMemory(config.link_memory, getattr(reactor, "seconds", None))
         self.certificate: RelayCertificate | None = None
         self.sshFactory: Any = None
         self._statePath: Path | None = None
@@ -235,7 +239,9 @@ class RelayService(Service):
         return port
 
     def _tlsFactory(self, relay: Relay, creator: Any) -> SNIRouterFactory:
-        self.router = tls_port_factory(relay, creator, self.config, self.shares, self.reactor)
+        self.router = tls_port_factory(
+            relay, creator, self.config, self.shares, self.reactor, self.linkMemory
+        )
         self.router.admission = self.tlsAdmission = Admission(self.config.admission)
         return self.router
 
