@@ -25,6 +25,7 @@ from nfltr.admission import AdmissionLimits
 from nfltr.cli.logs import parse_level
 from nfltr.cli.options import FLAG, REPEAT, Option, option_values, parse_values
 from nfltr.cli.twistd import TableOptions
+from nfltr.link.memory import DEFAULT_LINK_MEMORY, MIN_LINK_MEMORY
 from nfltr.messages import is_port_text
 from nfltr.relay.certs import RelayCertificate
 from nfltr.relay.config import (
@@ -50,6 +51,9 @@ MAX_DRAIN_TIMEOUT = 3600.0
 MAX_HANDSHAKE_TIMEOUT = 300.0
 MAX_LEASE_TIME = 365 * 24 * 3600.0
 _MAX_PORT = 65535
+#: The largest --link-memory: beyond it the limit would never be reached.
+MAX_LINK_MEMORY = 1 << 40
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 # Endpoint types that would add a TLS layer of their own under the relay's.
 _TLS_ENDPOINT_TYPES = ("ssl", "tls", "le", "lets")
 
@@ -172,6 +176,27 @@ def _logLevel(value: str, option: str) -> Any:
 _count = partial(limit, none=False)
 
 
+def _size(value: object, option: str) -> int | None:
+    """
+    A byte count (C{256M}, C{1G}, C{1048576}) of at least L{MIN_LINK_MEMORY},
+    or L{None} for C{none}.
+
+    @raise usage.UsageError: naming C{option}.
+    """
+    text = str(value).strip().lower()
+    if text == "none":
+        return None
+    unit = text[-1:] if text[-1:] in _SIZE_UNITS else ""
+    digits = text[: len(text) - len(unit)]
+    number = int(digits) * _SIZE_UNITS[unit] if digits.isascii() and digits.isdigit() else 0
+    if not MIN_LINK_MEMORY <= number <= MAX_LINK_MEMORY:
+        raise usage.UsageError(
+            f"{option} {value}: give bytes (K, M or G allowed) from {MIN_LINK_MEMORY} to "
+            f"{MAX_LINK_MEMORY}, or none"
+        )
+    return number
+
+
 def _secondsOrNone(value: object, option: str) -> float | None:
     """
     Seconds, 0 to L{MAX_DRAIN_TIMEOUT}, or L{None} for C{none}.
@@ -279,6 +304,11 @@ RELAY_OPTIONS: tuple[Option, ...] = (
            "Where the relay keeps its certificates, database and relay.json "
            "[default: $XDG_DATA_HOME/nfltr/relay or ~/.local/share/nfltr/relay].",
            short="d", parse=_dataDir),
+    Option("link-memory", None,
+           "Bytes all links together may hold for their peers (what waits in session send "
+           "queues and in full transports) before the links holding most have their sessions "
+           "paused and take no new session; a number of bytes with an optional K, M or G "
+           "(none: no limit).", f"{DEFAULT_LINK_MEMORY >> 20}M", parse=_size),
     Option("max-agents", None,
            "Agents that may be connected at once; one more is refused (and exits) with a "
            "message naming this option (none: no limit).", "none", parse=limit),
@@ -320,7 +350,7 @@ def relay_config(values: Mapping[str, Any]) -> RelayConfig:
             per_source_burst=values["per-source-burst"],
             handshakes=values["max-handshakes"],
         ),
-        max_agents=values["max-agents"], cert=cert, key=key,
+        max_agents=values["max-agents"], link_memory=values["link-memory"], cert=cert, key=key,
         inspect_rate=None if rate is None else (rate, values["inspect-burst"]),
         ws_echo=values["ws-echo"], ssh=values["ssh"], ssh_config=_sshConfig(values),
         backlog=values["listen-backlog"], peer_drain_timeout=values["peer-drain-timeout"],

@@ -18,6 +18,19 @@ MAX_SESSIONS_LIMIT = 1 << 20
 DEFAULT_BUDGET_CAP = 64 << 20
 MAX_HANDSHAKE_TIMEOUT = 300.0
 MAX_PING_RATE = 1000.0
+# Bytes queued in all of a link's session send queues together before every
+# session that queues more is paused: 32 sessions at the default high water.
+DEFAULT_SEND_QUEUE_LIMIT = 16 << 20
+# Bytes of answers to the peer's frames (WINDOW, PONG, RESET, refusals) held
+# for a peer that does not read, before the link stops reading it.
+DEFAULT_REPLY_LIMIT = 1 << 20
+# Seconds a link that stopped reading for unread answers waits for them to
+# drain before it ends the link with ENHANCE_YOUR_CALM.
+DEFAULT_REPLY_TIMEOUT = 10.0
+# The reply bound in force is never below this many bytes per session window
+# of connection budget: the WINDOW frames that DATA within credit provokes
+# (see LinkConfig.reply_bound), so honest traffic never stops reading.
+WINDOW_REPLY_FACTOR = 128
 
 
 @dataclass(frozen=True)
@@ -41,6 +54,18 @@ class LinkConfig:
     @ivar handshake_timeout: seconds allowed for the preamble and HELLO.
     @ivar ping_rate: PINGs per second a peer may send (burst: 4 times as
         many) before the link is closed with C{ENHANCE_YOUR_CALM}.
+    @ivar send_queue_limit: bytes queued in all session send queues
+        together above which every session that queues more is asked to
+        pause, as at its own high-water mark; they resume once the total is
+        back at half.  So 1,000 sessions cannot each hold their high water.
+        L{None}: no limit beyond each session's high water.
+    @ivar reply_limit: bytes this side wrote, while the transport was full,
+        in answer to the peer's frames (WINDOW, PONG, RESET, refusals), above
+        which the link stops reading the peer until the transport drains;
+        if it has not drained within C{reply_timeout} the link ends with
+        C{ENHANCE_YOUR_CALM}.  Raised if need be to what DATA within credit
+        can provoke (see L{reply_bound}).  L{None}: never stop reading.
+    @ivar reply_timeout: seconds, see C{reply_limit}.
     """
 
     session_window: int = 512 * 1024
@@ -50,9 +75,15 @@ class LinkConfig:
     keepalive: Keepalive = field(default=DEFAULT_KEEPALIVE)
     handshake_timeout: float = 10.0
     ping_rate: float = 20.0
+    send_queue_limit: int | None = DEFAULT_SEND_QUEUE_LIMIT
+    reply_limit: int | None = DEFAULT_REPLY_LIMIT
+    reply_timeout: float = DEFAULT_REPLY_TIMEOUT
 
     def __post_init__(self) -> None:
-        for name in ("session_window", "connection_budget", "max_sessions", "send_high_water"):
+        for name in (
+            "session_window", "connection_budget", "max_sessions", "send_high_water",
+            "send_queue_limit", "reply_limit",
+        ):
             value = getattr(self, name)
             if value is not None and type(value) is not int:
                 raise ValueError(f"{name} must be an integer, not {value!r}")
@@ -74,6 +105,12 @@ class LinkConfig:
             raise ValueError(f"handshake_timeout {self.handshake_timeout} outside (0, 300]")
         if not 0 < self.ping_rate <= MAX_PING_RATE:
             raise ValueError(f"ping_rate {self.ping_rate} outside (0, 1000]")
+        for name in ("send_queue_limit", "reply_limit"):
+            value = getattr(self, name)
+            if value is not None and not MAX_PAYLOAD <= value <= MAX_WINDOW:
+                raise ValueError(f"{name} {value} outside {MAX_PAYLOAD}..{MAX_WINDOW}")
+        if not 0 < self.reply_timeout <= MAX_HANDSHAKE_TIMEOUT:
+            raise ValueError(f"reply_timeout {self.reply_timeout} outside (0, 300]")
 
     @cached_property
     def budget(self) -> int:
@@ -92,3 +129,28 @@ class LinkConfig:
         The send high-water mark in force.
         """
         return self.send_high_water if self.send_high_water is not None else self.session_window
+
+    @cached_property
+    def queue_limit(self) -> int:
+        """
+        The send queue limit in force (L{None} as a bound no queue reaches).
+        """
+        return self.send_queue_limit if self.send_queue_limit is not None else 1 << 62
+
+    def reply_bound(self, window: int) -> int | None:
+        """
+        The reply limit in force on a link whose sessions' window in force
+        is C{window} (the smaller of the two sides' windows): C{reply_limit},
+        raised to C{WINDOW_REPLY_FACTOR * budget // window}.
+
+        A peer can have at most the budget in flight without reading any
+        WINDOW of ours, and each WINDOW (14 bytes) returns at least half a
+        window, per session and for the connection: 4 WINDOWs per window of
+        data, at most twice per spell of a full transport (the WINDOWs
+        written during it are read last), 112 bytes per window of budget.
+        So DATA within credit never stops this side reading, and two peers
+        sending bulk both ways never both stop.
+        """
+        if self.reply_limit is None:
+            return None
+        return max(self.reply_limit, WINDOW_REPLY_FACTOR * self.budget // window)

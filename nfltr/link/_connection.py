@@ -190,6 +190,8 @@ class LinkConnection(Receiver):
                         self._dispatch(frame, events, now)
                 if error is not None:
                     raise error
+            if self._throttled:
+                self._wake(events)
         except RemoteProtocolError as e:
             self._fail(e.code, e.reason)
             e.events = events
@@ -263,9 +265,18 @@ class LinkConnection(Receiver):
         expect = LISTENER if self.role == DIALER else DIALER
         hello = parse_hello(message, expect)
         self.peer = hello
-        self._send_conn_credit = hello.budget
-        self._peer_budget = hello.budget
-        self._peer_window = hello.window
+        # Never more credit than this side would grant: a peer announcing
+        # 2**30 must not make us write a GiB for it.  Both sides clamp alike,
+        # so the window in force is the smaller of the two each way, and
+        # credit comes back at half of it (see consumed).
+        c = self.config
+        window = min(hello.window, c.session_window)
+        budget = min(hello.budget, self._budget)
+        self._send_conn_credit = budget
+        self._peer_budget = budget
+        self._peer_window = window
+        self._session_grant = window // 2
+        self._conn_grant = window // 2
         keepalive = hello.keepalive if hello.keepalive is not None else self.config.keepalive
         self._liveness = LivenessTracker(keepalive, now)
         self.state = State.OPEN
@@ -303,7 +314,7 @@ class LinkConnection(Receiver):
         self._sessions[sid] = s
         self._local_open += 1
         room = min(MAX_PAYLOAD - 2 - len(raw), s.send_credit, self._send_conn_credit)
-        first = first_bytes[: max(room, 0)]
+        first = first_bytes[: max(room, 0)] if not self._holding else b""
         s.send_credit -= len(first)
         self._send_conn_credit -= len(first)
         self._out.append(encode_open(sid, raw, first))
@@ -344,7 +355,7 @@ class LinkConnection(Receiver):
             raise LocalProtocolError(f"session {sid}: data after FIN")
         n = len(data)
         if n <= s.send_credit and n <= self._send_conn_credit and n <= MAX_PAYLOAD \
-                and n and not s.pending:
+                and n and not s.pending and not self._holding:
             # Within the credit and nothing queued before: one frame now.
             s.send_credit -= n
             self._send_conn_credit -= n
@@ -532,6 +543,8 @@ class LinkConnection(Receiver):
         ]
         self._sessions.clear()
         self._ready.clear()
+        self._throttled.clear()
+        self._queued = 0
         self.state = State.CLOSED
         return events
 

@@ -40,6 +40,7 @@ class ErrorCode(IntEnum):
     CANCEL = 14
     CONNECT_FAILED = 15
     GOING_AWAY = 16
+    OVERLOADED = 17
 
 
 def code_name(code: int) -> str:

@@ -289,10 +289,14 @@ def encode_reset(session_id: int, code: int, reason: str = "") -> bytes:
 
 def decode_coded(payload: bytes, offset: int) -> tuple[int, str]:
     """
-    Read the u32 code at C{offset} and the UTF-8 reason after it.
+    Read the u32 code at C{offset} and the UTF-8 reason after it (its first
+    L{MAX_REASON} bytes).
     """
     (code,) = _U32.unpack_from(payload, offset)
-    reason = bytes(payload[offset + 4 :]).decode("utf-8", "replace")
+    # At most MAX_REASON bytes of it, as a sender sends: a longer one is a
+    # peer's attempt to make us hold or log more.
+    start = offset + 4
+    reason = bytes(payload[start : start + MAX_REASON]).decode("utf-8", "replace")
     return code, reason
 
 

@@ -249,6 +249,8 @@ class Receiver(Sender):
     def _remove(self, s: SessionState) -> None:
         del self._sessions[s.session_id]
         self._ready.pop(s.session_id, None)
+        self._throttled.pop(s.session_id, None)
+        self._queued -= s.pending_bytes
         if s.local:
             self._local_open -= 1
         else:

@@ -2,7 +2,8 @@
 """
 What an application gives a L{LinkProtocol}: an L{ILinkHandler} for the
 link's events (L{LinkHandler}, a base that refuses every session), and the
-L{LinkUnavailable} error of a link that cannot open a session now.
+L{LinkUnavailable} error of a link that cannot open a session now (and its
+L{LinkOverloaded} case).
 """
 
 from __future__ import annotations
@@ -23,7 +24,22 @@ class LinkUnavailable(Exception):
     """
     No session can be opened on this link now (not yet established, going
     away, or at the peer's session limit).
+
+    @ivar code: the error code that tells a peer why, when this refusal is
+        passed on as a RESET.
     """
+
+    code: int = ErrorCode.GOING_AWAY
+
+
+class LinkOverloaded(LinkUnavailable):
+    """
+    The process holds its limit of unsent link bytes
+    (L{nfltr.link.memory.LinkMemory}) and this link more than its share: no
+    new session on it now.
+    """
+
+    code = ErrorCode.OVERLOADED
 
 
 class ILinkHandler(Interface):

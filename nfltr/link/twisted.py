@@ -12,6 +12,13 @@ no extra reactor turn); otherwise, when the clock is nfltr's reactor
 (L{nfltr.netio.EPollReactor.callAfterEvents}), once every event of the poll
 being handled was (the reads of 50 local connections in one poll leave in
 one write per link), and else on the next turn (C{callLater(0)}).
+
+What a link may leave in its transport for its peer is bounded whatever the
+peer announces or does (L{nfltr.link._output}): the link is its transport's
+producer, and its answers to a peer that does not read are counted.  Every
+string a peer chose (GOAWAY and RESET reasons) is logged through
+L{nfltr.wire.peerText}, and the lines a peer can provoke are throttled per
+source address (L{nfltr.wire.LogThrottle}, one per factory).
 """
 
 from __future__ import annotations
@@ -23,6 +30,9 @@ from twisted.internet import defer, error, interfaces
 from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
+from zope.interface import implementer
+
+from nfltr.wire import LogThrottle, peerText
 
 from ._config import LinkConfig
 from ._connection import LinkConnection
@@ -41,48 +51,23 @@ from ._events import (
     SessionReset,
     SessionWritable,
 )
-from .handler import ILinkHandler, LinkHandler, LinkUnavailable
+from ._output import LinkOutput, TransportView
+from ._output import reading as _reading
+from .handler import ILinkHandler, LinkHandler, LinkOverloaded, LinkUnavailable
 from .transport import LinkAddress, LinkSession, SessionResetError
 
 __all__ = [
-    "ILinkHandler", "LinkAddress", "LinkFactory", "LinkHandler", "LinkProtocol", "LinkSession",
-    "LinkUnavailable", "SessionResetError",
+    "ILinkHandler", "LinkAddress", "LinkFactory", "LinkHandler", "LinkOverloaded", "LinkProtocol",
+    "LinkSession", "LinkUnavailable", "SessionResetError",
 ]
 
+OVERLOADED_REASON = "the relay holds its limit of unsent link bytes: retry later"
 
-class _Reading:
+
+@implementer(interfaces.IPushProducer)
+class LinkProtocol(LinkOutput, Protocol):
     """
-    The links whose output waits for the end of the link read being
-    processed (see the module): one per process, used on the reactor thread
-    only.
-
-    @ivar depth: how many link reads are being processed (nested reads are
-        rare: a link carried by a protocol over another link).
-    @ivar pending: the links to flush once the outermost read ends.
-    """
-
-    def __init__(self) -> None:
-        self.depth = 0
-        self.pending: list[LinkProtocol] = []
-
-    def flush(self) -> None:
-        """
-        Flush every pending link, those made pending meanwhile included.
-        """
-        pending = self.pending
-        while pending:
-            self.pending = []
-            for link in pending:
-                link._flush()
-            pending = self.pending
-
-
-_reading = _Reading()
-
-
-class LinkProtocol(Protocol):
-    """
-    One link over one transport.
+    One link over one transport, and its transport's producer.
 
     @ivar connection: the codec, once connected.
     @ivar peerHello: the peer's L{Hello} once established.
@@ -90,6 +75,7 @@ class LinkProtocol(Protocol):
     @ivar failure: the link-level error that ended the link, if any.
     @ivar bytesReceived: bytes read from the transport, framing included.
     @ivar bytesSent: bytes written to the transport, framing included.
+    @ivar logThrottle: limits the lines one source can make this link log.
     """
 
     # Set by makeConnection; stream transports with the whole ITCPTransport
@@ -101,6 +87,7 @@ class LinkProtocol(Protocol):
     def __init__(
         self, role: str, handler: Any, clock: interfaces.IReactorTime,
         config: LinkConfig | None = None, appHello: dict[str, Any] | None = None,
+        memory: Any = None, logThrottle: LogThrottle | None = None,
     ) -> None:
         self.role = role
         self.handler = handler
@@ -126,16 +113,29 @@ class LinkProtocol(Protocol):
         self._drained: list[defer.Deferred[None]] = []
         self._drainTimer: Any = None
         self._lost = False
+        self.memory = memory
+        self.logThrottle = logThrottle if logThrottle is not None else LogThrottle(clock.seconds)
 
     # -- life cycle -----------------------------------------------------------
+
+    def makeConnection(self, transport: Any) -> None:
+        """
+        Connect to a L{TransportView} of C{transport}.
+        """
+        super().makeConnection(TransportView(transport))
 
     def connectionMade(self) -> None:
         """
         Start the codec: a dialer sends its preamble and hello at once.
         """
-        setNoDelay = getattr(self.transport, "setTcpNoDelay", None)
+        transport = self.transport
+        setNoDelay = getattr(transport, "setTcpNoDelay", None)
         if setNoDelay is not None:
             setNoDelay(True)
+        register = getattr(transport, "registerProducer", None)
+        if register is not None:
+            register(self, True)
+        self._replyBound = self.config.reply_limit
         self.connection = LinkConnection(
             self.role, self.config, clock=self.clock.seconds, app_hello=self._appHello
         )
@@ -178,8 +178,9 @@ class LinkProtocol(Protocol):
                 # What the codec queued meanwhile (not scheduled by anyone).
                 out = conn.data_to_send()
                 if out:
-                    self.bytesSent += len(out)
-                    self.transport.write(out)
+                    self._write(out, True)
+                if self.memory is not None:
+                    self._account()
                 if conn.goaway_sent or conn.goaway_received:
                     self._closeIfDrained()
         finally:
@@ -195,6 +196,7 @@ class LinkProtocol(Protocol):
         for call in (self._flushCall, self._timer, self._drainTimer):
             if call is not None and call.active():
                 call.cancel()
+        self._forgetAccount()
         why = self.failure or reason.value
         if self.connection is not None:
             self.connection.connection_lost()
@@ -213,15 +215,28 @@ class LinkProtocol(Protocol):
     def _linkFailed(self, e: Exception) -> None:
         self.failure = e
         code = getattr(e, "code", ErrorCode.INTERNAL_ERROR)
-        self.log.warn(
-            "link {peer} failed: {code}: {reason}",
-            peer=self._peerName(), code=code_name(code), reason=getattr(e, "reason", str(e)),
+        self._warn(
+            "failed", "link {peer} failed: {code}: {reason}",
+            code=code_name(code), reason=peerText(getattr(e, "reason", str(e))),
         )
         self._flush()
-        self.transport.loseConnection()
+        self._close()
 
     def _peerName(self) -> str:
         return "?" if self.transport is None else str(self.transport.getPeer())
+
+    def _warn(self, kind: str, text: str, level: str = "warn", **fields: Any) -> None:
+        """
+        Log a line a peer can cause, at most as often as the log throttle
+        lets lines of this C{kind} from its address through.
+        """
+        peer = None if self.transport is None else self.transport.getPeer()
+        left = self.logThrottle.allow(str(getattr(peer, "host", peer)), kind)
+        if left is None:
+            return
+        if left:
+            text += " ({left} similar lines left out)"
+        getattr(self.log, level)(text, peer=self._peerName(), left=left, **fields)
 
     # -- events -------------------------------------------------------------
 
@@ -271,6 +286,8 @@ class LinkProtocol(Protocol):
 
     def _onEstablished(self, event: LinkEstablished) -> None:
         self.peerHello = event.hello
+        if self.connection is not None:
+            self._replyBound = self.config.reply_bound(self.connection.window)
         self._armTimer()
         self.handler.linkEstablished(self)
         waiting, self._waiting = self._waiting, []
@@ -282,6 +299,10 @@ class LinkProtocol(Protocol):
         self._sessions[event.session_id] = session
         if event.first_bytes:
             session.dataReceived(event.first_bytes)
+        if self.pressed:
+            self.memory.refused += 1
+            session.refuse(ErrorCode.OVERLOADED, OVERLOADED_REASON)
+            return
         self.handler.sessionRequested(session)
 
     def _onFin(self, event: FinReceived) -> None:
@@ -298,9 +319,10 @@ class LinkProtocol(Protocol):
         session = self._sessions.pop(event.session_id, None)
         if session is not None:
             if not event.remote:
-                self.log.warn(
-                    "link {peer}: session {sid} reset: {code}: {reason}", peer=self._peerName(),
-                    sid=event.session_id, code=code_name(event.code), reason=event.reason,
+                self._warn(
+                    "reset", "link {peer}: session {sid} reset: {code}: {reason}",
+                    sid=event.session_id, code=code_name(event.code),
+                    reason=peerText(event.reason),
                 )
             session.sessionEnded(Failure(SessionResetError(event.code, event.reason)))
 
@@ -317,20 +339,21 @@ class LinkProtocol(Protocol):
 
     def _onGoAway(self, event: GoAwayReceived) -> None:
         if event.code != ErrorCode.NO_ERROR:
+            reason = peerText(event.reason)
             self.failure = error.ConnectionLost(
-                f"closed by the peer: {code_name(event.code)} {event.reason}"
+                f"closed by the peer: {code_name(event.code)} {reason}"
             )
-            self.log.warn(
-                "link {peer} closed by the peer: {code}: {reason}", peer=self._peerName(),
-                code=code_name(event.code), reason=event.reason,
+            self._warn(
+                "goaway", "link {peer} closed by the peer: {code}: {reason}",
+                code=code_name(event.code), reason=reason,
             )
         else:
-            self.log.info("link {peer}: the peer is going away", peer=self._peerName())
+            self._warn("drain", "link {peer}: the peer is going away", level="info")
             self.handler.linkGoingAway(self)
 
     def _onTimedOut(self, event: LinkTimedOut) -> None:
         self.failure = error.TimeoutError(string=event.reason)
-        self.log.warn("link {peer} is dead: {reason}", peer=self._peerName(), reason=event.reason)
+        self._warn("dead", "link {peer} is dead: {reason}", reason=event.reason)
         self._flush()
         abort = getattr(self.transport, "abortConnection", self.transport.loseConnection)
         abort()
@@ -344,9 +367,13 @@ class LinkProtocol(Protocol):
         C{connectionMade}, travel with the OPEN.  If the peer refuses, the
         protocol's C{connectionLost} gets a L{SessionResetError}.
 
-        @raise LinkUnavailable: no session can be opened on this link now.
+        @raise LinkUnavailable: no session can be opened on this link now
+            (L{LinkOverloaded}: the process holds its limit of unsent bytes).
         """
         conn = self.connection
+        if self.pressed:
+            self.memory.refused += 1
+            raise LinkOverloaded(OVERLOADED_REASON)
         if conn is None or self._lost or not conn.can_open():
             raise LinkUnavailable(self._unavailableReason())
         session = LinkSession(self, 0, target)
@@ -372,7 +399,10 @@ class LinkProtocol(Protocol):
         """
         Whether L{openSession} would succeed now.
         """
-        return self.connection is not None and not self._lost and self.connection.can_open()
+        return (
+            self.connection is not None and not self._lost and not self.pressed
+            and self.connection.can_open()
+        )
 
     def sendControl(self, message: dict[str, Any]) -> None:
         """
@@ -406,13 +436,13 @@ class LinkProtocol(Protocol):
         for session in list(self._sessions.values()):
             session.abortWith(ErrorCode.GOING_AWAY, "drain timeout")
         self._flush()
-        self.transport.loseConnection()
+        self._close()
 
     def _closeIfDrained(self) -> None:
         conn = self.connection
         if conn is not None and not self._lost and conn.is_drained():
             self._flush()
-            self.transport.loseConnection()
+            self._close()
 
     # -- called by sessions ---------------------------------------------------
 
@@ -452,6 +482,7 @@ class LinkProtocol(Protocol):
         conn = self.connection
         if conn is not None and not self._lost:
             conn.reset_session(sid, code, reason)
+            self._dispatch(conn.wake())
             self._scheduleFlush()
             self._closeIfDrained()
 
@@ -486,8 +517,9 @@ class LinkProtocol(Protocol):
             return
         data = self.connection.data_to_send()
         if data:
-            self.bytesSent += len(data)
-            self.transport.write(data)
+            self._write(data, False)
+        if self.memory is not None:
+            self._account()
 
     def _armTimer(self) -> None:
         if self.connection is None or self._lost:
@@ -529,22 +561,32 @@ class LinkFactory(Factory):
     """
     Builds L{LinkProtocol}s with one role, clock and configuration; each
     link gets the handler C{handlerFactory()} returns.
+
+    @ivar memory: the L{nfltr.link.memory.LinkMemory} every link reports to
+        (a relay's), or L{None}.
+    @ivar logThrottle: the log throttle the links share.
     """
 
     def __init__(
         self, role: str, handlerFactory: Any, clock: interfaces.IReactorTime,
         config: LinkConfig | None = None, appHello: dict[str, Any] | None = None,
+        memory: Any = None,
     ) -> None:
         self.role = role
         self.handlerFactory = handlerFactory
         self.clock = clock
         self.config = config or LinkConfig()
         self.appHello = appHello
+        self.memory = memory
+        self.logThrottle = LogThrottle(clock.seconds)
 
     def buildProtocol(self, addr: Any) -> LinkProtocol:
         """
         A new link with a new handler.
         """
         handler = self.handlerFactory()
-        return LinkProtocol(self.role, handler, self.clock, self.config, self.appHello)
+        return LinkProtocol(
+            self.role, handler, self.clock, self.config, self.appHello, self.memory,
+            self.logThrottle,
+        )
 

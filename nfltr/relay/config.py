@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nfltr.admission import AdmissionLimits
+from nfltr.link.memory import DEFAULT_LINK_MEMORY
 from nfltr.ssh import SSHConfig
 
 DEFAULT_TLS = "tcp:8443"
@@ -98,6 +99,10 @@ class RelayConfig:
         port (the TLS port and the HTTP port), L{nfltr.admission}.
     @ivar max_agents: how many agents may be connected at once (L{None}:
         no limit).
+    @ivar link_memory: bytes all links together may hold for their peers
+        (session send queues, and what waits in full transports) before the
+        links holding most are paused and take no new session
+        (L{nfltr.link.memory}); L{None}: no limit.
     @ivar cert: the operator's certificate chain for the relay's names (and
         the inspect shares it covers), instead of the one the relay makes;
         read at start and on SIGHUP.
@@ -131,6 +136,7 @@ class RelayConfig:
     http: str | None = None
     admission: AdmissionLimits = DEFAULT_ADMISSION
     max_agents: int | None = None
+    link_memory: int | None = DEFAULT_LINK_MEMORY
     cert: Path | None = None
     key: Path | None = None
     inspect_rate: tuple[float, int] | None = None

@@ -17,6 +17,10 @@ bounded by the agents connected (and by C{--max-agents}).
 | C{nfltr_sessions_open} | gauge | C{role} of the link (agent, data, client) |
 | C{nfltr_sessions_total} | counter | C{kind} (tcp, share, http), C{outcome} (see below) |
 | C{nfltr_link_bytes_total} | counter | C{direction} (in, out): link bytes, framing included |
+| C{nfltr_link_memory_bytes} | gauge | : bytes links hold for their peers (L{nfltr.link.memory}) |
+| C{nfltr_link_memory_limit_bytes} | gauge | : its limit (C{--link-memory}; absent: none) |
+| C{nfltr_links_pressed} | gauge | : links over their share of that limit now |
+| C{nfltr_link_sessions_overloaded_total} | counter | : sessions refused for it |
 | C{nfltr_agent_connects_total} | counter | |
 | C{nfltr_dialers_refused_total} | counter | C{reason} (the refusal reasons) |
 | C{nfltr_tls_port_connections_total} | counter | C{route} (hand_over, splice) |
@@ -67,6 +71,7 @@ class RelayCollector(Collector):
         yield from self._counters(relay.counters)
         yield from self._ports(service)
         yield from self._agents(relay)
+        yield from self._memory(getattr(service, "linkMemory", None))
 
     def _links(self, relay: Any) -> Iterator[Metric]:
         agents = GaugeMetricFamily("nfltr_agents_connected", "Agents connected now.")
@@ -140,6 +145,27 @@ class RelayCollector(Collector):
                 for reason, count in counted.refused.items():
                     admission.add_metric([port, reason], count)
         yield admission
+
+    def _memory(self, memory: Any) -> Iterator[Metric]:
+        if memory is None:
+            return
+        held = GaugeMetricFamily("nfltr_link_memory_bytes",
+                                 "Bytes links hold for their peers, unsent.")
+        held.add_metric([], memory.held)
+        yield held
+        if memory.limit is not None:
+            limit = GaugeMetricFamily("nfltr_link_memory_limit_bytes",
+                                      "The limit on what links hold (--link-memory).")
+            limit.add_metric([], memory.limit)
+            yield limit
+        pressed = GaugeMetricFamily("nfltr_links_pressed",
+                                    "Links over their share of the link memory limit.")
+        pressed.add_metric([], memory.pressed)
+        yield pressed
+        refused = CounterMetricFamily("nfltr_link_sessions_overloaded",
+                                      "Sessions refused at the link memory limit.")
+        refused.add_metric([], memory.refused)
+        yield refused
 
     def _agents(self, relay: Any) -> Iterator[Metric]:
         rtt = GaugeMetricFamily("nfltr_agent_link_rtt_seconds",

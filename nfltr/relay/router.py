@@ -32,6 +32,7 @@ from twisted.internet import interfaces
 from zope.interface import Interface, implementer
 
 from nfltr.link import LISTENER
+from nfltr.link.memory import LinkMemory
 from nfltr.link.twisted import LinkFactory
 from nfltr.sni import ClientHello, ClientHelloError, check_host_name
 from nfltr.sni.twisted import (
@@ -186,7 +187,7 @@ class TLSPortRoutes:
 
 def tls_port_factory(
     relay: Relay, creator: Any, config: RelayConfig, shares: IShareRoutes,
-    clock: interfaces.IReactorTime,
+    clock: interfaces.IReactorTime, memory: LinkMemory | None = None,
 ) -> SNIRouterFactory:
     """
     The factory of the relay's TLS port: an SNI router (with C{config}'s
@@ -194,11 +195,11 @@ def tls_port_factory(
     C{shares}) in front of the relay's own TLS stack: TLS with C{creator}
     (an L{IOpenSSLServerConnectionCreator}), then link or HTTP 400
     (L{nfltr.relay._sniff}, under the same timeout), links handled by
-    C{relay}.
+    C{relay}, raw or over WebSocket, all reporting to C{memory}.
 
     @raise ValueError: the share domain is not a DNS name.
     """
-    links = LinkFactory(LISTENER, relay.handler, clock)
+    links = LinkFactory(LISTENER, relay.handler, clock, memory=memory)
     links.noisy = False
     websocket = relay_websocket_factory(links, relay.checkKey, clock, config.ws_echo)
     sniffing = SniffingFactory(links, clock, config.handshake_timeout, websocket)

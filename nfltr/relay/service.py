@@ -38,6 +38,7 @@ from twisted.python.threadpool import ThreadPool
 
 from nfltr import __version__
 from nfltr.admission import Admission
+from nfltr.link.memory import LinkMemory
 from nfltr.sni.twisted import SNIRouterFactory
 from nfltr.store import SQLiteStore, StoreError
 from nfltr.tls import (
@@ -87,6 +88,8 @@ class RelayService(Service):
     @ivar tlsAdmission: the TLS port's admission (its C{refused} counters).
     @ivar ready: listening and not stopping (C{/readyz}).
     @ivar httpAdmission: the HTTP port's, if there is one.
+    @ivar linkMemory: what the links hold for their peers, and its limit
+        (C{--link-memory}), shared by every link the relay accepts.
     """
 
     name = "relay"
@@ -102,6 +105,7 @@ class RelayService(Service):
         self.tlsAdmission: Admission | None = None
         self.ready = False
         self.httpAdmission: Admission | None = None
+        self.linkMemory = LinkMemory(config.link_memory, getattr(reactor, "seconds", None))
         self.certificate: RelayCertificate | None = None
         self.sshFactory: Any = None
         self._statePath: Path | None = None
@@ -245,7 +249,9 @@ class RelayService(Service):
         return serverFromString(self.reactor, with_backlog(spec, self.config.backlog))
 
     def _tlsFactory(self, relay: Relay, creator: Any) -> SNIRouterFactory:
-        self.router = tls_port_factory(relay, creator, self.config, self.shares, self.reactor)
+        self.router = tls_port_factory(
+            relay, creator, self.config, self.shares, self.reactor, self.linkMemory
+        )
         self.router.admission = self.tlsAdmission = Admission(self.config.admission)
         return self.router
 

@@ -24,6 +24,8 @@ from nfltr.link import (
     _config,
     _frames,
     _liveness,
+    _output,
+    memory,
 )
 from nfltr.link._frames import (
     Frame,
@@ -294,6 +296,25 @@ class SpecTablesTests(SynchronousTestCase):
             [value] = {getattr(m, name) for m in modules if hasattr(m, name)}
             self.assertEqual(float(row[1]), value, name)
 
+    def test_bounds(self) -> None:
+        """
+        The table of what a side holds for its peer gives each bound's value
+        in the code, and the config's defaults are those bounds.
+        """
+        modules = (_config, _output, memory)
+        rows = spec_table("Bound", "Value", "Meaning")
+        self.assertGreaterEqual(len(rows), 8)
+        for row in rows:
+            name = unquote(row[0])
+            [value] = {getattr(m, name) for m in modules if hasattr(m, name)}
+            self.assertEqual(float(row[1]), value, name)
+        config = LinkConfig()
+        self.assertEqual(
+            (config.send_queue_limit, config.reply_limit, config.reply_timeout),
+            (_config.DEFAULT_SEND_QUEUE_LIMIT, _config.DEFAULT_REPLY_LIMIT,
+             _config.DEFAULT_REPLY_TIMEOUT),
+        )
+
     def test_preamble(self) -> None:
         """
         The preamble table gives the magic's bytes and the version.
@@ -331,7 +352,10 @@ class SpecTablesTests(SynchronousTestCase):
         known = (
             {t.name for t in FrameType} | {c.name for c in ErrorCode}
             | {r.name for r in RefusalReason}
-            | {n for m in (_frames, _config, _liveness) for n in dir(m) if n.isupper()}
+            | {
+                n for m in (_frames, _config, _liveness, _output, memory)
+                for n in dir(m) if n.isupper()
+            }
         )
         names = set(re.findall(r"`([A-Z][A-Z0-9_]*)`", SPEC.read_text(encoding="utf-8")))
         self.assertGreater(len(names), 40)

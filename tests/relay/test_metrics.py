@@ -17,6 +17,7 @@ from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr.admission import Admission
+from nfltr.link.memory import MIN_LINK_MEMORY, LinkMemory
 from nfltr.messages import client_target
 from nfltr.relay.admin import admin_site
 from nfltr.relay.metrics import MetricsResource, metrics_registry
@@ -104,6 +105,39 @@ class MetricsTests(SynchronousTestCase):
                   (("port", "tls"), ("reason", "per_source_rate")))], 2
         )
         self.assertEqual(seen[("nfltr_links", (("role", "client"),))], 1)
+
+
+class Holder:
+    """
+    Stands for a link of the account.
+    """
+
+    def memoryRelieved(self) -> None:
+        pass
+
+
+class LinkMemoryMetricsTests(SynchronousTestCase):
+    """
+    The relay's link memory account is exported.
+    """
+
+    def test_gauges(self) -> None:
+        """
+        What the links hold, the limit, the links pressed and the sessions
+        refused, as the account says.
+        """
+        memory = LinkMemory(MIN_LINK_MEMORY)
+        holder = Holder()
+        memory.change(holder, 0, MIN_LINK_MEMORY + 1)
+        memory.refused = 3
+        seen = samples(metrics_registry(SimpleNamespace(
+            relay=RelayHarness().relay, router=None, tlsAdmission=None, httpAdmission=None,
+            linkMemory=memory,
+        )))
+        self.assertEqual(seen[("nfltr_link_memory_bytes", ())], MIN_LINK_MEMORY + 1)
+        self.assertEqual(seen[("nfltr_link_memory_limit_bytes", ())], MIN_LINK_MEMORY)
+        self.assertEqual(seen[("nfltr_links_pressed", ())], 1)
+        self.assertEqual(seen[("nfltr_link_sessions_overloaded_total", ())], 3)
 
 
 class AdminTests(SynchronousTestCase):

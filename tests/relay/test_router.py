@@ -20,6 +20,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
 
 from nfltr.link import DIALER
+from nfltr.link.memory import LinkMemory
 from nfltr.link.twisted import LinkProtocol
 from nfltr.messages import TcpShare, agent_hello, client_hello, client_target
 from nfltr.relay.config import RelayConfig
@@ -269,8 +270,9 @@ class TLSPortTests(SynchronousTestCase):
             self.tmp, names=("relay.example.com",), handshake_timeout=4.0,
         )
         creator = server_context_factory(self.pki.cert, self.pki.key)
+        self.memory = LinkMemory()
         self.factory: SNIRouterFactory = tls_port_factory(
-            self.harness.relay, creator, config, self.shares, self.clock
+            self.harness.relay, creator, config, self.shares, self.clock, self.memory
         )
 
     def dial(
@@ -330,6 +332,15 @@ class TLSPortTests(SynchronousTestCase):
         agent's echo.
         """
         self._checkLinkThrough("relay.example.com", "localhost")
+
+    def test_linksShareTheMemoryAccount(self) -> None:
+        """
+        Every link the TLS port accepts reports to the one account given.
+        """
+        self._checkLinkThrough("localhost", "localhost")
+        links = [h.link for h in self.harness.relay.handlers]
+        self.assertEqual(len(links), 2)
+        self.assertTrue(all(link.memory is self.memory for link in links))
 
     def test_linkByAddress(self) -> None:
         """

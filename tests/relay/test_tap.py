@@ -234,6 +234,23 @@ class LimitAndCertificateOptionTests(SynchronousTestCase):
             error = self.assertRaises(usage.UsageError, parse, "--peer-drain-timeout", value)
             self.assertIn("--peer-drain-timeout", str(error))
 
+    def test_linkMemory(self) -> None:
+        """
+        C{--link-memory}: 256 MiB by default; bytes with K, M or G, or none;
+        below 1 MiB, or junk, is a usage error naming the option.
+        """
+        config = parse().config
+        assert config is not None
+        self.assertEqual(config.link_memory, 256 << 20)
+        for value, want in (("1G", 1 << 30), ("2048k", 2 << 20), ("1048576", 1 << 20),
+                            ("none", None)):
+            config = parse("--link-memory", value).config
+            assert config is not None
+            self.assertEqual(config.link_memory, want, value)
+        for value in ("1000", "0", "-5M", "lots", "1.5G", "²M", "2T"):
+            error = self.assertRaises(usage.UsageError, parse, "--link-memory", value)
+            self.assertIn("--link-memory", str(error))
+
     def test_certificate(self) -> None:
         """
         C{--cert} and C{--key} go together and must load.

@@ -7,8 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 from twisted.internet import error
+from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
+from nfltr.link import DIALER
+from nfltr.link.twisted import LinkHandler, LinkProtocol
 from nfltr.ws.options import MAX_MESSAGE
 from nfltr.ws.transport import MESSAGE_SIZE, LinkOverWebSocket, MessageTransport
 
@@ -94,3 +98,29 @@ class MessageTransportTests(SynchronousTestCase):
         glue2.closed(False, 1006, "dropped")
         self.assertTrue(other.lost.check(error.ConnectionLost))
         self.assertFalse(other.lost.check(error.ConnectionDone))
+
+
+class BackpressureTests(SynchronousTestCase):
+    """
+    A real link over WebSocket is the producer of the connection under the
+    WebSocket, as over a raw connection.
+    """
+
+    def test_linkIsTheConnectionsProducer(self) -> None:
+        """
+        The link registers on the connection below; when that connection is
+        full the link holds its DATA; closing the link unregisters it.
+        """
+        websocket = FakeWebSocket()
+        websocket.transport = StringTransport()  # type: ignore[attr-defined]
+        link = LinkProtocol(DIALER, LinkHandler(), Clock())
+        LinkOverWebSocket(websocket).opened(link)
+        below = websocket.transport  # type: ignore[attr-defined]
+        self.assertIs(below.producer, link)
+        below.producer.pauseProducing()
+        self.assertTrue(link.writePaused)
+        below.producer.resumeProducing()
+        self.assertFalse(link.writePaused)
+        link.transport.loseConnection()
+        self.assertIsNone(below.producer)
+        self.assertEqual(websocket.closes, [(1000, None)])
