@@ -186,9 +186,9 @@ class RelayUser(ConchUser):
 
     def refuse(self, reason: RefusalReason, message: str) -> None:
         """
-        Turn this connection away (its key revoked, or its agent name taken
-        over): the message is the SSH disconnect's text, which OpenSSH
-        prints.  Once gone, nothing more.
+        Turn this connection away (its key revoked, or one of its names
+        taken over by a newer holder): the message is the SSH disconnect's
+        text, which OpenSSH prints.  Once gone, nothing more.
         """
         if self.gone:
             return
