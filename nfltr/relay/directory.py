@@ -16,9 +16,9 @@ to do with what it tells them.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
 from dataclasses import dataclass
 
+from .interfaces import IAgentHolder
 from .leases import Leases
 
 
@@ -31,9 +31,8 @@ class AgentEntry:
     @ivar account: the account its API key belongs to.
     @ivar keyid: the id of its API key.
     @ivar ports: the TCP ports it shares.
-    @ivar holder: who holds the agent's link: its link handler, or an SSH
-        connection (L{nfltr.ssh}); it has C{pickLink()} and C{refuse(reason,
-        message)}.
+    @ivar holder: who holds the agent: its link handler, or an SSH
+        connection (L{nfltr.ssh}).
     @ivar plain: the ports among C{ports} shared without end-to-end TLS
         (C{--e2ee false}), which SSH clients may reach.
     """
@@ -42,7 +41,7 @@ class AgentEntry:
     account: str
     keyid: str
     ports: frozenset[int]
-    holder: Hashable
+    holder: IAgentHolder
     plain: frozenset[int] = frozenset()
 
 
@@ -61,7 +60,7 @@ class Directory:
     def __init__(self, leases: Leases | None = None) -> None:
         self.leases = leases if leases is not None else Leases()
         self._agents: dict[str, AgentEntry] = {}
-        self._byKey: dict[str, set[Hashable]] = {}
+        self._byKey: dict[str, set[IAgentHolder]] = {}
         self._revoked: set[str] = set()
 
     def claimAgent(self, entry: AgentEntry, now: float) -> AgentEntry | None:
@@ -117,13 +116,13 @@ class Directory:
             return None
         return entry
 
-    def addLink(self, keyid: str, holder: Hashable) -> None:
+    def addLink(self, keyid: str, holder: IAgentHolder) -> None:
         """
         Record that C{holder}'s link authenticated with C{keyid}.
         """
         self._byKey.setdefault(keyid, set()).add(holder)
 
-    def removeLink(self, keyid: str, holder: Hashable) -> None:
+    def removeLink(self, keyid: str, holder: IAgentHolder) -> None:
         """
         Forget C{holder}'s link under C{keyid}.
         """
@@ -133,7 +132,7 @@ class Directory:
             if not holders:
                 del self._byKey[keyid]
 
-    def linksFor(self, keyid: str) -> list[Hashable]:
+    def linksFor(self, keyid: str) -> list[IAgentHolder]:
         """
         The holders of the links authenticated with C{keyid}.
         """

@@ -14,25 +14,26 @@ the reactor thread), then answers with one control message: C{welcome}, or
 C{refused} followed by a GOAWAY and the end of the connection.  Sessions a
 client opens before its welcome wait for the verdict.
 
-Agent names follow L{nfltr.relay.names} (L{Relay.admitAgent}, for the SSH
-port too).  A link stays under its key until it is gone, draining or not,
-so L{Relay.revoke} reaches it; a peer's drain lasts at most
-L{Relay.peerDrainTimeout}.  A peer's mistakes are answered, never raised (a
-hello and a bad frame in one read: L{RelayLinkHandler._linkDown}); its
-strings are logged through L{nfltr.wire.peerText}, refusals per source
-through L{Relay.logThrottle}.
+A handler is an L{IAgentHolder} (of kind C{link}): its names and shares go
+through the relay's one claim place (L{nfltr.relay.agents.Relay}), which
+follows L{nfltr.relay.names} for the SSH port too; its clients' sessions
+take the one TCP route (L{Relay.tcp}).  A link stays under its key until it
+is gone, draining or not, so L{Relay.revoke} reaches it; a peer's drain
+lasts at most L{Relay.peerDrainTimeout}.  A peer's mistakes are answered,
+never raised (a hello and a bad frame in one read:
+L{RelayLinkHandler._linkDown}); its strings are logged through
+L{nfltr.wire.peerText}, refusals per source through L{Relay.logThrottle}.
 """
 
 from __future__ import annotations
 
 import secrets
 from contextlib import suppress
-from typing import Any, Protocol
+from typing import Any
 
-from twisted.internet.defer import Deferred, gatherResults
-from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
+from zope.interface import implementer
 
 from nfltr.link import ErrorCode, RefusalReason, State, refusal
 from nfltr.link.twisted import LinkHandler, LinkProtocol, LinkSession, LinkUnavailable
@@ -43,32 +44,23 @@ from nfltr.messages import (
     NOT_FOUND_REASON,
     DialerHello,
     MessageError,
-    agent_target,
     parse_client_target,
     parse_dialer_hello,
     welcome,
 )
 from nfltr.store import KeyInfo
-from nfltr.wire import LogThrottle, peerText
+from nfltr.wire import peerText
 
-from .config import DEFAULT_DRAIN_TIMEOUT
-from .counters import AGENT_UNAVAILABLE, NOT_FOUND, ROUTED, TCP, RelayCounters
-from .directory import AgentEntry, Directory
-from .leases import Leases
-from .names import ClaimRefused, check_agent_claim
-from .routing import join_sessions
-from .shares import ShareRefused, ShareRegistry
+from .agents import Relay, revoked_message
+from .directory import AgentEntry
+from .interfaces import LINK, HolderFigures, IAgentHolder
+from .names import ClaimRefused
+from .routing import RouteRefused
 from .state import format_address
 
 INVALID_KEY = "invalid API key"
-REPLACED = "replaced by a newer connection"
 STORE_UNAVAILABLE = "the relay cannot check API keys now; try again later"
 AGENT_SESSIONS_REFUSED = "agents cannot open sessions"
-NO_SHARE_URLS = "this relay does not publish share URLs"
-#: Seconds a peer that sent GOAWAY may keep its sessions going before the
-#: relay resets them and closes the link (the relay's own --drain-timeout's
-#: default).
-DEFAULT_PEER_DRAIN_TIMEOUT = DEFAULT_DRAIN_TIMEOUT
 
 HELLO, VERIFYING, AGENT_READY, CLIENT_READY, DATA_READY, CLOSED = (
     "hello", "verifying", "agent", "client", "data", "closed",
@@ -79,13 +71,6 @@ NO_SUCH_LINK = "no such agent link (it ended, or the token is another key's)"
 DATA_LINK_LIMIT = f"an agent has at most {MAX_DATA_LINKS} extra data connections"
 
 
-def revoked_message(keyid: str) -> str:
-    """
-    The text of the refusal a revoked key gets.
-    """
-    return f"API key {keyid} was revoked"
-
-
 def held_note(held: int) -> str:
     """
     What a throttled log line adds about the lines left out before it.
@@ -93,149 +78,7 @@ def held_note(held: int) -> str:
     return f" ({held} similar lines left out)" if held else ""
 
 
-class KeyVerifier(Protocol):
-    """
-    The part of a store the handlers use.
-    """
-
-    def verify_key(self, plaintext: str) -> Deferred[KeyInfo | None]:
-        """
-        See L{nfltr.store.SQLiteStore.verify_key}.
-        """
-
-
-class Relay:
-    """
-    What the link handlers of one relay share.
-
-    @ivar store: checks API keys.
-    @ivar directory: the connected agents and authenticated links.
-    @ivar clock: the reactor's time.
-    @ivar handlers: the handlers of every established link.
-    @ivar shares: the share URLs agents publish (L{None}: this relay
-        publishes none, and refuses agents that ask).
-    @ivar maxAgents: how many agents may be connected at once (L{None}: no
-        limit).  Checked when an agent's key is verified, on the reactor
-        thread, so admission is atomic: agents racing for the last places
-        get exactly as many as there are.
-    @ivar counters: running totals for the metrics.
-    @ivar dataTokens: the agents' first links by the token their extra data
-        connections present.
-    @ivar peerDrainTimeout: seconds a peer that sent GOAWAY may keep its
-        sessions going; then the relay resets them and closes the link
-        (L{None}: no limit).
-    @ivar logThrottle: how often lines about one source's refusals are
-        logged.
-    """
-
-    log = Logger()
-
-    def __init__(
-        self, store: KeyVerifier, clock: IReactorTime, shares: ShareRegistry | None = None,
-        maxAgents: int | None = None, counters: RelayCounters | None = None,
-        peerDrainTimeout: float | None = DEFAULT_PEER_DRAIN_TIMEOUT,
-    ) -> None:
-        """
-        @param shares: its leases are the agent names' too (one table, one
-            lease time: C{--lease-time}).
-        """
-        self.store = store
-        self.clock = clock
-        self.shares = shares
-        self.maxAgents = maxAgents
-        self.counters = counters if counters is not None else RelayCounters()
-        self.directory = Directory(shares.leases if shares is not None else Leases())
-        self.handlers: set[RelayLinkHandler] = set()
-        self.dataTokens: dict[str, RelayLinkHandler] = {}
-        self.peerDrainTimeout = peerDrainTimeout
-        self.logThrottle = LogThrottle(clock.seconds)
-
-    def checkKey(self, plaintext: str) -> Deferred[bool]:
-        """
-        Whether C{plaintext} is a valid API key, not revoked (for the
-        WebSocket upgrade, before the link's own hello).
-        """
-        d = self.store.verify_key(plaintext)
-        return d.addCallback(
-            lambda key: key is not None and not key.revoked
-            and not self.directory.isRevoked(key.keyid)
-        )
-
-    def agentLinks(self) -> list[tuple[str, LinkProtocol]]:
-        """
-        The name and link of each live agent.
-        """
-        result = []
-        for entry in self.directory.agents():
-            link = getattr(entry.holder, "link", None)
-            if link is not None:
-                result.append((entry.name, link))
-        return result
-
-    def handler(self) -> RelayLinkHandler:
-        """
-        A handler for one new link (a L{nfltr.link.twisted.LinkFactory}'s
-        C{handlerFactory}).
-        """
-        return RelayLinkHandler(self)
-
-    def admitAgent(self, entry: AgentEntry, replace: bool = True) -> None:
-        """
-        The one check of an agent's claim to its name, for native agents and
-        SSH connections (L{check_agent_claim}, under C{maxAgents}).
-
-        @raise ClaimRefused: why not.
-        """
-        check_agent_claim(self.directory, entry, self.clock.seconds(), self.maxAgents, replace)
-
-    def claimAgent(self, entry: AgentEntry, replace: bool = True) -> AgentEntry | None:
-        """
-        Register C{entry} under its name if L{admitAgent} allows.
-
-        @return: the agent it replaced, which the caller turns away.
-        @raise ClaimRefused: why not.
-        """
-        self.admitAgent(entry, replace)
-        return self.directory.claimAgent(entry, self.clock.seconds())
-
-    def releaseAgent(self, entry: AgentEntry) -> bool:
-        """
-        C{entry} gives its name up (its lease runs); whether it still held it.
-        """
-        return self.directory.releaseAgent(entry, self.clock.seconds())
-
-    def revoke(self, keyid: str) -> int:
-        """
-        Turn away every link authenticated with C{keyid}, now and later:
-        agents' first links and data connections, clients, SSH connections,
-        draining or not.
-
-        @return: how many links were closed.
-        """
-        self.directory.markRevoked(keyid)
-        holders = self.directory.linksFor(keyid)
-        self.log.info(
-            "API key {keyid} was revoked: closing {count} link(s)",
-            keyid=keyid, count=len(holders),
-        )
-        for holder in holders:  # link handlers, SSH connections
-            holder.refuse(RefusalReason.REVOKED, revoked_message(keyid))  # type: ignore[attr-defined]
-        return len(holders)
-
-    def closeAll(self, timeout: float) -> Deferred[Any]:
-        """
-        Drain every link (see L{LinkProtocol.drain}); fires once all are
-        closed.
-        """
-        links = [h.link for h in self.handlers if h.link is not None]
-        if links:
-            self.log.info(
-                "draining {count} link(s): sessions in flight have {timeout:g}s to finish",
-                count=len(links), timeout=timeout,
-            )
-        return gatherResults([link.drain(timeout) for link in links])
-
-
+@implementer(IAgentHolder)
 class RelayLinkHandler(LinkHandler):
     """
     The relay's side of one link.
@@ -245,13 +88,16 @@ class RelayLinkHandler(LinkHandler):
     @ivar hello: the dialer's validated hello.
     @ivar key: the verified API key, once accepted.
     @ivar agent: the directory entry, for an agent.
+    @ivar since: when the link was established (the relay clock's time).
     @ivar _pending: sessions a client opened before its welcome.
     """
 
     log = Logger()
+    kind = LINK
 
     def __init__(self, relay: Relay) -> None:
         self.relay = relay
+        self.since = 0.0
         self.state = HELLO
         self.link: LinkProtocol | None = None
         self.hello: DialerHello | None = None
@@ -272,6 +118,7 @@ class RelayLinkHandler(LinkHandler):
         Validate the hello and start checking the key.
         """
         self.link = link
+        self.since = self.relay.clock.seconds()
         self.relay.handlers.add(self)
         assert link.peerHello is not None
         if self._linkDown():
@@ -417,13 +264,11 @@ class RelayLinkHandler(LinkHandler):
         try:
             # Checked before the shares are published, claimed after: all or nothing.
             self.relay.admitAgent(entry)
-            shares = self._publish(hello, key)
-            old = self.relay.claimAgent(entry)
+            shares = self.relay.publishShares(self, key.account, hello.http) if hello.http else []
+            self.relay.claimAgent(entry)  # whom it replaces is refused
         except ClaimRefused as e:
             self.refuse(e.reason, str(e))
             return
-        if old is not None:
-            old.holder.refuse(RefusalReason.CONFLICT, REPLACED)  # type: ignore[attr-defined]
         self.key, self.agent, self.state = key, entry, AGENT_READY
         self.relay.directory.addLink(key.keyid, self)
         self.relay.counters.agentConnects += 1
@@ -438,18 +283,8 @@ class RelayLinkHandler(LinkHandler):
         )
         self._releasePending()
 
-    def _publish(self, hello: DialerHello, key: KeyInfo) -> list[dict[str, Any]]:
-        if not hello.http:
-            return []
-        registry = self.relay.shares
-        if registry is None:
-            raise ShareRefused(RefusalReason.INVALID, NO_SHARE_URLS)
-        return registry.publish(self, key.account, hello.http, self.pickLink)
-
     def _withdraw(self) -> None:
-        registry = self.relay.shares
-        if registry is not None:
-            registry.withdraw(self)
+        self.relay.withdrawShares(self)
 
     def _bindData(self, hello: DialerHello, key: KeyInfo) -> None:
         assert hello.token is not None
@@ -479,6 +314,36 @@ class RelayLinkHandler(LinkHandler):
         if not usable:
             return self.link
         return min(usable, key=lambda link: link.connection.session_count)  # type: ignore[union-attr]
+
+    # -- IAgentHolder -----------------------------------------------------------
+
+    def canOpen(self) -> bool:
+        """
+        Whether one of this agent's links can open a session now.
+        """
+        link = self.pickLink()
+        return link is not None and link.canOpen()
+
+    def openSession(self, target: str, protocol: Any, firstBytes: bytes = b"") -> LinkSession:
+        """
+        Open C{target} on the link L{pickLink} chooses (see
+        L{IAgentHolder.openSession}).
+        """
+        link = self.pickLink()
+        if link is None:
+            raise LinkUnavailable("the agent's link is not established")
+        return link.openSession(target, protocol, firstBytes)
+
+    def figures(self) -> HolderFigures:
+        """
+        The figures of this agent's first link (see L{IAgentHolder.figures}).
+        """
+        link = self.link
+        if link is None:
+            return HolderFigures(LINK, 0, 0, 0, None, self.since)
+        sessions = link.connection.session_count if link.connection is not None else 0
+        return HolderFigures(LINK, sessions, link.bytesReceived, link.bytesSent, link.rtt,
+                             self.since)
 
     def _endDataLinks(self, drain: bool) -> None:
         """
@@ -553,16 +418,13 @@ class RelayLinkHandler(LinkHandler):
         except MessageError as e:
             session.refuse(ErrorCode.REFUSED, str(e))
             return
-        counters = self.relay.counters
-        entry = self.relay.directory.reachable(name, self.key.account, port)
-        if entry is None:
-            counters.session(TCP, NOT_FOUND)
-            session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
-            return
         self.log.debug("session to {name}:{port}", name=name, port=port)
-        link = entry.holder.pickLink()  # type: ignore[attr-defined]
-        joined = join_sessions(session, link, agent_target(port))
-        counters.session(TCP, ROUTED if joined else AGENT_UNAVAILABLE)
+        try:
+            end = self.relay.tcp.openTCP(self.key.account, name, port, "client link lost")
+        except RouteRefused as e:
+            session.refuse(e.code, e.reason)
+            return
+        session.accept(end)
 
     def _send(self, message: dict[str, Any]) -> None:
         if self.link is None or self._linkDown():

@@ -29,6 +29,12 @@ bounded by the agents connected (and by C{--max-agents}).
 | C{nfltr_agent_link_rtt_seconds} | gauge | C{agent} |
 | C{nfltr_agent_sessions_open} | gauge | C{agent} |
 | C{nfltr_agent_link_bytes_total} | counter | C{agent}, C{direction} |
+| C{nfltr_agent_connected_since_seconds} | gauge | C{agent}, C{kind} (link, ssh) |
+
+The per-agent series are read from each agent's holder only through
+L{nfltr.relay.interfaces.IAgentHolder.figures}, the same for a native
+agent's link and an SSH connection (which measures no round-trip time:
+no C{rtt} series).
 
 Session outcomes: C{routed}, C{not_found}, C{not_allowed} (an allow list),
 C{agent_unavailable} (the agent's link is draining or gone).
@@ -175,16 +181,21 @@ class RelayCollector(Collector):
         traffic = CounterMetricFamily("nfltr_agent_link_bytes",
                                       "Bytes on an agent's link, framing included.",
                                       labels=["agent", "direction"])
-        for name, link in relay.agentLinks():
-            if link.rtt is not None:
-                rtt.add_metric([name], link.rtt)
-            if link.connection is not None:
-                open_.add_metric([name], link.connection.session_count)
-            traffic.add_metric([name, "in"], link.bytesReceived)
-            traffic.add_metric([name, "out"], link.bytesSent)
+        since = GaugeMetricFamily("nfltr_agent_connected_since_seconds",
+                                  "When an agent's link or SSH connection connected (Unix time).",
+                                  labels=["agent", "kind"])
+        for name, holder in relay.agentHolders():
+            figures = holder.figures()
+            if figures.rtt is not None:
+                rtt.add_metric([name], figures.rtt)
+            open_.add_metric([name], figures.sessions)
+            traffic.add_metric([name, "in"], figures.bytesIn)
+            traffic.add_metric([name, "out"], figures.bytesOut)
+            since.add_metric([name, figures.kind], figures.since)
         yield rtt
         yield open_
         yield traffic
+        yield since
 
 
 def metrics_registry(service: Any) -> CollectorRegistry:

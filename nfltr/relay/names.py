@@ -10,8 +10,16 @@ the lease time (C{--lease-time}) after the last of them left.  Meanwhile no
 other account can take it, as an agent name or as a share name, whether the
 holder is connected or only its lease lives.  L{check_name_free} is that
 check; the share registry calls it for every share, and
-L{check_agent_claim} (through L{nfltr.relay.handler.Relay.admitAgent}) for
+L{check_agent_claim} (through L{nfltr.relay.agents.Relay.admitAgent}) for
 every agent name, on the native link path and the SSH path alike.
+
+Within an account, a newer holder (L{nfltr.relay.interfaces.IAgentHolder}:
+a native agent's link, an SSH connection) that takes a name over, as its
+agent name or as a share, replaces the holder that had it, whatever the
+kinds of the two: the older one is refused with C{conflict} L{REPLACED}
+(L{nfltr.relay.agents.Relay} does it, the one place holders claim names).
+Only an SSH connection's agent name never replaces a connected agent
+(L{name_connected_message}).
 
 Names are public, like share URLs: anyone with a key can learn that a name
 is taken by trying it.  What the refusal never tells is who holds it, or
@@ -26,6 +34,10 @@ from nfltr.link import RefusalReason
 
 from .directory import AgentEntry, Directory
 from .leases import Leases, NameLeased
+
+#: What a holder is told when a newer holder of its account takes one of its
+#: names (its agent name or a share's) over.
+REPLACED = "replaced by a newer connection"
 
 
 class ClaimRefused(Exception):

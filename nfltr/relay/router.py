@@ -17,7 +17,7 @@ first; L{TLSPortRoutes.choose} decides by the ClientHello's server name:
 The relay's own names win over the share domain, so C{relay.example.com}
 stays the relay's with C{--share-domain example.com}.
 
-The routing table is an L{IShareRoutes}: the relay's
+The routing table is an L{IShareRoutes} (L{nfltr.relay.interfaces}): the relay's
 L{nfltr.relay.shares.ShareRegistry} (shares agents publish), or a fixed
 L{ShareRoutes} table in memory.
 """
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from cryptography import x509
 from twisted.internet import interfaces
-from zope.interface import Interface, implementer
+from zope.interface import implementer
 
 from nfltr.link import LISTENER
 from nfltr.link.memory import LinkMemory
@@ -48,28 +48,13 @@ from nfltr.ws.server import relay_websocket_factory
 
 from ._sniff import SniffingFactory
 from .config import RelayConfig
+from .interfaces import IShareRoutes
 
 if TYPE_CHECKING:
-    from .handler import Relay
+    from .agents import Relay
 
 #: The name the relay always answers to, as its certificate does.
 LOCAL_NAME = "localhost"
-
-
-class IShareRoutes(Interface):
-    """
-    The shares reachable by name on the TLS port.
-    """
-
-    def route(name: str) -> Route | None:
-        """
-        The route of the share called C{name} (L{Splice} to its backend, or
-        L{HandOver} to a protocol that ends its TLS), or L{None} if there is
-        none now.  C{name} is one DNS label, lowercase (internationalised names
-        as their C{xn--} A-label): what precedes the share domain in the
-        server name.  Called once per visitor connection, on the reactor
-        thread: answer at once, from memory.
-        """
 
 
 @implementer(IShareRoutes)

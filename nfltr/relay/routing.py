@@ -1,9 +1,12 @@
-# -*- test-case-name: tests.relay.test_handler -*-
+# -*- test-case-name: tests.relay.test_holders -*-
 """
-Join a client's session to a new session on an agent's link.
+The one TCP route (L{TCPRoute}, an L{ISessionOpener}): a client's session
+towards an agent's TCP port, for native clients (C{tcp-connect}, over a
+link) and SSH clients (C{ssh -L}/C{-W}, over a C{direct-tcpip} channel)
+alike, opened through the agent's holder (L{IAgentHolder.openSession}).
 
-The two sessions are spliced (L{nfltr.splice}): bytes, backpressure and
-half-close travel both ways.  When one side's session is reset (the agent
+The client's side and the agent's are spliced (L{nfltr.splice}): bytes,
+backpressure and half-close travel both ways.  When one side's session is reset (the agent
 could not reach its service, the client gave up), the other side's session
 is reset with the same code and reason (through L{nfltr.wire.peerText}: one
 peer's words reach the other as one short printable line), so the client
@@ -13,17 +16,26 @@ with C{CANCEL}.
 
 from __future__ import annotations
 
-from typing import Any
-
 from twisted.internet import error
 from twisted.python.failure import Failure
+from zope.interface import implementer
 
 from nfltr.link import ErrorCode
-from nfltr.link.twisted import LinkSession, LinkUnavailable, SessionResetError
+from nfltr.link.twisted import LinkUnavailable, SessionResetError
+from nfltr.messages import NOT_FOUND_CODE, NOT_FOUND_REASON, agent_target
 from nfltr.splice import SpliceEnd
 from nfltr.wire import peerText
 
+from .counters import AGENT_UNAVAILABLE as UNAVAILABLE_OUTCOME
+from .counters import NOT_FOUND, ROUTED, TCP, RelayCounters
+from .directory import Directory
+from .interfaces import ISessionOpener
+
 AGENT_UNAVAILABLE = "agent unavailable (draining, or at its session limit)"
+#: What a client that cannot end the agent's TLS (an SSH client) is told
+#: for a port shared end-to-end encrypted.
+E2EE_ONLY = "{name}:{port} is shared end-to-end encrypted: reach it with nfltr tcp-connect " \
+            "(the agent shares it to SSH clients with --e2ee false)"
 
 
 class SessionEnd(SpliceEnd):
@@ -65,25 +77,58 @@ class SessionEnd(SpliceEnd):
         super().connectionLost(reason)
 
 
-def join_sessions(clientSession: LinkSession, agentLink: Any, target: str) -> bool:
+class RouteRefused(Exception):
     """
-    Open C{target} on C{agentLink} and splice it to C{clientSession}, which
-    the client opened and nobody accepted yet.  If no session can be opened
-    on the agent's link, reset the client's with C{GOING_AWAY}: not the
-    service's refusal (C{CONNECT_FAILED}), which only the agent can report.
+    A client's TCP session is not routed.
 
-    @return: whether the sessions were joined.
+    @ivar code: the link error code for a client over a link (the
+        not-found code, or C{GOING_AWAY} for an agent that cannot take
+        sessions now: not the service's refusal, C{CONNECT_FAILED}, which
+        only the agent can report).
+    @ivar reason: the words for the client.
     """
-    clientEnd, agentEnd = SessionEnd("client link lost"), SessionEnd("agent link lost")
-    clientEnd.other, agentEnd.other = agentEnd, clientEnd
-    try:
-        agentLink.openSession(target, agentEnd)
-    except LinkUnavailable:
-        clientSession.abortWith(ErrorCode.GOING_AWAY, AGENT_UNAVAILABLE)
-        return False
-    if agentEnd.closed:
-        # The link went away while the OPEN was being prepared.
-        clientSession.abortWith(ErrorCode.GOING_AWAY, AGENT_UNAVAILABLE)
-        return False
-    clientSession.accept(clientEnd)
-    return True
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+@implementer(ISessionOpener)
+class TCPRoute:
+    """
+    The relay's one TCP route; see the module.
+
+    @ivar directory: the connected agents.
+    @ivar counters: where outcomes are counted.
+    """
+
+    def __init__(self, directory: Directory, counters: RelayCounters) -> None:
+        self.directory = directory
+        self.counters = counters
+
+    def openTCP(
+        self, account: str, name: str, port: int, lostReason: str, plainOnly: bool = False,
+    ) -> SessionEnd:
+        """
+        See L{ISessionOpener.openTCP}.
+        """
+        entry = self.directory.reachable(name, account, port)
+        if entry is None:
+            self.counters.session(TCP, NOT_FOUND)
+            raise RouteRefused(NOT_FOUND_CODE, NOT_FOUND_REASON)
+        if plainOnly and port not in entry.plain:
+            raise RouteRefused(ErrorCode.REFUSED, E2EE_ONLY.format(name=name, port=port))
+        clientEnd, agentEnd = SessionEnd(lostReason), SessionEnd("agent link lost")
+        clientEnd.other, agentEnd.other = agentEnd, clientEnd
+        try:
+            entry.holder.openSession(agent_target(port), agentEnd)
+        except LinkUnavailable:
+            agentEnd.closed = True
+        if agentEnd.closed:
+            # Unavailable, or its connection went away while the open was
+            # being prepared.
+            self.counters.session(TCP, UNAVAILABLE_OUTCOME)
+            raise RouteRefused(ErrorCode.GOING_AWAY, AGENT_UNAVAILABLE)
+        self.counters.session(TCP, ROUTED)
+        return clientEnd

@@ -228,6 +228,13 @@ class ShareRegistry:
         entry = self._entries.get(name)
         return self.static.route(name) if entry is None else entry.route
 
+    def holderOf(self, name: str) -> Any:
+        """
+        The holder that publishes the share C{name} now, if any.
+        """
+        entry = self._entries.get(name)
+        return None if entry is None else entry.holder
+
     def publish(
         self, holder: Any, account: str, shares: Sequence[HttpShare],
         link: Callable[[], Any],

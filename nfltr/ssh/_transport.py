@@ -134,6 +134,8 @@ class _SecureTransport(SSHTransportBase):
         (a client still checking the host key): reading stops until they are.
     @ivar _receivedSeq: the sequence number of the packet being dispatched.
     @ivar _closing: we sent DISCONNECT: nothing more is read or sent.
+    @ivar bytesReceived: bytes read from the peer, all of them.
+    @ivar bytesSent: bytes written to the peer, all of them.
     """
 
     _log = Logger()
@@ -163,6 +165,8 @@ class _SecureTransport(SSHTransportBase):
         self._newKeysPending = False
         self._receivedSeq = 0
         self._closing = False
+        self.bytesReceived = 0
+        self.bytesSent = 0
         self._algorithms: Algorithms | None = None
         self._ourKexInit: KexInit | None = None
 
@@ -189,6 +193,7 @@ class _SecureTransport(SSHTransportBase):
         self.supportedKeyExchanges = list(self._offeredKex())
         assert self.transport is not None
         self.transport.write(self.ourVersionString + b"\r\n")
+        self.bytesSent += len(self.ourVersionString) + 2
         self.currentEncryptions = SSHCiphers(b"none", b"none", b"none", b"none")
         self.sendKexInit()
 
@@ -348,7 +353,9 @@ class _SecureTransport(SSHTransportBase):
             return
         assert self.transport is not None
         seq = self.outgoingPacketSequence
-        self.transport.write(self._sealer.seal(seq, bytes((messageType,)), payload))
+        sealed = self._sealer.seal(seq, bytes((messageType,)), payload)
+        self.bytesSent += len(sealed)
+        self.transport.write(sealed)
         self.outgoingPacketSequence = (seq + 1) & SEQUENCE_MASK
         if messageType == MSG_NEWKEYS:
             assert self._nextSealer is not None
@@ -399,6 +406,7 @@ class _SecureTransport(SSHTransportBase):
         """
         Read the peer's version line, then its packets.
         """
+        self.bytesReceived += len(data)
         if self._closing:
             return
         if not self.gotVersion:

@@ -1,19 +1,21 @@
 # -*- test-case-name: tests.ssh.test_server -*-
 """
 L{RelayUser}: one logged-in SSH connection, to the rest of the relay an
-agent like the native ones.
+agent holder like a native agent's link
+(L{nfltr.relay.interfaces.IAgentHolder}, of kind C{ssh}).
 
-  - C{ssh -R} requests (see L{nfltr.ssh._forwards}) publish share URLs in
-    the relay's L{nfltr.relay.shares.ShareRegistry} and TCP shares in its
-    L{nfltr.relay.directory.Directory}, under the same ownership rule
-    (L{nfltr.relay.names}: one lease per name, checked by the relay's
-    C{admitAgent} for native agents and these alike) and agent limit as
-    native agents; the relay reaches them through
-    L{SSHLink}, which opens a C{forwarded-tcpip} channel where a native
+  - C{ssh -R} requests (see L{nfltr.ssh._forwards}) publish share URLs and
+    TCP shares through the relay's one claim place
+    (L{nfltr.relay.agents.Relay}: C{publishShares}, C{claimAgent}), under
+    the same ownership rule (L{nfltr.relay.names}: one lease per name) and
+    agent limit as native agents; a share name taken over from another
+    holder of the account, or by one, replaces the older holder, whatever
+    its kind.  The relay opens sessions towards them with
+    L{RelayUser.openSession}, a C{forwarded-tcpip} channel where a native
     agent's link would open a session.  They end with the connection.
-  - C{ssh -L}/C{-W} channels reach an agent's TCP share under the ownership
-    rule: only the account's own agents, refused with the same words as a
-    missing agent otherwise.
+  - C{ssh -L}/C{-W} channels take the relay's one TCP route (C{Relay.tcp},
+    as native clients do): only the account's own agents, refused with the
+    same words as a missing agent otherwise.
 
 What a connection holds does not grow with what it asks: the status
 display keeps its last C{SSHConfig.max_status_lines} lines (and a display
@@ -27,20 +29,20 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from twisted.conch.avatar import ConchUser
 from twisted.conch.ssh.connection import OPEN_CONNECT_FAILED
 from twisted.logger import Logger
+from zope.interface import implementer
 
 from nfltr.link import RefusalReason
 from nfltr.link.twisted import LinkUnavailable
-from nfltr.messages import INSPECT, NOT_FOUND_REASON, PASSTHROUGH, HttpShare, agent_target
-from nfltr.relay.counters import AGENT_UNAVAILABLE, NOT_FOUND, ROUTED, TCP
+from nfltr.messages import INSPECT, PASSTHROUGH, HttpShare
 from nfltr.relay.directory import AgentEntry
+from nfltr.relay.interfaces import SSH, HolderFigures, IAgentHolder
 from nfltr.relay.names import ClaimRefused
-from nfltr.relay.routing import AGENT_UNAVAILABLE as AGENT_UNAVAILABLE_TEXT
-from nfltr.relay.routing import SessionEnd
+from nfltr.relay.routing import RouteRefused
 from nfltr.relay.shares import ShareRefused
 
 from . import _forwards as fw
@@ -49,16 +51,19 @@ from ._channel import ForwardChannel
 from ._config import SSHConfig
 from ._session import StatusSession
 
+if TYPE_CHECKING:
+    from nfltr.relay.agents import Relay
+
 #: What a C{-R} refused for its agent name adds to the relay's refusal.
 NAME_HINT = "log in as another user name (NAME@relay)"
-E2EE_ONLY = "{name}:{port} is shared end-to-end encrypted: reach it with nfltr tcp-connect " \
-            "(the agent shares it to SSH clients with --e2ee false)"
 #: The disconnect a connection gets at its C{SSHConfig.max_refusals}th
 #: refused forward request.
 TOO_MANY_REFUSALS = "{count} refused forward requests on this connection: fix the -R options " \
                     "and connect again"
 #: The SSH disconnect reason C{BY_APPLICATION}.
 _BY_APPLICATION = 11
+#: The type of the channels the relay opens towards an C{ssh -R} forward.
+FORWARDED = b"forwarded-tcpip"
 
 
 class ChannelRefused(Exception):
@@ -78,65 +83,21 @@ class SSHHub:
     """
     What the SSH connections of one relay share.
 
-    @ivar relay: the relay's link handlers' shared state
-        (L{nfltr.relay.handler.Relay}): directory, shares, limits, counters.
+    @ivar relay: what the relay's link handlers and SSH connections share
+        (L{nfltr.relay.agents.Relay}): the claim place, the TCP route,
+        directory, shares, limits, counters.
     @ivar config: the SSH listener's limits.
     @ivar clock: the reactor's time.
     @ivar address: the relay's host name and SSH port, for the help text.
     """
 
-    relay: Any
+    relay: Relay
     config: SSHConfig
     clock: Any
     address: Callable[[], tuple[str, int]]
 
 
-class SSHLink:
-    """
-    What a native agent's link is to the relay (C{openSession},
-    C{canOpen}), for an SSH connection: each session is a
-    C{forwarded-tcpip} channel to the client's C{-R} forward.
-    """
-
-    def __init__(self, user: RelayUser) -> None:
-        self.user = user
-
-    def canOpen(self) -> bool:
-        """
-        Whether L{openSession} may succeed now.
-        """
-        user = self.user
-        return user.conn is not None and not user.gone and (
-            len(user.conn.channels) < user.hub.config.max_channels
-        )
-
-    def openSession(self, target: str, protocol: Any, firstBytes: bytes = b"") -> ForwardChannel:
-        """
-        Open a channel to the forward C{target} names and connect
-        C{protocol} to it at once (it may write before the client
-        confirms).
-
-        @raise LinkUnavailable: no such forward, or the connection is gone
-            or at its channel limit.
-        """
-        user = self.user
-        found = user.forwards.for_target(target)
-        if not self.canOpen():
-            raise LinkUnavailable("the SSH connection is gone or at its channel limit")
-        if found is None:
-            raise LinkUnavailable("no such forward on the SSH connection")
-        forward, visitor = found
-        origin, originPort = fw.split_visitor(visitor)
-        channel = ForwardChannel(protocol, user.hub.config, user.conn, b"forwarded-tcpip")
-        user.conn.openChannel(
-            channel, fw.pack_forwarded_tcpip(forward.address, forward.port, origin, originPort)
-        )
-        channel.connect()
-        if firstBytes:
-            channel.write(firstBytes)
-        return channel
-
-
+@implementer(IAgentHolder)
 class RelayUser(ConchUser):
     """
     The avatar of one SSH connection; see the module.
@@ -151,16 +112,18 @@ class RelayUser(ConchUser):
     @ivar dropped: how many earlier lines were not kept.
     @ivar refusals: how many forward requests were refused.
     @ivar gone: the connection ended (or was turned away).
+    @ivar since: when it logged in (the relay clock's time).
     """
 
     log = Logger()
+    kind = SSH
 
     def __init__(self, identity: SSHIdentity, hub: SSHHub) -> None:
         super().__init__()
         self.identity = identity
         self.hub = hub
         self.conn: Any = None
-        self.link = SSHLink(self)
+        self.since = hub.clock.seconds()
         self.forwards = fw.ForwardTable(hub.config.max_forwards)
         self.agent: AgentEntry | None = None
         self.sessions: list[StatusSession] = []
@@ -172,18 +135,63 @@ class RelayUser(ConchUser):
 
     # -- as an agent, to the relay ---------------------------------------------
 
-    def pickLink(self) -> SSHLink:
+    def canOpen(self) -> bool:
         """
-        The link to open a session on (see L{nfltr.relay.handler}).
+        Whether L{openSession} may succeed now.
         """
-        return self.link
+        conn = self.conn
+        return conn is not None and not self.gone and (
+            len(conn.channels) < self.hub.config.max_channels
+        )
+
+    def openSession(self, target: str, protocol: Any, firstBytes: bytes = b"") -> ForwardChannel:
+        """
+        Open a C{forwarded-tcpip} channel to the forward C{target} names
+        and connect C{protocol} to it at once (it may write before the
+        client confirms); see L{IAgentHolder.openSession}.
+
+        @raise LinkUnavailable: no such forward, or the connection is gone
+            or at its channel limit.
+        """
+        found = self.forwards.for_target(target)
+        if not self.canOpen():
+            raise LinkUnavailable("the SSH connection is gone or at its channel limit")
+        if found is None:
+            raise LinkUnavailable("no such forward on the SSH connection")
+        forward, visitor = found
+        origin, originPort = fw.split_visitor(visitor)
+        channel = ForwardChannel(protocol, self.hub.config, self.conn, FORWARDED)
+        self.conn.openChannel(
+            channel, fw.pack_forwarded_tcpip(forward.address, forward.port, origin, originPort)
+        )
+        channel.connect()
+        if firstBytes:
+            channel.write(firstBytes)
+        return channel
+
+    def figures(self) -> HolderFigures:
+        """
+        The channels open towards its forwards and the bytes of its SSH
+        connection, encryption included; no round-trip time (see
+        L{IAgentHolder.figures}).
+        """
+        conn = self.conn
+        if conn is None:
+            return HolderFigures(SSH, 0, 0, 0, None, self.since)
+        sessions = sum(1 for c in conn.channels.values()
+                       if isinstance(c, ForwardChannel) and c.name == FORWARDED)
+        transport = conn.transport
+        return HolderFigures(SSH, sessions, transport.bytesReceived, transport.bytesSent, None,
+                             self.since)
 
     def refuse(self, reason: RefusalReason, message: str) -> None:
         """
-        Turn this connection away (its key revoked, or its agent name taken
-        over): the message is the SSH disconnect's text, which OpenSSH
-        prints.
+        Turn this connection away (its key revoked, or one of its names
+        taken over by a newer holder): the message is the SSH disconnect's
+        text, which OpenSSH prints.  Once gone, nothing more.
         """
+        if self.gone:
+            return
         self.log.info("SSH connection of account {account} turned away: {message}",
                       account=self.identity.account, message=message)
         self.logout()
@@ -199,8 +207,7 @@ class RelayUser(ConchUser):
             return
         self.gone = True
         relay = self.hub.relay
-        if relay.shares is not None:
-            relay.shares.withdraw(self)
+        relay.withdrawShares(self)
         if self.agent is not None:
             relay.releaseAgent(self.agent)
             self.agent = None
@@ -238,11 +245,10 @@ class RelayUser(ConchUser):
         if forward is None:
             self._refused()
             return False
-        relay = self.hub.relay
         if forward.kind == fw.TCP:
             self._claimAgent()
-        elif relay.shares is not None:
-            relay.shares.withdraw(self, forward.name)
+        else:
+            self.hub.relay.withdrawShares(self, forward.name)
         return True
 
     def _refused(self) -> None:
@@ -274,7 +280,7 @@ class RelayUser(ConchUser):
             raise fw.RequestError("this relay does not publish share URLs")
         mode = INSPECT if forward.kind == fw.HTTP else PASSTHROUGH
         share = HttpShare(forward.name, forward.port, mode=mode)
-        [answer] = relay.shares.publish(self, identity.account, [share], lambda: self.link)
+        [answer] = relay.publishShares(self, identity.account, [share])
         self.log.info("SSH connection of account {account} publishes {url} ({mode})",
                       account=identity.account, url=answer["url"], mode=mode)
         how = "TLS ends at the relay" if mode == INSPECT else "TLS passes through to your service"
@@ -332,28 +338,20 @@ class RelayUser(ConchUser):
         raise ChannelRefused(3, f"unknown channel type {channelType[:64]!r}")  # UNKNOWN_TYPE
 
     def _direct(self, windowSize: int, maxPacket: int, data: bytes) -> ForwardChannel:
-        relay = self.hub.relay
+        """
+        C{ssh -L}/C{-W}: the relay's one TCP route, to ports shared without
+        end-to-end TLS.
+        """
         try:
             name, port = fw.parse_direct_tcpip(data)
         except fw.RequestError as e:
             raise ChannelRefused(OPEN_CONNECT_FAILED, str(e)) from None
-        entry = relay.directory.reachable(name, self.identity.account, port)
-        if entry is None:
-            relay.counters.session(TCP, NOT_FOUND)
-            raise ChannelRefused(OPEN_CONNECT_FAILED, NOT_FOUND_REASON)
-        if port not in entry.plain:
-            raise ChannelRefused(OPEN_CONNECT_FAILED, E2EE_ONLY.format(name=name, port=port))
-        channelEnd, agentEnd = SessionEnd("SSH channel lost"), SessionEnd("agent link lost")
-        channelEnd.other, agentEnd.other = agentEnd, channelEnd
         try:
-            entry.holder.pickLink().openSession(agent_target(port), agentEnd)
-        except LinkUnavailable:
-            agentEnd.closed = True
-        if agentEnd.closed:
-            relay.counters.session(TCP, AGENT_UNAVAILABLE)
-            raise ChannelRefused(OPEN_CONNECT_FAILED, AGENT_UNAVAILABLE_TEXT)
-        relay.counters.session(TCP, ROUTED)
-        return ForwardChannel(channelEnd, self.hub.config, self.conn, b"direct-tcpip",
+            end = self.hub.relay.tcp.openTCP(self.identity.account, name, port,
+                                             "SSH channel lost", plainOnly=True)
+        except RouteRefused as e:
+            raise ChannelRefused(OPEN_CONNECT_FAILED, e.reason) from None
+        return ForwardChannel(end, self.hub.config, self.conn, b"direct-tcpip",
                               windowSize, maxPacket)
 
     # -- what the status displays print ----------------------------------------------

@@ -8,11 +8,13 @@ rule, and bad input is refused with words the OpenSSH user sees.
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 import socket
 import subprocess
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 from .harness import Process, Stack, StackTestCase, exchange, run
@@ -386,3 +388,108 @@ class RefusalTests(SSHTestCase):
         self.assertEqual(done.returncode, 1)
         self.assertIn(b"not a shell", done.stderr)
         self.assertEqual(done.stdout, b"")
+
+
+class HolderKindTests(SSHTestCase):
+    """
+    Native agents and SSH connections side by side on one relay: the
+    metrics, and a share name one takes over from the other.
+    """
+
+    def scrape(self) -> str:
+        """
+        The relay's metrics, from its admin listener.
+        """
+        admin = self.stack.info["admin"]
+        with urllib.request.urlopen(f"http://{admin}/metrics", timeout=30) as response:
+            return response.read().decode()
+
+    def curl(self, url: str) -> subprocess.CompletedProcess[bytes]:
+        """
+        GET C{url}C{bytes/64} through the relay's TLS port, trusting the
+        share CA.
+        """
+        host, port = url.split("//")[1].rstrip("/").split(":")
+        return subprocess.run(
+            ["curl", "--silent", "--show-error", "--fail", "--cacert",
+             str(self.stack.data / "tls" / "share-ca.crt"), "--resolve",
+             f"{host}:{port}:127.0.0.1", url + "bytes/64"],
+            capture_output=True, timeout=TIMEOUT, check=False,
+        )
+
+    def gone(self, url: str) -> bool:
+        """
+        Whether C{url} stops answering within 30 seconds.
+        """
+        deadline = time.monotonic() + 30
+        while self.curl(url).returncode == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return self.curl(url).returncode != 0
+
+    def test_metricsWithEveryKind(self) -> None:
+        """
+        C{/metrics} answers while a native agent and an C{ssh -R 0:...} TCP
+        share are connected, with each agent's series and kind, and the
+        SSH connection's bytes.
+        """
+        service = self.stack.service()
+        self.stack.agent(self.stack.key("alice"), "web", service, "--e2ee", "false")
+        exposer = self.ssh.start(self.ssh.user_key("alice"), "-o", "LogLevel=INFO", "-N", "-R",
+                                 f"0:127.0.0.1:{service}", user="laptop")
+        exposer.wait_for(r"Allocated port (\d+)")
+        text = self.scrape()
+        self.assertIn("nfltr_agents_connected 2.0", text)
+        self.assertIn('nfltr_agent_sessions_open{agent="laptop"} 0.0', text)
+        self.assertIn('nfltr_agent_connected_since_seconds{agent="laptop",kind="ssh"}', text)
+        self.assertIn('nfltr_agent_connected_since_seconds{agent="web",kind="link"}', text)
+        received = re.search(
+            r'nfltr_agent_link_bytes_total\{agent="laptop",direction="in"\} (\S+)', text)
+        assert received is not None, text
+        self.assertGreater(float(received.group(1)), 0)
+
+    def test_shareTakenOverFromNativeAgent(self) -> None:
+        """
+        C{ssh -R insp:80:...} of the account of a running native agent
+        publishing C{insp}: the agent is told "replaced by a newer
+        connection" and exits; visitors reach the SSH client's service;
+        once the SSH session ends the name answers no more, and the
+        account's next native agent gets it back.
+        """
+        apiKey = self.stack.key("alice")
+        web = self.stack.web_service()
+        agent, url = self.stack.http_agent(apiKey, "insp", web)
+        self.assertEqual(self.curl(url).returncode, 0)
+        session = self.ssh.start(self.ssh.user_key("alice"), "-T", "-R",
+                                 f"insp:80:127.0.0.1:{web}")
+        sshURL = session.wait_for(r"share URL (https://\S+)").group(1)
+        self.assertNotEqual(agent.wait_exit(timeout=TIMEOUT), 0)
+        self.assertIn("replaced by a newer connection", agent.output())
+        done = self.curl(sshURL)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        session.stop()
+        self.assertTrue(self.gone(sshURL))
+        _, again = self.stack.http_agent(apiKey, "insp", web)
+        done = self.curl(again)
+        self.assertEqual(done.returncode, 0, done.stderr)
+
+    def test_shareTakenOverFromSSH(self) -> None:
+        """
+        A native agent publishing the share name of a running C{ssh -R} of
+        its account: OpenSSH is disconnected with "replaced by a newer
+        connection"; once the agent ends, the name answers no more, and
+        the account's next SSH connection gets it back.
+        """
+        apiKey, key = self.stack.key("alice"), self.ssh.user_key("alice")
+        web = self.stack.web_service()
+        session = self.ssh.start(key, "-o", "LogLevel=INFO", "-T", "-R",
+                                 f"insp:80:127.0.0.1:{web}")
+        session.wait_for(r"share URL (https://\S+)")
+        agent, url = self.stack.http_agent(apiKey, "insp", web)
+        session.wait_for(r"replaced by a newer connection")
+        done = self.curl(url)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        agent.stop()
+        self.assertTrue(self.gone(url))
+        again = self.ssh.start(key, "-T", "-R", f"insp:80:127.0.0.1:{web}", name="ssh again")
+        done = self.curl(again.wait_for(r"share URL (https://\S+)").group(1))
+        self.assertEqual(done.returncode, 0, done.stderr)

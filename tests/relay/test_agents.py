@@ -13,7 +13,7 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr.messages import PASSTHROUGH, HttpShare, agent_hello, client_target
-from nfltr.relay.handler import NO_SHARE_URLS
+from nfltr.relay.agents import NO_SHARE_URLS
 
 from ..link.twisted_helpers import RecordingHandler
 from .helpers import RelayHarness

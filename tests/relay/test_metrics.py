@@ -168,3 +168,33 @@ class AdminTests(SynchronousTestCase):
         answer = self.get(site, b"/metrics")
         self.assertIn(b"content-type: text/plain; version=", answer.lower())
         self.assertIn(b"nfltr_agents_connected 0.0", answer)
+
+
+class SSHHolderMetricsTests(SynchronousTestCase):
+    """
+    The collector with an SSH connection holding an agent (C{ssh -R
+    0:localhost:PORT NAME@relay}) next to a native agent.
+    """
+
+    def test_everyHolderKind(self) -> None:
+        """
+        C{/metrics} answers while a native agent and an SSH connection's
+        agent are connected, with the per-agent series of both.
+        """
+        from nfltr.ssh import SSHConfig
+        from nfltr.ssh._auth import SSHIdentity
+        from nfltr.ssh._user import RelayUser, SSHHub
+        from tests.ssh.test_server import FakeConnection, forward
+
+        h = RelayHarness()
+        h.agent(h.store.addKey(A_KEY, "acme"), "web")
+        hub = SSHHub(h.relay, SSHConfig(), h.clock, lambda: ("relay.test", 2222))
+        user = RelayUser(SSHIdentity("acme", "laptop", "ssh:acme"), hub)
+        user.conn = FakeConnection()
+        self.assertTrue(user.global_tcpip_forward(forward(b"localhost", 0)))
+        registry = metrics_registry(SimpleNamespace(
+            relay=h.relay, router=None, tlsAdmission=None, httpAdmission=None))
+        seen = samples(registry)
+        self.assertEqual(seen[("nfltr_agents_connected", ())], 2)
+        for name in ("web", "laptop"):
+            self.assertIn(("nfltr_agent_sessions_open", (("agent", name),)), seen)

@@ -51,6 +51,8 @@ class FakeConnection:
         self.opened: list[tuple[Any, bytes]] = []
         self.transport = self
         self.disconnects: list[bytes] = []
+        self.bytesReceived = 0
+        self.bytesSent = 0
 
     def openChannel(self, channel: Any, extra: bytes) -> None:
         self.opened.append((channel, extra))
@@ -106,7 +108,7 @@ class UserTests(SynchronousTestCase):
         self.assertIn("share URL https://blog.localhost", user.notes[-1])
         self.assertEqual(self.relay.shares.sharesOf("alice")[0][:2], ("blog", "inspect"))
         sink = Sink()
-        channel = user.link.openSession(http_target("blog"), sink)
+        channel = user.openSession(http_target("blog"), sink)
         self.assertIsInstance(channel, ForwardChannel)
         self.assertIs(sink.transport, channel)
         [(opened, extra)] = conn.opened
@@ -114,7 +116,7 @@ class UserTests(SynchronousTestCase):
         self.assertEqual(extra[:12], forward(b"blog", 80))
         user.logout()
         self.assertEqual(self.relay.shares.sharesOf("alice"), [])
-        self.assertRaises(LinkUnavailable, user.link.openSession, http_target("blog"), Sink())
+        self.assertRaises(LinkUnavailable, user.openSession, http_target("blog"), Sink())
 
     def test_nameLeasedByAnother(self) -> None:
         """

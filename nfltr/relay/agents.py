@@ -1,0 +1,239 @@
+# -*- test-case-name: tests.relay.test_holders -*-
+"""
+L{Relay}: what the link handlers and SSH connections of one relay share,
+and the one place agent holders (L{IAgentHolder}: native links, SSH
+connections) claim, replace and release their names.
+
+  - Agent names: L{Relay.admitAgent} checks a claim (L{nfltr.relay.names}:
+    the ownership rule, the agent limit), L{Relay.claimAgent} makes it,
+    L{Relay.releaseAgent} gives the name up (its lease runs).
+  - Share names: L{Relay.publishShares} and L{Relay.withdrawShares}, in the
+    relay's L{nfltr.relay.shares.ShareRegistry}, under the same leases.
+  - A newer holder of an account that takes a name over (an agent name or
+    a share's) replaces the holder that had it, of whichever kind: the older
+    one is refused with C{conflict} L{REPLACED} and gives up all it holds,
+    so that when the newer one leaves the name is free for the account's
+    next holder, with no route left behind.
+  - L{Relay.revoke} turns away every holder that logged in with a key.
+  - L{Relay.tcp} is the one TCP route (L{nfltr.relay.routing.TCPRoute}) for
+    native clients and SSH clients; the metrics read each agent's figures
+    through L{Relay.agentHolders}.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from twisted.internet.defer import Deferred, gatherResults
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+
+from nfltr.link import RefusalReason
+from nfltr.messages import HttpShare
+from nfltr.store import KeyInfo
+from nfltr.wire import LogThrottle
+
+from .config import DEFAULT_DRAIN_TIMEOUT
+from .counters import RelayCounters
+from .directory import AgentEntry, Directory
+from .interfaces import IAgentHolder
+from .leases import Leases
+from .names import REPLACED, check_agent_claim
+from .routing import TCPRoute
+from .shares import ShareRefused, ShareRegistry
+
+if TYPE_CHECKING:
+    from .handler import RelayLinkHandler
+
+NO_SHARE_URLS = "this relay does not publish share URLs"
+#: Seconds a peer that sent GOAWAY may keep its sessions going before the
+#: relay resets them and closes the link (the relay's own --drain-timeout's
+#: default).
+DEFAULT_PEER_DRAIN_TIMEOUT = DEFAULT_DRAIN_TIMEOUT
+
+
+def revoked_message(keyid: str) -> str:
+    """
+    The text of the refusal a revoked key gets.
+    """
+    return f"API key {keyid} was revoked"
+
+
+class KeyVerifier(Protocol):
+    """
+    The part of a store the handlers use.
+    """
+
+    def verify_key(self, plaintext: str) -> Deferred[KeyInfo | None]:
+        """
+        See L{nfltr.store.SQLiteStore.verify_key}.
+        """
+
+
+class Relay:
+    """
+    What the link handlers and SSH connections of one relay share; see the
+    module.
+
+    @ivar store: checks API keys.
+    @ivar directory: the connected agents and authenticated links.
+    @ivar clock: the reactor's time.
+    @ivar handlers: the handlers of every established link.
+    @ivar shares: the share URLs agents publish (L{None}: this relay
+        publishes none, and refuses agents that ask).
+    @ivar maxAgents: how many agents may be connected at once (L{None}: no
+        limit).  Checked when an agent's key is verified, on the reactor
+        thread, so admission is atomic: agents racing for the last places
+        get exactly as many as there are.
+    @ivar counters: running totals for the metrics.
+    @ivar tcp: the one TCP route.
+    @ivar dataTokens: the agents' first links by the token their extra data
+        connections present.
+    @ivar peerDrainTimeout: seconds a peer that sent GOAWAY may keep its
+        sessions going; then the relay resets them and closes the link
+        (L{None}: no limit).
+    @ivar logThrottle: how often lines about one source's refusals are
+        logged.
+    """
+
+    log = Logger()
+
+    def __init__(
+        self, store: KeyVerifier, clock: IReactorTime, shares: ShareRegistry | None = None,
+        maxAgents: int | None = None, counters: RelayCounters | None = None,
+        peerDrainTimeout: float | None = DEFAULT_PEER_DRAIN_TIMEOUT,
+    ) -> None:
+        """
+        @param shares: its leases are the agent names' too (one table, one
+            lease time: C{--lease-time}).
+        """
+        self.store = store
+        self.clock = clock
+        self.shares = shares
+        self.maxAgents = maxAgents
+        self.counters = counters if counters is not None else RelayCounters()
+        self.directory = Directory(shares.leases if shares is not None else Leases())
+        self.tcp = TCPRoute(self.directory, self.counters)
+        self.handlers: set[RelayLinkHandler] = set()
+        self.dataTokens: dict[str, RelayLinkHandler] = {}
+        self.peerDrainTimeout = peerDrainTimeout
+        self.logThrottle = LogThrottle(clock.seconds)
+
+    def checkKey(self, plaintext: str) -> Deferred[bool]:
+        """
+        Whether C{plaintext} is a valid API key, not revoked (for the
+        WebSocket upgrade, before the link's own hello).
+        """
+        d = self.store.verify_key(plaintext)
+        return d.addCallback(
+            lambda key: key is not None and not key.revoked
+            and not self.directory.isRevoked(key.keyid)
+        )
+
+    def agentHolders(self) -> list[tuple[str, IAgentHolder]]:
+        """
+        The name and holder of each live agent.
+        """
+        return [(entry.name, entry.holder) for entry in self.directory.agents()]
+
+    def handler(self) -> RelayLinkHandler:
+        """
+        A handler for one new link (a L{nfltr.link.twisted.LinkFactory}'s
+        C{handlerFactory}).
+        """
+        from .handler import RelayLinkHandler  # it imports this module
+
+        return RelayLinkHandler(self)
+
+    # -- the one claim place ----------------------------------------------------
+
+    def admitAgent(self, entry: AgentEntry, replace: bool = True) -> None:
+        """
+        The one check of an agent's claim to its name, for native agents and
+        SSH connections (L{check_agent_claim}, under C{maxAgents}).
+
+        @raise ClaimRefused: why not.
+        """
+        check_agent_claim(self.directory, entry, self.clock.seconds(), self.maxAgents, replace)
+
+    def claimAgent(self, entry: AgentEntry, replace: bool = True) -> AgentEntry | None:
+        """
+        Register C{entry} under its name if L{admitAgent} allows; the agent
+        it replaces, if another holder's, is refused (L{REPLACED}).
+
+        @return: the agent it replaced.
+        @raise ClaimRefused: why not.
+        """
+        self.admitAgent(entry, replace)
+        old = self.directory.claimAgent(entry, self.clock.seconds())
+        if old is not None and old.holder is not entry.holder:
+            old.holder.refuse(RefusalReason.CONFLICT, REPLACED)
+        return old
+
+    def releaseAgent(self, entry: AgentEntry) -> bool:
+        """
+        C{entry} gives its name up (its lease runs); whether it still held it.
+        """
+        return self.directory.releaseAgent(entry, self.clock.seconds())
+
+    def publishShares(
+        self, holder: IAgentHolder, account: str, shares: Sequence[HttpShare],
+    ) -> list[dict[str, Any]]:
+        """
+        Publish C{shares} for C{holder} of C{account}, whose sessions it
+        opens (L{ShareRegistry.publish}): all or, with L{ShareRefused},
+        none.  The holders whose shares they take over are refused
+        (L{REPLACED}).
+
+        @return: the C{shares} of the welcome message.
+        """
+        registry = self.shares
+        if registry is None:
+            raise ShareRefused(RefusalReason.INVALID, NO_SHARE_URLS)
+        before = [registry.holderOf(share.name) for share in shares]
+        answers = registry.publish(holder, account, shares, lambda: holder)
+        replaced = {id(h): h for h in before if h is not None and h is not holder}
+        for old in replaced.values():
+            old.refuse(RefusalReason.CONFLICT, REPLACED)
+        return answers
+
+    def withdrawShares(self, holder: IAgentHolder, name: str | None = None) -> list[str]:
+        """
+        Remove the share routes C{holder} still holds (only C{name}, if
+        given); their leases run.
+        """
+        return [] if self.shares is None else self.shares.withdraw(holder, name)
+
+    # -- turning away -------------------------------------------------------------
+
+    def revoke(self, keyid: str) -> int:
+        """
+        Turn away every link authenticated with C{keyid}, now and later:
+        agents' first links and data connections, clients, SSH connections,
+        draining or not.
+
+        @return: how many links were closed.
+        """
+        self.directory.markRevoked(keyid)
+        holders = self.directory.linksFor(keyid)
+        self.log.info(
+            "API key {keyid} was revoked: closing {count} link(s)",
+            keyid=keyid, count=len(holders),
+        )
+        for holder in holders:
+            holder.refuse(RefusalReason.REVOKED, revoked_message(keyid))
+        return len(holders)
+
+    def closeAll(self, timeout: float) -> Deferred[Any]:
+        """
+        Drain every link (see L{LinkProtocol.drain}); fires once all are
+        closed.
+        """
+        links = [h.link for h in self.handlers if h.link is not None]
+        if links:
+            self.log.info(
+                "draining {count} link(s): sessions in flight have {timeout:g}s to finish",
+                count=len(links), timeout=timeout,
+            )
+        return gatherResults([link.drain(timeout) for link in links])

@@ -1,0 +1,144 @@
+# -*- test-case-name: tests.relay.test_holders -*-
+"""
+What the relay's parts promise each other, as zope Interfaces (as
+magic-wormhole's transit relay reaches its session machine only through
+C{ITransitClient}).
+
+  - L{IAgentHolder}: who holds an agent: a native agent's link
+    (L{nfltr.relay.handler.RelayLinkHandler}), an SSH connection
+    (L{nfltr.ssh._user.RelayUser}); later an agent on another replica.  It
+    claims, replaces and releases its names only through the relay's one
+    claim place (L{nfltr.relay.agents.Relay}: C{claimAgent},
+    C{publishShares}, C{releaseAgent}, C{withdrawShares}), which refuses the
+    holder it replaces; it opens sessions towards its service, is turned
+    away with a reason, and reports its figures for the metrics.
+  - L{ISessionOpener}: the one TCP route (L{nfltr.relay.routing.TCPRoute}):
+    what a client's session towards an agent's port goes through, whether
+    the client is a native link (C{tcp-connect}) or an SSH C{-L}/C{-W}.
+  - L{IShareRoutes}: the shares reachable by name on the TLS port.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from twisted.internet.interfaces import IProtocol, ITransport
+from zope.interface import Attribute, Interface
+
+if TYPE_CHECKING:
+    from nfltr.link import RefusalReason
+    from nfltr.sni.twisted import Route
+
+Kind = Literal["link", "ssh"]
+#: The holder kinds: a native agent's link, an SSH connection.
+LINK: Kind = "link"
+SSH: Kind = "ssh"
+KINDS: tuple[Kind, ...] = (LINK, SSH)
+
+
+@dataclass(frozen=True)
+class HolderFigures:
+    """
+    What a holder reports for the metrics, now.
+
+    @ivar kind: L{LINK} or L{SSH}.
+    @ivar sessions: sessions open towards the agent.
+    @ivar bytesIn: bytes received on its connection, framing (and, for SSH,
+        encryption) included.
+    @ivar bytesOut: bytes sent on it, likewise.
+    @ivar rtt: the last round-trip time measured on it, in seconds; L{None}
+        when none was (yet, or ever: SSH connections).
+    @ivar since: when it connected, in the relay clock's seconds.
+    """
+
+    kind: Kind
+    sessions: int
+    bytesIn: int
+    bytesOut: int
+    rtt: float | None
+    since: float
+
+
+class IAgentHolder(Interface):
+    """
+    Who holds an agent (a native link, an SSH connection): see the module.
+    Every authenticated connection is one (the relay lists it under its key
+    and may turn it away), whether it holds an agent name, shares, or
+    nothing yet.
+    """
+
+    kind = Attribute("L{LINK} or L{SSH}: what kind of connection holds the agent.")
+
+    def canOpen() -> bool:
+        """
+        Whether L{openSession} may succeed now.
+        """
+
+    def openSession(target: str, protocol: IProtocol, firstBytes: bytes = b"") -> ITransport:
+        """
+        Open a session towards the agent's service (C{tcp:PORT},
+        C{http:NAME}, C{share:NAME@VISITOR}) and connect C{protocol} to it
+        at once: it may write before the agent answers.  C{firstBytes} go
+        first.
+
+        @return: the session, C{protocol}'s transport.
+        @raise nfltr.link.twisted.LinkUnavailable: it cannot be opened now
+            (the connection is draining, gone, or at its session limit; no
+            such share or port).
+        """
+
+    def refuse(reason: RefusalReason, message: str) -> None:
+        """
+        Turn the connection away: tell its peer C{message} (for C{reason})
+        in its protocol's way, give up its names (their leases run) and
+        close.  Called by the relay when the holder's key is revoked, and
+        with C{conflict} L{nfltr.relay.names.REPLACED} when a newer holder
+        of the same account takes one of its names over.  Once done, later
+        calls do nothing more.
+        """
+
+    def figures() -> HolderFigures:
+        """
+        Its figures now, for the metrics; from memory, at once.
+        """
+
+
+class ISessionOpener(Interface):
+    """
+    The one TCP route: opens a client's session towards an agent's TCP
+    port under the ownership rule, for every client kind.
+    """
+
+    def openTCP(
+        account: str, name: str, port: int, lostReason: str, plainOnly: bool = False,
+    ) -> IProtocol:
+        """
+        Open a session to port C{port} of agent C{name} for a client of
+        C{account}, spliced to the protocol returned, which the caller
+        connects to the client's side (a link session, an SSH channel).
+        When the client's side ends with an error, the agent's session is
+        reset naming C{lostReason}.  With C{plainOnly} (an SSH client, which
+        cannot end the agent's TLS), only ports shared without end-to-end
+        TLS may be reached.  The outcome is counted (kind C{tcp}).
+
+        @raise nfltr.relay.routing.RouteRefused: with the code and words
+            for the client: the same for another account's agent, a missing
+            agent and a port not shared.
+        """
+
+
+class IShareRoutes(Interface):
+    """
+    The shares reachable by name on the TLS port.
+    """
+
+    def route(name: str) -> Route | None:
+        """
+        The route of the share called C{name} (L{Splice} to its backend, or
+        L{HandOver} to a protocol that ends its TLS), or L{None} if there is
+        none now.  C{name} is one DNS label, lowercase (internationalised names
+        as their C{xn--} A-label): what precedes the share domain in the
+        server name.  Called once per visitor connection, on the reactor
+        thread: answer at once, from memory.
+        """
