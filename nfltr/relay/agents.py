@@ -137,15 +137,6 @@ class Relay:
         """
         return [(entry.name, entry.holder) for entry in self.directory.agents()]
 
-    def handler(self) -> RelayLinkHandler:
-        """
-        A handler for one new link (a L{nfltr.link.twisted.LinkFactory}'s
-        C{handlerFactory}).
-        """
-        from .handler import RelayLinkHandler  # it imports this module
-
-        return RelayLinkHandler(self)
-
     # -- the one claim place ----------------------------------------------------
 
     def admitAgent(self, entry: AgentEntry, replace: bool = True) -> None:

@@ -19,17 +19,17 @@ stays the relay's with C{--share-domain example.com}.
 
 The routing table is an L{IShareRoutes} (L{nfltr.relay.interfaces}): the relay's
 L{nfltr.relay.shares.ShareRegistry} (shares agents publish), or a fixed
-L{ShareRoutes} table in memory.
+L{nfltr.relay.share_routes.ShareRoutes} table in memory.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from cryptography import x509
 from twisted.internet import interfaces
-from zope.interface import implementer
 
 from nfltr.link import LISTENER
 from nfltr.link.memory import LinkMemory
@@ -38,16 +38,15 @@ from nfltr.sni import ClientHello, ClientHelloError, check_host_name
 from nfltr.sni.twisted import (
     REFUSE,
     HandOver,
-    ISpliceBackend,
     Route,
     SNIRouterFactory,
-    Splice,
 )
 from nfltr.tls import PKIError, subject_alt_names, tls_factory
 from nfltr.ws.server import relay_websocket_factory
 
 from ._sniff import SniffingFactory
 from .config import RelayConfig
+from .handler import RelayLinkHandler
 from .interfaces import IShareRoutes
 
 if TYPE_CHECKING:
@@ -55,40 +54,6 @@ if TYPE_CHECKING:
 
 #: The name the relay always answers to, as its certificate does.
 LOCAL_NAME = "localhost"
-
-
-@implementer(IShareRoutes)
-class ShareRoutes:
-    """
-    A routing table in memory.
-
-    @ivar _backends: the backends by share name.
-    """
-
-    def __init__(self) -> None:
-        self._backends: dict[str, Route] = {}
-
-    def add(self, name: str, backend: ISpliceBackend | Route) -> None:
-        """
-        Route C{name} (a lowercase DNS label) to C{backend} (a route, or a
-        backend to splice to), in place of any earlier route of that name.
-        """
-        if isinstance(backend, HandOver | Splice):
-            self._backends[name] = backend
-        else:
-            self._backends[name] = Splice(backend)  # type: ignore[arg-type]
-
-    def remove(self, name: str) -> None:
-        """
-        Stop routing C{name}; nothing happens if it was not routed.
-        """
-        self._backends.pop(name, None)
-
-    def route(self, name: str) -> Route | None:
-        """
-        See L{IShareRoutes.route}.
-        """
-        return self._backends.get(name)
 
 
 def own_names(names: Iterable[str]) -> frozenset[str]:
@@ -184,7 +149,7 @@ def tls_port_factory(
 
     @raise ValueError: the share domain is not a DNS name.
     """
-    links = LinkFactory(LISTENER, relay.handler, clock, memory=memory)
+    links = LinkFactory(LISTENER, partial(RelayLinkHandler, relay), clock, memory=memory)
     links.noisy = False
     websocket = relay_websocket_factory(links, relay.checkKey, clock, config.ws_echo)
     sniffing = SniffingFactory(links, clock, config.handshake_timeout, websocket)

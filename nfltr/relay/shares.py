@@ -50,9 +50,10 @@ from nfltr.tls import ShareCA, ShareCertError
 from .certs import RelayCertificate
 from .counters import AGENT_UNAVAILABLE, HTTP, NOT_ALLOWED, ROUTED, SHARE, RelayCounters
 from .guard import AllowListFactory, allowed, enforcement_problem
+from .interfaces import IShareRoutes
 from .leases import Leases
 from .names import ClaimRefused, check_name_free
-from .router import IShareRoutes, ShareRoutes
+from .share_routes import ShareRoutes
 from .state import format_address
 
 HTTPS_PORT = 443

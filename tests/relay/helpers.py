@@ -202,7 +202,7 @@ class RelayHarness:
         """
         handler = handler or RecordingHandler()
         dialer = LinkProtocol(DIALER, handler, self.clock, config, app)
-        relayHandler = self.relay.handler()
+        relayHandler = RelayLinkHandler(self.relay)
         relayHandler.log = self.logger
         listener = LinkProtocol(LISTENER, relayHandler, self.clock)
         dialerIO = FakeTransport(dialer, isServer=False)

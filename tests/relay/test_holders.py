@@ -35,7 +35,7 @@ from nfltr.relay.interfaces import LINK, SSH, IAgentHolder, ISessionOpener, ISha
 from nfltr.relay.leases import Leases
 from nfltr.relay.metrics import metrics_registry
 from nfltr.relay.names import REPLACED, name_connected_message
-from nfltr.relay.router import ShareRoutes
+from nfltr.relay.share_routes import ShareRoutes
 from nfltr.relay.shares import ShareRegistry
 from nfltr.sni.twisted import Splice
 from nfltr.ssh import SSHConfig

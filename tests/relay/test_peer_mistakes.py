@@ -19,7 +19,7 @@ from nfltr.link import DIALER, LISTENER, ErrorCode, FrameType, LinkConnection, R
 from nfltr.link._frames import header
 from nfltr.link.twisted import LinkProtocol
 from nfltr.messages import agent_hello, client_hello
-from nfltr.relay.handler import Relay
+from nfltr.relay.handler import Relay, RelayLinkHandler
 from nfltr.wire import DEFAULT_BURST, PEER_TEXT_LIMIT
 
 from .helpers import FakeStore, lost_reason
@@ -54,7 +54,7 @@ class _RawLinks(SynchronousTestCase):
         self.addCleanup(globalLogPublisher.removeObserver, self.events.append)
 
     def connect(self, host: str = "192.0.2.7") -> tuple[LinkProtocol, StringTransport]:
-        link = LinkProtocol(LISTENER, self.relay.handler(), self.clock)
+        link = LinkProtocol(LISTENER, RelayLinkHandler(self.relay), self.clock)
         transport = StringTransport(peerAddress=_address(host))
         link.makeConnection(transport)
         return link, transport

@@ -25,12 +25,12 @@ from nfltr.link.twisted import LinkProtocol
 from nfltr.messages import TcpShare, agent_hello, client_hello, client_target
 from nfltr.relay.config import RelayConfig
 from nfltr.relay.router import (
-    ShareRoutes,
     TLSPortRoutes,
     check_share_domain,
     own_names,
     tls_port_factory,
 )
+from nfltr.relay.share_routes import ShareRoutes
 from nfltr.sni import ClientHello
 from nfltr.sni.twisted import (
     REFUSE,
