@@ -124,3 +124,56 @@ class ValidationTests(SynchronousTestCase):
         ]:
             e = self.assertRaises(ValueError, LinkConfig, **kwargs)
             self.assertIn(name, str(e), kwargs)
+
+
+class BoundsTests(SynchronousTestCase):
+    """
+    The limits on what a link holds for its peer: defaults, validation and
+    the reply bound in force.
+    """
+
+    def test_defaults(self) -> None:
+        """
+        16 MiB of session queues, 1 MiB of unread answers, 10 s for them.
+        """
+        config = LinkConfig()
+        self.assertEqual(
+            (config.send_queue_limit, config.reply_limit, config.reply_timeout),
+            (16 << 20, 1 << 20, 10.0),
+        )
+
+    def test_none(self) -> None:
+        """
+        L{None} is no limit: a queue bound no queue reaches, no reply bound.
+        """
+        config = LinkConfig(send_queue_limit=None, reply_limit=None)
+        self.assertGreater(config.queue_limit, 1 << 40)
+        self.assertIsNone(config.reply_bound(4096))
+
+    def test_invalid(self) -> None:
+        """
+        Below one frame, above 2**30, not an integer, or a timeout outside
+        (0, 300]: a ValueError naming the field.
+        """
+        for kwargs, name in [
+            ({"send_queue_limit": MAX_PAYLOAD - 1}, "send_queue_limit"),
+            ({"send_queue_limit": MAX_WINDOW + 1}, "send_queue_limit"),
+            ({"send_queue_limit": 1e7}, "send_queue_limit"),
+            ({"reply_limit": 100}, "reply_limit"),
+            ({"reply_limit": True}, "reply_limit"),
+            ({"reply_timeout": 0}, "reply_timeout"),
+            ({"reply_timeout": 301}, "reply_timeout"),
+            ({"reply_timeout": float("nan")}, "reply_timeout"),
+        ]:
+            e = self.assertRaises(ValueError, LinkConfig, **kwargs)
+            self.assertIn(name, str(e), kwargs)
+
+    def test_replyBoundNeverBelowWindowTraffic(self) -> None:
+        """
+        The reply bound in force is the reply limit, raised to 128 bytes per
+        window of budget when the window in force is small (what DATA within
+        credit can provoke must never stop reading).
+        """
+        config = LinkConfig(reply_limit=MAX_PAYLOAD)
+        self.assertEqual(config.reply_bound(512 * 1024), MAX_PAYLOAD)
+        self.assertEqual(config.reply_bound(1024), 128 * (64 << 20) // 1024)
