@@ -17,7 +17,6 @@ from twisted.internet.endpoints import serverFromString
 from twisted.python import usage
 from twisted.python.failure import Failure
 
-from nfltr.admission import AdmissionLimits
 from nfltr.messages import is_port_text
 from nfltr.relay.certs import RelayCertificate
 from nfltr.relay.config import (
@@ -37,6 +36,7 @@ from nfltr.relay.config import (
 from nfltr.relay.router import check_share_domain
 from nfltr.relay.service import RelayService
 from nfltr.ssh import SSHConfig, SSHConfigError
+from nfltr.streams import AdmissionLimits
 from nfltr.tls import PKIError, subject_alt_names
 
 MAX_REVOCATION_POLL = 3600.0

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nfltr.admission import AdmissionLimits
 from nfltr.ssh._config import SSHConfig
+from nfltr.streams import AdmissionLimits
 
 DEFAULT_TLS = "tcp:8443"
 DEFAULT_ADMIN = "tcp:9090:interface=127.0.0.1"

@@ -20,7 +20,7 @@ from twisted.python.failure import Failure
 
 from nfltr.link import ErrorCode
 from nfltr.link.twisted import LinkSession, LinkUnavailable, SessionResetError
-from nfltr.splice import SpliceEnd
+from nfltr.streams import SpliceEnd
 from nfltr.wire import peerText
 
 AGENT_UNAVAILABLE = "agent unavailable (draining, or at its session limit)"

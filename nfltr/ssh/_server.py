@@ -25,8 +25,7 @@ from twisted.internet import interfaces
 from twisted.logger import Logger
 from zope.interface import implementer
 
-from nfltr.admission import Admission
-from nfltr.handover import source_of
+from nfltr.streams import Admission, source_of
 
 from ._auth import AccountKeyChecker, APIKeyPasswordChecker, SSHIdentity
 from ._channel import ForwardChannel

@@ -16,10 +16,10 @@ from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
-from nfltr.admission import Admission
 from nfltr.messages import client_target
 from nfltr.relay.admin import admin_site
 from nfltr.relay.metrics import MetricsResource, metrics_registry
+from nfltr.streams import Admission
 
 from .helpers import RelayHarness
 
