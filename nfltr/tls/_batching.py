@@ -75,8 +75,9 @@ class BatchingTLSProtocol(TLSMemoryBIOProtocol):
     @ivar _readClosed: no more plaintext will be read (a subclass that
         keeps writing after the peer's C{close_notify} sets it).
     @ivar _direct: the connection's L{DirectIO}, once in use.
-    @ivar _sendNow: the immediate send of C{_sendNowOf}
-        (L{nfltr.netio.send_now}), looked up once per transport.
+    @ivar _sendNow: the immediate send (L{nfltr.netio.send_now}) of
+        C{_sendNowOf}, the transport it was looked up for: once per
+        transport, which may be replaced after the handshake.
     """
 
     transport: Any  # the stream below
