@@ -43,6 +43,11 @@ def main(argv: list[str]) -> None:
     """
     Run one end; the configuration is the JSON object in C{argv[1]}.
     """
+    # First, as the commands do: importing nfltr.tls configures OpenSSL,
+    # which must happen before anything (Twisted's modules below) loads it.
+    import nfltr.tls  # noqa: F401
+
+    # isort: split
     from twisted.internet import epollreactor
 
     from nfltr.netio import install_reactor

@@ -1,11 +1,9 @@
-# -*- test-case-name: tests.test_cli -*-
+# -*- test-case-name: tests.test_imports -*-
 """
 nfltr: a self-hosted reverse-tunnel relay, its agent and its client.
+
+Importing it does nothing but define the version: OpenSSL is configured by
+L{nfltr.tls} (see L{nfltr.tls._openssl_config}).
 """
 
-from nfltr._openssl_conf import configure as _configure_openssl
-
 __version__ = "0.1.0.dev0"
-
-# Before anything loads OpenSSL: the TLS settings pyOpenSSL cannot make.
-OPENSSL_CONFIGURED = _configure_openssl()

@@ -14,6 +14,7 @@ from __future__ import annotations
 from twisted.application.service import MultiService
 from twisted.python.failure import Failure
 
+import nfltr.tls  # noqa: F401  (first: it configures OpenSSL before anything loads it)
 from nfltr.cli.relay import buildService, reload_on_sighup
 from nfltr.cli.relay_options import RelayOptions
 from nfltr.cli.twistd import TwistdService, twistd_files

@@ -1,6 +1,6 @@
 """
-Tests for L{nfltr.admission} and its use by the public ports' factories
-(L{nfltr.handover.AdmittingFactory}).
+Tests for L{nfltr.streams._admission} and its use by the public ports' factories
+(L{nfltr.streams.AdmittingFactory}).
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
-from nfltr.admission import (
+from nfltr.sni.twisted import REFUSE, SNIRouterFactory
+from nfltr.streams import (
     BUSY,
     HANDSHAKES,
     PER_SOURCE_OPEN,
@@ -20,7 +21,6 @@ from nfltr.admission import (
     Admission,
     AdmissionLimits,
 )
-from nfltr.sni.twisted import REFUSE, SNIRouterFactory
 
 from .sni.helpers import live_hello
 

@@ -1,5 +1,5 @@
 """
-Tests for L{nfltr.e2ee}: real pyOpenSSL on both ends of a link session, the
+Tests for L{nfltr.tls._e2ee}: real pyOpenSSL on both ends of a link session, the
 link pair joined by iosim on a Clock.
 """
 
@@ -9,15 +9,23 @@ from typing import Any
 
 from twisted.internet import error, interfaces
 from twisted.internet.protocol import Protocol
+from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
 
-from nfltr.e2ee import E2EETLSFactory, E2EETLSProtocol
 from nfltr.link import ErrorCode, FrameType
 from nfltr.link._frames import FrameDecoder, decode_open
 from nfltr.link.twisted import SessionResetError
-from nfltr.tls import PinMismatch, client_creator, ensure_self_signed, server_context_factory
+from nfltr.netio import IOSettings, TunedReactor
+from nfltr.tls import (
+    E2EETLSFactory,
+    E2EETLSProtocol,
+    PinMismatch,
+    client_creator,
+    ensure_self_signed,
+    server_context_factory,
+)
 from tests.link.twisted_helpers import LinkPair, RecordingHandler, Streamer
 
 MiB = 1024 * 1024
@@ -319,3 +327,23 @@ class FirstBytesTests(SynchronousTestCase):
         self.assertEqual(target, b"tcp:agent:22")
         self.assertEqual(first[:1], b"\x16")  # TLS handshake content type
         self.assertGreater(len(first), 100)
+
+
+class FactoryTests(SynchronousTestCase):
+    """
+    L{E2EETLSFactory} takes its choices from its reactor's I/O settings.
+    """
+
+    def test_reactorSettings(self) -> None:
+        """
+        Without C{batch}, a L{TunedReactor}'s settings choose batching and
+        direct calls; any other clock gives the defaults (both on).
+        """
+        identity = ensure_self_signed(self.mktemp(), "agent")
+        creator = server_context_factory(identity.cert, identity.key)
+        default = E2EETLSFactory(creator, False, Clock())
+        self.assertEqual((default.batch, default.direct), (True, True))
+        chosen = IOSettings(tls_batch=False, tls_direct=False)
+        tuned = E2EETLSFactory(creator, False, TunedReactor(Clock(), chosen))
+        self.assertEqual((tuned.batch, tuned.direct), (False, False))
+        self.assertFalse(E2EETLSFactory(creator, False, Clock(), batch=False).batch)

@@ -1,5 +1,5 @@
 """
-Tests for L{nfltr.splice}.
+Tests for L{nfltr.streams._splice}.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from twisted.protocols.policies import ProtocolWrapper, WrappingFactory
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
-from nfltr.splice import splice
+from nfltr.streams import splice
 
 
 class HalfClosingTransport(StringTransport):

@@ -12,16 +12,19 @@ from twisted.internet import defer, error, interfaces
 from twisted.internet.address import IPv4Address
 from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
 from twisted.protocols.tls import BufferingTLSTransport, TLSMemoryBIOFactory
 from twisted.python.failure import Failure
 from twisted.test.iosim import IOPump, connectedServerAndClient
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
 
+from nfltr.netio import IOSettings, TunedReactor
 from nfltr.tls import (
     BatchingTLSFactory,
     BatchingTLSProtocol,
     TLSClientEndpoint,
+    _direct,
     client_creator,
     ensure_self_signed,
     server_context_factory,
@@ -291,6 +294,17 @@ class BackpressureTests(SynchronousTestCase):
         self.assertEqual(pair.server_app.received, b"early")
 
 
+def releases(factory: TLSMemoryBIOFactory) -> bool:
+    """
+    Whether a connection of C{factory} releases its record buffers while
+    idle (its OpenSSL mode, read through L{nfltr.tls._direct}'s handles).
+    """
+    protocol = factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", 1))
+    protocol.makeConnection(StringTransport())
+    mode = _direct._lib.SSL_set_mode(protocol._tlsConnection._ssl, 0)
+    return bool(mode & _direct._lib.SSL_MODE_RELEASE_BUFFERS)
+
+
 class FactoryTests(SynchronousTestCase):
     """
     L{tls_factory} and L{TLSClientEndpoint} choose the protocol.
@@ -310,6 +324,30 @@ class FactoryTests(SynchronousTestCase):
         self.assertIs(type(twisted), TLSMemoryBIOFactory)
         self.assertIs(twisted.protocol, BufferingTLSTransport)
         self.assertFalse(batching.noisy or twisted.noisy)
+
+    def test_reactorSettings(self) -> None:
+        """
+        Without C{batch}, the factory follows the I/O settings of its
+        reactor (a L{TunedReactor}'s, else the defaults): batching or not,
+        OpenSSL called directly or not, and whether its connections release
+        their buffers while idle (the shared context is left as it is).
+        """
+        identity = ensure_self_signed(self.mktemp(), "s")
+        creator = server_context_factory(identity.cert, identity.key)
+        wrapped = Factory.forProtocol(Protocol)
+        plain = tls_factory(creator, False, wrapped, Clock())
+        self.assertIsInstance(plain, BatchingTLSFactory)
+        self.assertTrue(plain.direct)  # type: ignore[attr-defined]
+        self.assertTrue(releases(plain))
+        chosen = IOSettings(tls_batch=False, tls_direct=False, tls_release_buffers=False)
+        tuned = tls_factory(creator, False, wrapped, TunedReactor(Clock(), chosen))
+        self.assertIs(type(tuned), TLSMemoryBIOFactory)
+        self.assertFalse(releases(tuned))
+        self.assertTrue(releases(plain))
+        direct = tls_factory(creator, False, wrapped,
+                             TunedReactor(Clock(), IOSettings(tls_direct=False)))
+        self.assertIsInstance(direct, BatchingTLSFactory)
+        self.assertFalse(direct.direct)  # type: ignore[attr-defined]
 
     def test_endpoint(self) -> None:
         """

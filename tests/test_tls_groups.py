@@ -76,7 +76,7 @@ class GroupTests(SynchronousTestCase):
 
 class OpenSSLConfigurationTests(SynchronousTestCase):
     """
-    L{nfltr._openssl_conf}: the settings pyOpenSSL cannot make, given to
+    L{nfltr.tls._openssl_config}: the settings pyOpenSSL cannot make, given to
     OpenSSL as it loads, in a fresh interpreter as each nfltr process is.
     """
 
@@ -86,13 +86,15 @@ class OpenSSLConfigurationTests(SynchronousTestCase):
         import sys
 
         environ = {k: v for k, v in os.environ.items() if k != "OPENSSL_CONF"}
+        # From the tree under test (a -c script imports from its directory).
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              env={**environ, **env}, timeout=60, check=True)
+                              env={**environ, **env}, cwd=Path(__file__).resolve().parent.parent,
+                              timeout=60, check=True)
         return done.stdout.strip()
 
     def test_applied(self) -> None:
         """
-        Importing nfltr loads OpenSSL with nfltr's configuration, then takes
+        Importing nfltr.tls loads OpenSSL with nfltr's configuration, then takes
         it out of the environment (children do not inherit it); a server
         context then refuses a TLS 1.3 client that offers only secp521r1,
         and sends no session ticket.
@@ -100,7 +102,7 @@ class OpenSSLConfigurationTests(SynchronousTestCase):
         code = """
 import os, socket, ssl, threading, tempfile
 from pathlib import Path
-import nfltr
+import nfltr.tls
 from OpenSSL import SSL
 from nfltr.tls import ensure_self_signed, server_context_factory
 ident = ensure_self_signed(Path(tempfile.mkdtemp()), "x")
@@ -132,7 +134,7 @@ try:
     refused = False
 except ssl.SSLError:
     refused = True
-print(nfltr.OPENSSL_CONFIGURED, "OPENSSL_CONF" in os.environ, ticket, refused)
+print(nfltr.tls.OPENSSL_CONFIGURED, "OPENSSL_CONF" in os.environ, ticket, refused)
 """
         self.assertEqual(self.run_python(code), "True False False True")
 
@@ -141,7 +143,7 @@ print(nfltr.OPENSSL_CONFIGURED, "OPENSSL_CONF" in os.environ, ticket, refused)
         A user's own OPENSSL_CONF is left alone.
         """
         self.assertEqual(
-            self.run_python("import nfltr; print(nfltr.OPENSSL_CONFIGURED)",
+            self.run_python("import nfltr.tls; print(nfltr.tls.OPENSSL_CONFIGURED)",
                             OPENSSL_CONF="/dev/null"),
             "False",
         )

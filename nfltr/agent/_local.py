@@ -29,8 +29,8 @@ from twisted.internet.interfaces import IProtocol
 from twisted.internet.protocol import ClientFactory, Factory
 from twisted.python.failure import Failure
 
-from nfltr.e2ee import half_close_other
-from nfltr.splice import SpliceEnd
+from nfltr.streams import SpliceEnd
+from nfltr.tls import half_close_other
 
 from ._timeouts import Timeouts
 

@@ -5,7 +5,7 @@ relay opens on it, a connection to the local service, spliced to the
 session with backpressure both ways.
 
 End to end by default: each session carries TLS that the agent ends itself
-(L{nfltr.e2ee}) with the key and self-signed certificate kept in its state
+(L{nfltr.tls.E2EETLSProtocol}) with the key and self-signed certificate kept in its state
 directory; clients pin that key's fingerprint.  With C{--e2ee false} a
 session carries the service's bytes as they are.
 """
@@ -22,7 +22,6 @@ from twisted.internet import defer, error
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from nfltr.e2ee import E2EETLSFactory
 from nfltr.link import ErrorCode, LinkConfig
 from nfltr.link.twisted import LinkSession
 from nfltr.messages import (
@@ -39,7 +38,13 @@ from nfltr.messages import (
     parse_http_target,
     parse_share_target,
 )
-from nfltr.tls import PKIError, ServerTLS, ensure_self_signed, server_context_factory
+from nfltr.tls import (
+    E2EETLSFactory,
+    PKIError,
+    ServerTLS,
+    ensure_self_signed,
+    server_context_factory,
+)
 
 from ._data import DataLinks
 from ._dialler import DiallerObserver, RelayDialler

@@ -37,7 +37,6 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from twisted.internet import defer
 from twisted.logger import Logger
 
-from nfltr.e2ee import E2EETLSFactory
 from nfltr.http import BackendPool, HTTPProxyFactory
 from nfltr.link import ErrorCode
 from nfltr.link.twisted import LinkSession
@@ -53,6 +52,7 @@ from nfltr.messages import (
 )
 from nfltr.policy import SharePolicy, visitor_ip
 from nfltr.tls import (
+    E2EETLSFactory,
     PKIError,
     load_share_key,
     locked_directory,

@@ -66,6 +66,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Usage errors come from C{argparse}: its usage message on standard error and status 2.
     """
+    # OpenSSL's configuration must come before anything loads OpenSSL (the
+    # commands import Twisted's TCP, which does): nfltr.tls applies it on import.
+    import nfltr.tls  # noqa: F401
+
     parser = buildParser()
     try:
         args = parser.parse_args(argv)

@@ -21,7 +21,6 @@ from typing import Any
 from twisted.internet.endpoints import serverFromString
 from twisted.python import usage
 
-from nfltr.admission import AdmissionLimits
 from nfltr.cli.logs import parse_level
 from nfltr.cli.options import FLAG, REPEAT, Option, option_values, parse_values
 from nfltr.cli.twistd import TableOptions
@@ -44,6 +43,7 @@ from nfltr.relay.config import (
 )
 from nfltr.relay.router import check_share_domain
 from nfltr.ssh import SSHConfig, SSHConfigError
+from nfltr.streams import AdmissionLimits
 from nfltr.tls import PKIError, subject_alt_names
 
 MAX_REVOCATION_POLL = 3600.0

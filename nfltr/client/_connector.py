@@ -28,12 +28,11 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from nfltr.agent import DiallerObserver, Quiet, RelayDialler, TcpEnd, splice_local
-from nfltr.e2ee import E2EETLSFactory
 from nfltr.link import DIALER, ErrorCode, LinkConfig
 from nfltr.link.twisted import LinkFactory, LinkHandler, LinkProtocol, SessionResetError
 from nfltr.messages import NOT_FOUND_CODE, WELCOME, client_hello, client_target
-from nfltr.splice import SpliceEnd
-from nfltr.tls import VerificationFailed
+from nfltr.streams import SpliceEnd
+from nfltr.tls import E2EETLSFactory, VerificationFailed
 
 from ._options import ConnectOptions
 

@@ -3,7 +3,7 @@
 Flow control for the HTTP proxy: a L{Valve} pauses a transport for several
 reasons at once, a L{ValveProducer} lets a transport pause another through
 its valve, and after an upgrade a L{BackendSpliceEnd} joins the backend
-connection to the visitor as L{nfltr.splice} does.
+connection to the visitor as L{nfltr.streams.splice} does.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 from twisted.internet import interfaces
 from zope.interface import implementer
 
-from nfltr.e2ee import half_close_other
-from nfltr.splice import SpliceEnd
+from nfltr.streams import SpliceEnd
+from nfltr.tls import half_close_other
 
 
 class Valve:

@@ -6,13 +6,13 @@ visitor connection.
 
 Flow control: the visitor's transport and the backend connection's
 transport in use are each other's streaming producers, as in
-L{nfltr.splice}: a backend that reads slowly pauses the visitor, a visitor
+L{nfltr.streams.splice}: a backend that reads slowly pauses the visitor, a visitor
 that reads slowly pauses the backend.  The exchange pauses the visitor
 too, while it looks for a backend connection or a pipelining visitor is too
 far ahead; a L{Valve} on each transport keeps the reasons apart.
 
 After an upgrade (a C{101} from the backend) the two connections are
-spliced with L{nfltr.splice} (L{nfltr.http.flow}), what each side sent past
+spliced with L{nfltr.streams.splice} (L{nfltr.http.flow}), what each side sent past
 the switch written first.
 """
 
@@ -29,7 +29,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from nfltr.splice import SpliceEnd
+from nfltr.streams import SpliceEnd
 
 from ._exchange import Exchange, Gate, Phase
 from ._limits import DEFAULT_LIMITS, HTTPLimits

@@ -8,14 +8,25 @@ settings (with their C{NFLTR_*} switches) that choose all of it.
 Each command calls L{install_reactor} before anything imports the reactor
 (twistd chooses its own), and each command and twistd plugin calls
 L{tune_process} once, before building its services, and gives them the
-reactor it returns.
+reactor it returns, which carries the settings.
+
+Other layers use the tuning through these names only:
+
+  - L{send_now}: the TLS layer's immediate send into nfltr's TCP transport;
+  - L{after_events}: a clock's way to run a function once the events of
+    the poll being handled are (the link's batched writes);
+  - L{io_settings}: the settings a reactor carries (the TLS factories'
+    choices).
+
+L{nfltr.netio.internals} lists the private names of Twisted, pyOpenSSL and
+conch that nfltr relies on.
 """
 
 from nfltr.netio._malloc import tune_malloc
-from nfltr.netio._poll import EPollReactor, install_reactor
-from nfltr.netio._reactor import TunedReactor, tune_process
-from nfltr.netio._settings import IOSettings, set_settings, settings
-from nfltr.netio._tcp import Client, Connector, Port, Server, WriteNowMixin
+from nfltr.netio._poll import EPollReactor, after_events, install_reactor
+from nfltr.netio._reactor import TunedReactor, io_settings, tune_process
+from nfltr.netio._settings import IOSettings
+from nfltr.netio._tcp import Client, Connector, Port, Server, WriteNowMixin, send_now
 
 __all__ = [
     "Client",
@@ -26,9 +37,10 @@ __all__ = [
     "Server",
     "TunedReactor",
     "WriteNowMixin",
+    "after_events",
     "install_reactor",
-    "set_settings",
-    "settings",
+    "io_settings",
+    "send_now",
     "tune_malloc",
     "tune_process",
 ]

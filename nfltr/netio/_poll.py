@@ -18,6 +18,9 @@ L{EPollReactor.callAfterEvents} runs a function once every event of the
 current poll has been handled, before the reactor runs its timers or
 polls again: a link that many reads of one poll wrote to sends once, at
 no extra reactor turn (a C{callLater(0)} costs a timer and a turn).
+Code given a clock asks L{after_events} for it, so that any clock (a
+L{nfltr.netio.TunedReactor} around this reactor, Twisted's reactors, a
+test's L{Clock}) will do.
 
 The common event, "readable" alone, calls C{doRead} directly (and
 disconnects the selectable on its result or exception as Twisted does);
@@ -36,6 +39,7 @@ import sys
 from collections.abc import Callable, Mapping
 
 from twisted.internet import epollreactor
+from twisted.internet.main import installReactor
 from twisted.logger import Logger
 
 from ._settings import IOSettings
@@ -138,9 +142,17 @@ def install_reactor(
         chosen = IOSettings()  # tune_process reports it
     if not chosen.fast_poll:
         return False
-    if install is None:
-        from twisted.internet.main import installReactor
-
-        install = installReactor
-    install(EPollReactor())
+    (install or installReactor)(EPollReactor())
     return True
+
+
+def after_events(clock: object) -> Callable[[Callable[[], object]], bool] | None:
+    """
+    The C{callAfterEvents} of C{clock} (L{EPollReactor.callAfterEvents}:
+    call a function once the events of the poll being handled are, or
+    return C{False} to say "not now, use C{callLater}"), found on nfltr's
+    reactor, the L{nfltr.netio.TunedReactor} around it and any clock that
+    offers the same method; L{None} for any other clock.
+    """
+    found: Callable[[Callable[[], object]], bool] | None = getattr(clock, "callAfterEvents", None)
+    return found

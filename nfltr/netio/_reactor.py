@@ -1,7 +1,8 @@
 # -*- test-case-name: tests.netio.test_reactor -*-
 """
 Where a process's I/O tuning is applied: L{tune_process}, called once by
-each command and twistd plugin before it builds its services.
+each command and twistd plugin before it builds its services, and
+L{io_settings}, which reads the settings a reactor carries.
 
 L{TunedReactor} stands in for the reactor the services are given: it is
 the reactor in everything but C{listenTCP}, C{connectTCP} and (for TCP)
@@ -24,7 +25,7 @@ from twisted.logger import Logger
 from zope.interface import directlyProvides, providedBy
 
 from ._malloc import tune_malloc
-from ._settings import IOSettings, set_settings
+from ._settings import IOSettings
 from ._tcp import Connector, Port
 
 _log = Logger()
@@ -94,18 +95,30 @@ def tune_process(reactor: Any, environ: Any = None) -> Any:
     """
     Apply the I/O settings of this process's environment (see
     L{nfltr.netio._settings}): glibc's malloc thresholds now, and the
-    reactor to give the services (a L{TunedReactor}, or C{reactor} itself
-    when it is not a real one, as in tests).  Unusable values are reported
-    and the defaults used.
+    reactor to give the services (a L{TunedReactor} carrying the settings,
+    or C{reactor} itself when it is not a real one, as in tests).  Unusable
+    values are reported and the defaults used.
     """
     try:
         chosen = IOSettings.from_environ(os.environ if environ is None else environ)
     except ValueError as e:
         _log.warn("ignoring an I/O setting: {error}; using the defaults", error=str(e))
         chosen = IOSettings()
-    set_settings(chosen)
     if chosen.malloc_tuning:
         tune_malloc()
     if isinstance(reactor, TunedReactor) or not isinstance(reactor, PosixReactorBase):
         return reactor
     return TunedReactor(reactor, chosen)
+
+
+_DEFAULTS = IOSettings()
+
+
+def io_settings(reactor: object) -> IOSettings:
+    """
+    The I/O settings C{reactor} carries: a L{TunedReactor}'s own, the
+    defaults for any other reactor or clock (tests' fakes).
+    """
+    if isinstance(reactor, TunedReactor):
+        return reactor.settings
+    return _DEFAULTS

@@ -1,6 +1,10 @@
 # -*- test-case-name: tests.netio.test_settings -*-
 """
-The I/O settings of one nfltr process, read once from its environment.
+The I/O settings of one nfltr process, read once from its environment by
+L{nfltr.netio.tune_process} and carried from then on by the reactor it
+returns (L{nfltr.netio.io_settings} reads them): its TCP transports adopt
+them when they are made, its TLS factories when they are built.  There is
+no process-wide copy to read.
 
 Each is on by default and has a switch to turn it off, for measuring and
 for working around a kernel or library that misbehaves:
@@ -124,22 +128,3 @@ def _size(environ: Mapping[str, str], name: str, default: int) -> int:
     if not MIN_SIZE <= value <= MAX_SIZE:
         raise ValueError(f"{name}={value}: give {MIN_SIZE} to {MAX_SIZE} bytes")
     return value
-
-
-# This process's settings; one entry.
-_current = [IOSettings()]
-
-
-def settings() -> IOSettings:
-    """
-    This process's settings: the defaults until L{set_settings} (called by
-    L{nfltr.netio.tune_process} at start) chose others.
-    """
-    return _current[0]
-
-
-def set_settings(chosen: IOSettings) -> None:
-    """
-    Make C{chosen} this process's settings.
-    """
-    _current[0] = chosen

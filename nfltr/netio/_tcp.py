@@ -16,11 +16,14 @@ make it.
   - B{sizes.}  Reads of up to C{read_size} bytes (also the queued bytes at
     which a producer is paused, as in Twisted), queued sends of up to
     C{send_limit}.
+
+Other layers reach the immediate send through L{send_now}, never through
+this module.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from twisted.internet import tcp
@@ -112,6 +115,19 @@ class WriteNowMixin:
                 return
             iovec = chunks
         super().writeSequence(iovec)  # type: ignore[misc]
+
+
+def send_now(transport: object) -> Callable[[memoryview], int] | None:
+    """
+    The immediate sender of C{transport} if it is nfltr's TCP transport
+    (L{WriteNowMixin.sendNow}: offered a buffer, it returns how much the
+    socket took); L{None} for any other transport.
+
+    Only the transport itself counts: a wrapper that forwards unknown
+    attributes to one of nfltr's (TLS under TLS, say) has none, since its
+    C{sendNow} would skip the wrapper's own C{write}.
+    """
+    return transport.sendNow if isinstance(transport, WriteNowMixin) else None
 
 
 class Server(WriteNowMixin, tcp.Server):

@@ -20,8 +20,8 @@ from twisted.internet import interfaces
 from twisted.internet.protocol import Factory
 from twisted.logger import Logger
 
-from nfltr.handover import PrefixReader
 from nfltr.link import MAGIC, classify_prefix
+from nfltr.streams import PrefixReader
 
 SNIFF_TIMEOUT = 10.0
 

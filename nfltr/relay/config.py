@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nfltr.admission import AdmissionLimits
 from nfltr.link.memory import DEFAULT_LINK_MEMORY
 from nfltr.ssh import SSHConfig
+from nfltr.streams import AdmissionLimits
 
 DEFAULT_TLS = "tcp:8443"
 DEFAULT_ADMIN = "tcp:9090:interface=127.0.0.1"
@@ -96,7 +96,7 @@ class RelayConfig:
     @ivar http: the endpoint string of the HTTP port, which redirects to
         HTTPS (L{nfltr.relay.redirect}); L{None}: none.
     @ivar admission: the per-source and handshake limits of each public
-        port (the TLS port and the HTTP port), L{nfltr.admission}.
+        port (the TLS port and the HTTP port), L{nfltr.streams}.
     @ivar max_agents: how many agents may be connected at once (L{None}:
         no limit).
     @ivar link_memory: bytes all links together may hold for their peers

@@ -5,7 +5,7 @@ towards an agent's TCP port, for native clients (C{tcp-connect}, over a
 link) and SSH clients (C{ssh -L}/C{-W}, over a C{direct-tcpip} channel)
 alike, opened through the agent's holder (L{IAgentHolder.openSession}).
 
-The client's side and the agent's are spliced (L{nfltr.splice}): bytes,
+The client's side and the agent's are spliced (L{nfltr.streams}): bytes,
 backpressure and half-close travel both ways.  When one side's session is reset (the agent
 could not reach its service, the client gave up), the other side's session
 is reset with the same code and reason (through L{nfltr.wire.peerText}: one
@@ -23,7 +23,7 @@ from zope.interface import implementer
 from nfltr.link import ErrorCode
 from nfltr.link.twisted import LinkUnavailable, SessionResetError
 from nfltr.messages import NOT_FOUND_CODE, NOT_FOUND_REASON, agent_target
-from nfltr.splice import SpliceEnd
+from nfltr.streams import SpliceEnd
 from nfltr.wire import peerText
 
 from .counters import AGENT_UNAVAILABLE as UNAVAILABLE_OUTCOME

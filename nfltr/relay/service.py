@@ -37,10 +37,10 @@ from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 
 from nfltr import __version__
-from nfltr.admission import Admission
 from nfltr.link.memory import LinkMemory
 from nfltr.sni.twisted import SNIRouterFactory
 from nfltr.store import SQLiteStore, StoreError
+from nfltr.streams import Admission
 from nfltr.tls import (
     PKIError,
     RelayPKI,

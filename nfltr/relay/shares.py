@@ -38,13 +38,13 @@ from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from nfltr.admission import TokenBucket
 from nfltr.http import Gate, HTTPProxyFactory
 from nfltr.link import RefusalReason
 from nfltr.link.twisted import LinkUnavailable
 from nfltr.messages import E2EE, INSPECT, OPEN, HttpShare, http_target, share_target
 from nfltr.policy import Denial, SharePolicy
 from nfltr.sni.twisted import HandOver, ISpliceBackend, Route, Splice
+from nfltr.streams import TokenBucket
 from nfltr.tls import ShareCA, ShareCertError
 
 from .certs import RelayCertificate

@@ -26,8 +26,8 @@ from typing import Any
 import h11
 from twisted.internet import interfaces
 
-from nfltr.handover import AdmittingFactory, PrefixReader
 from nfltr.http import requestHost
+from nfltr.streams import AdmittingFactory, PrefixReader
 
 #: Bytes of a first request head the front reads before it gives up
 #: choosing (the redirect then answers).

@@ -10,7 +10,7 @@ chooser what to do with the L{ClientHello}:
     and is fed every byte read so far, unchanged, as its first read (the
     relay's own TLS stack, which then runs the handshake as if it had read
     the hello itself);
-  - L{Splice}: the connection is spliced (L{nfltr.splice}) to a backend (a
+  - L{Splice}: the connection is spliced (L{nfltr.streams.splice}) to a backend (a
     share), which receives every byte read so far before anything else;
     each side is then the other's streaming producer;
   - L{Refuse}: a fatal TLS C{unrecognized_name} alert, then close.
@@ -39,8 +39,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import Interface, implementer
 
-from nfltr.handover import AdmittingFactory, PrefixReader
-from nfltr.splice import SpliceEnd
+from nfltr.streams import AdmittingFactory, PrefixReader, SpliceEnd
 
 from ._errors import ClientHelloError, Reason
 from ._hello import ClientHello

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nfltr.admission import Admission
+from nfltr.streams import Admission
 
 from ._config import SSHConfig
 from ._hostkeys import load_or_create_host_keys

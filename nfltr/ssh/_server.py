@@ -5,7 +5,7 @@ transport (L{nfltr.ssh._transport}: algorithms, strict key exchange), its
 accounts (L{nfltr.ssh._auth}) and its forwards (L{nfltr.ssh._user}).
 
 A connection is admitted by the SSH port's own per-source limits
-(L{nfltr.admission}) before a byte is read, and must log in within
+(L{nfltr.streams}) before a byte is read, and must log in within
 C{SSHConfig.login_grace} seconds.  After login one L{RelayConnection} runs
 its channels: forwarded ones (L{nfltr.ssh._channel}) return window credit
 only as their bytes go onward, and a malformed or unexpected message ends
@@ -25,8 +25,7 @@ from twisted.internet import interfaces
 from twisted.logger import Logger
 from zope.interface import implementer
 
-from nfltr.admission import Admission
-from nfltr.handover import source_of
+from nfltr.streams import Admission, source_of
 
 from ._auth import AccountKeyChecker, APIKeyPasswordChecker, SSHIdentity
 from ._channel import ForwardChannel

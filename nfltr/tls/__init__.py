@@ -10,16 +10,29 @@ Certificates, fingerprints and TLS settings.
     creators Twisted's TLS takes; L{peer_fingerprint} reads a finished
     handshake's peer key;
   - L{BatchingTLSProtocol} (made by L{tls_factory}, L{TLSClientEndpoint})
-    is memory-BIO TLS that moves data in batches rather than records.
+    is memory-BIO TLS that moves data in batches rather than records;
+    L{E2EETLSProtocol} (made by L{E2EETLSFactory}) is that TLS over a
+    tunnel's session, with half-close, for the end-to-end leg.
+
+Importing this package first gives OpenSSL nfltr's configuration, if
+nothing loaded OpenSSL before (L{OPENSSL_CONFIGURED} says whether it
+applies; see L{nfltr.tls._openssl_config}): entry points import it before
+anything else.
 """
 
-from nfltr.tls._batching import (
+from nfltr.tls._openssl_config import configure
+
+#: Whether OpenSSL runs with nfltr's configuration: done here, before the
+#: modules below load OpenSSL.
+OPENSSL_CONFIGURED = configure()
+
+from nfltr.tls._batching import (  # noqa: E402 - after OpenSSL's configuration
     BatchingTLSFactory,
     BatchingTLSProtocol,
     TLSClientEndpoint,
     tls_factory,
 )
-from nfltr.tls._contexts import (
+from nfltr.tls._contexts import (  # noqa: E402
     CertificateRejected,
     ClientTLS,
     PinMismatch,
@@ -29,22 +42,23 @@ from nfltr.tls._contexts import (
     client_creator,
     server_context_factory,
 )
-from nfltr.tls._files import PKIError, locked_directory, write_atomically
-from nfltr.tls._fingerprint import (
+from nfltr.tls._e2ee import E2EETLSFactory, E2EETLSProtocol, half_close_other  # noqa: E402
+from nfltr.tls._files import PKIError, locked_directory, write_atomically  # noqa: E402
+from nfltr.tls._fingerprint import (  # noqa: E402
     InvalidFingerprint,
     parse_fingerprint,
     peer_fingerprint,
     public_key_fingerprint,
     spki_fingerprint,
 )
-from nfltr.tls._issue import (
+from nfltr.tls._issue import (  # noqa: E402
     RelayPKI,
     SelfSignedIdentity,
     ensure_relay_pki,
     ensure_self_signed,
     subject_alt_names,
 )
-from nfltr.tls._shares import (
+from nfltr.tls._shares import (  # noqa: E402
     SHARE_CERT_LIFETIME,
     ShareCA,
     ShareCertError,
@@ -54,10 +68,14 @@ from nfltr.tls._shares import (
 )
 
 __all__ = [
+    "OPENSSL_CONFIGURED",
     "BatchingTLSFactory",
     "BatchingTLSProtocol",
     "TLSClientEndpoint",
     "tls_factory",
+    "E2EETLSFactory",
+    "E2EETLSProtocol",
+    "half_close_other",
     "CertificateRejected",
     "ClientTLS",
     "InvalidFingerprint",

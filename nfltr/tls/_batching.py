@@ -27,13 +27,15 @@ link, leave in the turn they were written.
 Once the handshake is done, the data path calls OpenSSL through
 L{nfltr.tls._direct.DirectIO} (no per-call allocation, copy or exception of
 pyOpenSSL's), and hands the send BIO's bytes to nfltr's TCP transport
-(C{WriteNowMixin.sendNow}) straight from its buffer: a whole TLS
+(L{nfltr.netio.send_now}) straight from its buffer: a whole TLS
 read or write costs a handful of C calls.  C{NFLTR_TLS_DIRECT=0} keeps
 pyOpenSSL's calls.
 
-L{tls_factory} chooses this protocol or Twisted's by the process's I/O
-settings (C{NFLTR_TLS_BATCH}, L{nfltr.netio}); L{TLSClientEndpoint} is
-C{wrapClientTLS} with it.
+L{tls_factory} chooses this protocol or Twisted's by the I/O settings its
+reactor carries (C{NFLTR_TLS_BATCH}, L{nfltr.netio.io_settings}), and
+gives its connections C{NFLTR_TLS_RELEASE_BUFFERS};
+L{TLSClientEndpoint} is C{wrapClientTLS} with it.  The private attributes
+of L{TLSMemoryBIOProtocol} used here are listed in L{nfltr.netio.internals}.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from twisted.protocols.tls import TLSMemoryBIOFactory, TLSMemoryBIOProtocol
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from nfltr.netio._tcp import WriteNowMixin
+from nfltr.netio import io_settings, send_now
 
 from ._direct import DirectIO, Problem, available
 
@@ -73,6 +75,9 @@ class BatchingTLSProtocol(TLSMemoryBIOProtocol):
     @ivar _readClosed: no more plaintext will be read (a subclass that
         keeps writing after the peer's C{close_notify} sets it).
     @ivar _direct: the connection's L{DirectIO}, once in use.
+    @ivar _sendNow: the immediate send (L{nfltr.netio.send_now}) of
+        C{_sendNowOf}, the transport it was looked up for: once per
+        transport, which may be replaced after the handshake.
     """
 
     transport: Any  # the stream below
@@ -80,6 +85,8 @@ class BatchingTLSProtocol(TLSMemoryBIOProtocol):
     direct = True
     _readClosed = False
     _direct: DirectIO | None = None
+    _sendNowOf: Any = None
+    _sendNow: Any = None
 
     def __init__(self, factory: Any, wrappedProtocol: Any, _connectWrapped: bool = True) -> None:
         super().__init__(factory, wrappedProtocol, _connectWrapped)
@@ -150,10 +157,9 @@ class BatchingTLSProtocol(TLSMemoryBIOProtocol):
         C{sendNow} from the buffer when it has one, the rest written.
         """
         transport = self.transport
-        # Only nfltr's own TCP transport: a wrapper (TLS under this TLS, say)
-        # forwards unknown attributes to the transport below it, and its
-        # sendNow would skip the wrapper.
-        rest = direct.drain(transport.sendNow if isinstance(transport, WriteNowMixin) else None)
+        if transport is not self._sendNowOf:
+            self._sendNowOf, self._sendNow = transport, send_now(transport)
+        rest = direct.drain(self._sendNow)
         if rest:
             transport.write(rest)
 
@@ -247,6 +253,7 @@ class BatchingTLSProtocol(TLSMemoryBIOProtocol):
         """
         super().connectionLost(reason)
         self._direct = None
+        self._sendNowOf = self._sendNow = None
 
     def _deliver(self, chunks: list[bytes]) -> list[bytes]:
         """
@@ -276,9 +283,16 @@ class BatchingTLSProtocol(TLSMemoryBIOProtocol):
 class BatchingTLSFactory(TLSMemoryBIOFactory):
     """
     L{TLSMemoryBIOFactory} making L{BatchingTLSProtocol}s.
+
+    @ivar direct: its connections call OpenSSL directly once the handshake
+        is done (L{BatchingTLSProtocol.direct}).
+    @ivar releaseBuffers: its connections release their record buffers
+        while idle (read by nfltr's connection creators).
     """
 
     protocol = BatchingTLSProtocol
+    direct = True
+    releaseBuffers = True
 
 
 def tls_factory(
@@ -288,16 +302,19 @@ def tls_factory(
     """
     A factory adding TLS with C{creator} to C{wrappedFactory}'s protocols:
     batching (L{BatchingTLSFactory}) or Twisted's own, as C{batch} says
-    (default: this process's C{NFLTR_TLS_BATCH}, L{nfltr.netio.settings}).
+    (default: C{NFLTR_TLS_BATCH} of the settings C{clock}, the reactor,
+    carries: L{nfltr.netio.io_settings}), which also choose whether its
+    connections call OpenSSL directly and release idle buffers (read by
+    nfltr's connection creators, L{nfltr.tls._contexts}).
     """
-    from nfltr.netio import settings
-
+    chosen = io_settings(clock)
     if batch is None:
-        batch = settings().tls_batch
+        batch = chosen.tls_batch
     kind = BatchingTLSFactory if batch else TLSMemoryBIOFactory
     factory = kind(creator, isClient, wrappedFactory, clock=clock)
     factory.noisy = False
-    factory.direct = settings().tls_direct  # type: ignore[attr-defined]
+    factory.direct = chosen.tls_direct  # type: ignore[attr-defined]
+    factory.releaseBuffers = chosen.tls_release_buffers  # type: ignore[attr-defined]
     return factory
 
 

@@ -6,8 +6,11 @@ Both sides: TLS 1.2 at least, AEAD ciphers only with AES-GCM first (ChaCha20
 allowed, not forced), no compression, no renegotiation, no session tickets.
 Partial writes are off, so that one C{SSL_write} encrypts a whole write
 (L{nfltr.tls.BatchingTLSProtocol}); OpenSSL releases a connection's record
-buffers while it is idle unless C{NFLTR_TLS_RELEASE_BUFFERS=0}
-(L{nfltr.netio}).
+buffers while it is idle, unless the TLS factory the connection is made for
+says not to (C{releaseBuffers}: the reactor's C{NFLTR_TLS_RELEASE_BUFFERS=0},
+set by L{nfltr.tls.tls_factory} and L{nfltr.tls.E2EETLSFactory}).  A
+context is never changed once made: pyOpenSSL refuses that after its first
+connection, so the choice is made per connection.
 
 A client trusts the peer one of two ways:
 
@@ -44,6 +47,7 @@ from twisted.protocols.tls import TLSMemoryBIOProtocol
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from nfltr.tls._direct import keep_buffers
 from nfltr.tls._files import PKIError
 from nfltr.tls._fingerprint import parse_fingerprint, spki_fingerprint
 
@@ -105,18 +109,27 @@ class CertificateRejected(VerificationFailed):
 
 
 def _base_context() -> SSL.Context:
-    from nfltr.netio import settings
-
     context = SSL.Context(SSL.TLS_METHOD)
     context.set_min_proto_version(SSL.TLS1_2_VERSION)
     context.set_options(OPTIONS)
     context.clear_mode(MODE_ENABLE_PARTIAL_WRITE)
-    if settings().tls_release_buffers:
-        context.set_mode(SSL.MODE_RELEASE_BUFFERS)
+    context.set_mode(SSL.MODE_RELEASE_BUFFERS)
     context.set_cipher_list(_TLS12_CIPHERS)
     context.set_tls13_ciphersuites(_TLS13_SUITES)
     context.set_session_cache_mode(SSL.SESS_CACHE_OFF)
     return context
+
+
+def _connection(context: SSL.Context, tlsProtocol: TLSMemoryBIOProtocol) -> SSL.Connection:
+    """
+    A connection from C{context} for C{tlsProtocol}, keeping its record
+    buffers while idle if C{tlsProtocol}'s factory says C{releaseBuffers} is
+    off.
+    """
+    connection = SSL.Connection(context, None)
+    if not getattr(getattr(tlsProtocol, "factory", None), "releaseBuffers", True):
+        keep_buffers(connection)
+    return connection
 
 
 @implementer(IOpenSSLServerConnectionCreator)
@@ -135,7 +148,7 @@ class ServerTLS:
         """
         A new server connection for C{tlsProtocol}.
         """
-        return SSL.Connection(self.context, None)
+        return _connection(self.context, tlsProtocol)
 
 
 def server_context_factory(
@@ -191,7 +204,7 @@ class ClientTLS:
         A new client connection for C{tlsProtocol}, verified by a callback of
         its own that reports a refusal to C{tlsProtocol}.
         """
-        connection = SSL.Connection(self.context, None)
+        connection = _connection(self.context, tlsProtocol)
         if self._server_name is not None:
             connection.set_tlsext_host_name(self._server_name)
         connection.set_verify(SSL.VERIFY_PEER, _Verifier(self, tlsProtocol))

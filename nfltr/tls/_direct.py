@@ -8,8 +8,9 @@ allocate a fresh buffer, copy out of it, check three helper objects and
 raise C{WantReadError} whenever OpenSSL has nothing more: two exceptions,
 four allocations and five copies per TCP read on a relay hop.  L{DirectIO}
 calls the same OpenSSL functions through the C{cffi} handles pyOpenSSL
-itself uses (C{OpenSSL._util}; private, so L{available} says whether they
-are there), into buffers it keeps:
+itself uses (C{OpenSSL._util}, private: taken from
+L{nfltr.netio.internals}, which lists them, and L{available} says whether
+they are there), into buffers it keeps:
 
   - L{DirectIO.feed} puts received ciphertext into the read BIO;
   - L{DirectIO.read} decrypts every complete record into one buffer and
@@ -18,6 +19,9 @@ are there), into buffers it keeps:
     (C{SSL_write}; nfltr's contexts clear partial writes);
   - L{DirectIO.drain} returns the send BIO's bytes, or offers them to a
     sender straight from the buffer, copying only what it did not take.
+
+L{keep_buffers} clears C{SSL_MODE_RELEASE_BUFFERS} on one connection, the
+one connection setting pyOpenSSL has no call for.
 
 Only the steady state goes this way.  Any other result is turned into the
 exception pyOpenSSL's own call would have raised, at once (before anything
@@ -34,17 +38,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-try:
-    from OpenSSL._util import ffi as _ffi
-    from OpenSSL._util import lib as _lib
+from nfltr.netio.internals import openssl_ffi as _ffi
+from nfltr.netio.internals import openssl_lib as _lib
 
-    _NEEDED = ("SSL_read", "SSL_write", "SSL_get_error", "BIO_read", "BIO_write")
-    _AVAILABLE = all(hasattr(_lib, name) for name in _NEEDED)
-    _WANT_READ = _lib.SSL_ERROR_WANT_READ
-except (ImportError, AttributeError):  # pragma: no cover - another pyOpenSSL
-    _ffi = _lib = None
-    _AVAILABLE = False
-    _WANT_READ = 2
+_NEEDED = ("SSL_read", "SSL_write", "SSL_get_error", "BIO_read", "BIO_write",
+           "SSL_ERROR_WANT_READ")
+_AVAILABLE = _lib is not None and all(hasattr(_lib, name) for name in _NEEDED)
+_WANT_READ = _lib.SSL_ERROR_WANT_READ if _AVAILABLE else 2
 
 #: The most plaintext one record carries: what one C{SSL_read} returns.
 RECORD_SIZE = 1 << 14
@@ -52,6 +52,20 @@ RECORD_SIZE = 1 << 14
 READ_BUFFER = 1 << 19
 #: Ciphertext read from the send BIO at once.
 SEND_BUFFER = 1 << 20
+
+
+def keep_buffers(connection: Any) -> bool:
+    """
+    Make the pyOpenSSL C{connection} keep its record buffers while idle
+    (clear C{SSL_MODE_RELEASE_BUFFERS} on it alone: its context, shared,
+    cannot change once used).
+
+    @return: whether it could (this pyOpenSSL has the handles).
+    """
+    if _lib is None or not hasattr(_lib, "SSL_clear_mode"):
+        return False
+    _lib.SSL_clear_mode(connection._ssl, _lib.SSL_MODE_RELEASE_BUFFERS)
+    return True
 
 
 def available() -> bool:

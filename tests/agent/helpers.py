@@ -36,7 +36,7 @@ from nfltr.messages import (
     parse_client_target,
     welcome,
 )
-from nfltr.splice import SpliceEnd
+from nfltr.streams import SpliceEnd
 
 ADDRESS = IPv4Address("TCP", "127.0.0.1", 40000)
 _LEVELS = [LogLevel.debug, LogLevel.info, LogLevel.warn, LogLevel.error, LogLevel.critical]

@@ -18,11 +18,10 @@ from zope.interface import implementer
 
 from nfltr.agent import AgentService, ServiceConnector, agent_options, prepare_agent
 from nfltr.agent._local import CANCELLED
-from nfltr.e2ee import E2EETLSFactory
 from nfltr.link import ErrorCode
 from nfltr.link.twisted import SessionResetError
 from nfltr.messages import NOT_FOUND_CODE, NOT_FOUND_REASON
-from nfltr.tls import PinMismatch, client_creator
+from nfltr.tls import E2EETLSFactory, PinMismatch, client_creator
 from tests.link.twisted_helpers import Streamer
 
 from .helpers import Echo, FakeServices, LogCapture, Network, Recorder, TestRelay

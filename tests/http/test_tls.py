@@ -1,6 +1,6 @@
 """
 Tests for L{nfltr.http.proxy} behind end-to-end TLS, as on the agent: the
-visitor speaks HTTP inside L{nfltr.e2ee} TLS (real OpenSSL) ended in front
+visitor speaks HTTP inside L{nfltr.tls.E2EETLSProtocol} TLS (real OpenSSL) ended in front
 of the proxy, over the in-memory network.
 """
 
@@ -12,8 +12,7 @@ from twisted.internet.interfaces import IHalfCloseableProtocol
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
 
-from nfltr.e2ee import E2EETLSFactory
-from nfltr.tls import client_creator, ensure_self_signed, server_context_factory
+from nfltr.tls import E2EETLSFactory, client_creator, ensure_self_signed, server_context_factory
 
 from .helpers import Harness, Visitor, fixed, parseResponses, request
 from .test_upgrade import UPGRADE, UpgradeServer

@@ -10,7 +10,7 @@ from twisted.internet.protocol import Protocol
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
-from nfltr.splice import SpliceEnd
+from nfltr.streams import SpliceEnd
 
 from .helpers import Harness, parseResponses, request
 

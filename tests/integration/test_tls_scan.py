@@ -27,7 +27,7 @@ from conformance.tls import policy, scan, testssl
 
 #: Rules that fail today, with why (none: the three that did, TLS 1.3
 #: tickets and the group list, are set through OpenSSL's configuration by
-#: L{nfltr._openssl_conf}).
+#: L{nfltr.tls._openssl_config}).
 KNOWN: dict[str, str] = {}
 
 #: The rules read from testssl.sh's output: checked by L{TLSScanTests.test_testssl}

@@ -17,7 +17,7 @@ from twisted.internet.testing import MemoryReactorClock
 from twisted.logger import LogLevel, globalLogPublisher
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
-from nfltr.netio import IOSettings, Port, TunedReactor, set_settings, settings, tune_process
+from nfltr.netio import IOSettings, Port, TunedReactor, io_settings, tune_process
 from nfltr.netio import _reactor as module
 
 
@@ -223,21 +223,19 @@ class TuneProcessTests(SynchronousTestCase):
     """
 
     def setUp(self) -> None:
-        before = settings()
-        self.addCleanup(set_settings, before)
         self.malloc: list[bool] = []
         self.patch(module, "tune_malloc", lambda: self.malloc.append(True) or True)
 
     def test_wrapsRealReactor(self) -> None:
         """
         The real reactor comes back wrapped, with the settings of the
-        environment, which become the process's; malloc is tuned.
+        environment, which it carries; malloc is tuned.
         """
         tuned = tune_process(reactor, {"NFLTR_READ_SIZE": "131072"})
         self.assertIsInstance(tuned, TunedReactor)
         self.assertIs(tuned.reactor, reactor)
         self.assertEqual(tuned.settings.read_size, 131072)
-        self.assertIs(settings(), tuned.settings)
+        self.assertIs(io_settings(tuned), tuned.settings)
         self.assertEqual(self.malloc, [True])
         self.assertIs(tune_process(tuned, {}), tuned)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from nfltr.netio import IOSettings, set_settings, settings
+from nfltr.netio import IOSettings
 
 
 class IOSettingsTests(SynchronousTestCase):
@@ -71,13 +71,3 @@ class IOSettingsTests(SynchronousTestCase):
         """
         self.assertRaises(ValueError, IOSettings, read_size=0)
         self.assertRaises(ValueError, IOSettings, send_limit=2.5)
-
-    def test_processSettings(self) -> None:
-        """
-        L{settings} returns what L{set_settings} chose last.
-        """
-        before = settings()
-        self.addCleanup(set_settings, before)
-        chosen = IOSettings(tls_batch=False)
-        set_settings(chosen)
-        self.assertIs(settings(), chosen)

@@ -16,11 +16,11 @@ from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
-from nfltr.admission import Admission
 from nfltr.link.memory import MIN_LINK_MEMORY, LinkMemory
 from nfltr.messages import client_target
 from nfltr.relay.admin import admin_site
 from nfltr.relay.metrics import MetricsResource, metrics_registry
+from nfltr.streams import Admission
 
 from .helpers import RelayHarness
 

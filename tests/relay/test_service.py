@@ -30,7 +30,6 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 from zope.interface import implementer
 
-from nfltr.admission import AdmissionLimits
 from nfltr.link import DIALER, ErrorCode
 from nfltr.link.twisted import LinkHandler, LinkProtocol, SessionResetError
 from nfltr.messages import (
@@ -46,6 +45,7 @@ from nfltr.relay.service import RelayService
 from nfltr.relay.state import RelayInfo, format_address
 from nfltr.sni.twisted import NOT_TLS_RESPONSE, ISpliceBackend
 from nfltr.store import SQLiteStoreCore
+from nfltr.streams import AdmissionLimits
 from nfltr.tls import client_creator, spki_fingerprint
 from tests.relay.helpers import without_token
 from tests.sni.helpers import live_hello

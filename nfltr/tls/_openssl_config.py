@@ -14,6 +14,13 @@ bindings load: L{configure} points it at nfltr's file for that moment, makes
 the bindings load, and puts the environment back, so no child process (curl,
 a browser) inherits it.  A user's own C{OPENSSL_CONF} is left alone (and
 then these settings are theirs to make).
+
+Importing L{nfltr.tls} calls L{configure} before anything of that package
+loads OpenSSL (C{nfltr.tls.OPENSSL_CONFIGURED} is its answer); so every
+entry point (the twistd plugins' modules, the C{nfltr} command, the
+benchmarks' processes) imports L{nfltr.tls} before anything else that may
+load OpenSSL: Twisted's TCP, endpoints and TLS modules all do.  This module
+imports nothing but the standard library.
 """
 
 from __future__ import annotations

@@ -1,9 +1,15 @@
-# -*- test-case-name: tests.relay.test_sniff -*-
+# -*- test-case-name: tests.test_prefix,tests.relay.test_sniff,tests.test_admission -*-
 """
 L{PrefixReader}: the common shape of a protocol that reads the first bytes
 of a connection under a timeout, then hands the connection over to another
 protocol (which is fed what was read) or refuses it.  The relay's SNI router
-(before TLS) and its link sniffer (after TLS) are both one.
+(before TLS), its link sniffer (after TLS) and its plain-HTTP host router
+are each one.
+
+After a hand-over the reader stays the transport's protocol and passes every
+event on to the protocol that took over, with one method call per read:
+nothing is patched onto either instance.  L{AdmittingFactory} admits each
+connection before it has a reader (L{nfltr.streams._admission}).
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from nfltr.admission import Admission
+from ._admission import Admission
 
 _log = Logger()
 
@@ -57,21 +63,20 @@ class PrefixReader(Protocol):
 
     def dataReceived(self, data: bytes) -> None:
         """
-        Before a hand-over, to L{prefixReceived}; after, to the new protocol
-        (L{takeOver} then puts the new protocol's own C{dataReceived} in
-        place of this method, so later reads skip this frame).
+        Before a hand-over, to L{prefixReceived}; after, to the protocol
+        that took over.
         """
-        if self.inner is not None:
-            self.inner.dataReceived(data)
-        else:
+        inner = self.inner
+        if inner is None:
             self.prefixReceived(data)
+        else:
+            inner.dataReceived(data)
 
     def takeOver(self, inner: Any) -> None:
         """
-        Make C{inner} the protocol every later read goes to, directly.
+        Make C{inner} the protocol every later read goes to.
         """
         self.inner = inner
-        self.dataReceived = inner.dataReceived  # type: ignore[method-assign]
 
     def prefixReceived(self, data: bytes) -> None:
         """
@@ -148,7 +153,7 @@ def source_of(addr: Any) -> str:
 class AdmittingFactory(Factory):
     """
     A factory of L{PrefixReader}s that admits each connection first
-    (L{nfltr.admission}): a refused one gets no protocol, so it is closed
+    (L{nfltr.streams.Admission}): a refused one gets no protocol, so it is closed
     before a byte is read.
 
     @ivar admission: the admission limits, or L{None} for none.

@@ -23,8 +23,8 @@ tunnel needs:
     certificate still reports the refusal (L{nfltr.tls.PinMismatch}).
 
 It relies on private attributes of L{TLSMemoryBIOProtocol} (Twisted
-26.10); the tests run it over real pyOpenSSL so that a change in them fails
-here.
+26.10, listed in L{nfltr.netio.internals}); the tests run it over real
+pyOpenSSL so that a change in them fails here.
 """
 
 from __future__ import annotations
@@ -39,7 +39,9 @@ from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from nfltr.tls import BatchingTLSProtocol
+from nfltr.netio import io_settings
+
+from ._batching import BatchingTLSProtocol
 
 
 @implementer(interfaces.IHalfCloseableProtocol)
@@ -175,18 +177,18 @@ class E2EETLSFactory(TLSMemoryBIOFactory):
         """
         @param creator: an C{IOpenSSLClientConnectionCreator} (C{isClient})
             or C{IOpenSSLServerConnectionCreator}.
-        @param clock: the time (Twisted's TLS factories want one).
+        @param clock: the time (Twisted's TLS factories want one): the
+            reactor, whose I/O settings (L{nfltr.netio.io_settings}) choose
+            what C{batch} does not.
         @param batch: whether the connections batch records (see
-            L{BatchingTLSProtocol.batch}); default: this process's
+            L{BatchingTLSProtocol.batch}); default: the reactor's
             C{NFLTR_TLS_BATCH}.
         """
-        from nfltr.netio import settings
-
         super().__init__(creator, isClient, Factory(), clock=clock)
-        if batch is None:
-            batch = settings().tls_batch
-        self.batch = batch
-        self.direct = settings().tls_direct
+        chosen = io_settings(clock)
+        self.batch = chosen.tls_batch if batch is None else batch
+        self.direct = chosen.tls_direct
+        self.releaseBuffers = chosen.tls_release_buffers
 
     def wrap(self, application: Any) -> E2EETLSProtocol:
         """

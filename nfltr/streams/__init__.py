@@ -1,0 +1,42 @@
+# -*- test-case-name: tests.test_splice,tests.test_admission,tests.test_prefix -*-
+"""
+Stream plumbing every role uses:
+
+  - L{splice} and L{SpliceEnd}: join two byte streams, with backpressure,
+    half-close and honest ends (L{nfltr.streams._splice});
+  - L{PrefixReader}: read a connection's first bytes under a timeout, then
+    hand it to another protocol; L{AdmittingFactory} admits each
+    connection first (L{nfltr.streams._prefix});
+  - L{Admission}: per-source limits on a public port's connections, with
+    L{AdmissionLimits} and the L{TokenBucket} they use
+    (L{nfltr.streams._admission}).
+"""
+
+from nfltr.streams._admission import (
+    BUSY,
+    HANDSHAKES,
+    PER_SOURCE_OPEN,
+    PER_SOURCE_RATE,
+    REASONS,
+    Admission,
+    AdmissionLimits,
+    TokenBucket,
+)
+from nfltr.streams._prefix import AdmittingFactory, PrefixReader, source_of
+from nfltr.streams._splice import SpliceEnd, splice
+
+__all__ = [
+    "BUSY",
+    "HANDSHAKES",
+    "PER_SOURCE_OPEN",
+    "PER_SOURCE_RATE",
+    "REASONS",
+    "Admission",
+    "AdmissionLimits",
+    "TokenBucket",
+    "AdmittingFactory",
+    "PrefixReader",
+    "source_of",
+    "SpliceEnd",
+    "splice",
+]
