@@ -32,6 +32,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from nfltr.netio import after_events
 from nfltr.wire import LogThrottle, peerText
 
 from ._config import LinkConfig
@@ -94,7 +95,7 @@ class LinkProtocol(LinkOutput, Protocol):
         self.clock = clock
         # nfltr's reactor runs functions once the events of a poll are
         # handled; any other clock (and a call from a timer) takes callLater.
-        self._afterEvents: Any = getattr(clock, "callAfterEvents", None)
+        self._afterEvents: Any = after_events(clock)
         self.config = config or LinkConfig()
         self._appHello = appHello
         self.connection: LinkConnection | None = None
