@@ -24,9 +24,9 @@ DEFAULT_SEND_QUEUE_LIMIT = 16 << 20
 # Bytes of answers to the peer's frames (WINDOW, PONG, RESET, refusals) held
 # for a peer that does not read, before the link stops reading it.
 DEFAULT_REPLY_LIMIT = 1 << 20
-# Seconds a link that stopped reading for unread answers waits for them to
-# drain before it ends the link with ENHANCE_YOUR_CALM.
-DEFAULT_REPLY_TIMEOUT = 10.0
+# Seconds a peer may leave unread what it provoked past the reply bound (then
+# ENHANCE_YOUR_CALM), or what a closing link left for it (then an abort).
+DEFAULT_UNREAD_TIMEOUT = 10.0
 # The reply bound in force is never below this many bytes per session window
 # of connection budget: the WINDOW frames that DATA within credit provokes
 # (see LinkConfig.reply_bound), so honest traffic never stops reading.
@@ -62,10 +62,13 @@ class LinkConfig:
     @ivar reply_limit: bytes this side wrote, while the transport was full,
         in answer to the peer's frames (WINDOW, PONG, RESET, refusals), above
         which the link stops reading the peer until the transport drains;
-        if it has not drained within C{reply_timeout} the link ends with
+        if it has not drained within C{unread_timeout} the link ends with
         C{ENHANCE_YOUR_CALM}.  Raised if need be to what DATA within credit
         can provoke (see L{reply_bound}).  L{None}: never stop reading.
-    @ivar reply_timeout: seconds, see C{reply_limit}.
+    @ivar unread_timeout: seconds a peer may leave unread what it provoked
+        (see C{reply_limit}), or what a closing link left in the transport
+        for it: a close not done by then becomes an abort, so a peer that
+        does not read cannot keep a closed link's buffers alive.
     """
 
     session_window: int = 512 * 1024
@@ -77,7 +80,7 @@ class LinkConfig:
     ping_rate: float = 20.0
     send_queue_limit: int | None = DEFAULT_SEND_QUEUE_LIMIT
     reply_limit: int | None = DEFAULT_REPLY_LIMIT
-    reply_timeout: float = DEFAULT_REPLY_TIMEOUT
+    unread_timeout: float = DEFAULT_UNREAD_TIMEOUT
 
     def __post_init__(self) -> None:
         for name in (
@@ -109,8 +112,8 @@ class LinkConfig:
             value = getattr(self, name)
             if value is not None and not MAX_PAYLOAD <= value <= MAX_WINDOW:
                 raise ValueError(f"{name} {value} outside {MAX_PAYLOAD}..{MAX_WINDOW}")
-        if not 0 < self.reply_timeout <= MAX_HANDSHAKE_TIMEOUT:
-            raise ValueError(f"reply_timeout {self.reply_timeout} outside (0, 300]")
+        if not 0 < self.unread_timeout <= MAX_HANDSHAKE_TIMEOUT:
+            raise ValueError(f"unread_timeout {self.unread_timeout} outside (0, 300]")
 
     @cached_property
     def budget(self) -> int:

@@ -15,7 +15,7 @@ its transport for a peer, whatever the peer does.
     may stop reading and keep asking.  The bytes written while the transport
     is full, in answer to this link's own reads, are counted; over
     C{config.reply_bound} the link stops reading the peer until the
-    transport drains, and if it has not within C{config.reply_timeout} the
+    transport drains, and if it has not within C{config.unread_timeout} the
     link ends with C{ENHANCE_YOUR_CALM}.  DATA within credit cannot get
     there (see L{nfltr.link.LinkConfig.reply_bound}), so two peers sending
     bulk both ways never both stop reading.
@@ -24,14 +24,13 @@ its transport for a peer, whatever the peer does.
     its transport was full) after each write; when pressed it pauses its
     sessions that queue more and takes no new session.
 
-A link that must end while the peer does not read is aborted, not closed:
-closing would wait for the peer to read what is in the transport.
-
-A transport with a producer registered closes only once the producer is
-unregistered (Twisted's TCP and TLS transports alike), and code that owns a
-link closes it with C{link.transport.loseConnection()}: so a link's
-C{transport} is a L{TransportView} of the real one, whose C{loseConnection}
-unregisters the link first.
+Closing.  A transport with a producer registered closes only once the
+producer is unregistered (Twisted's TCP and TLS transports alike), and code
+that owns a link closes it with C{link.transport.loseConnection()}; a close
+also waits for the peer to read what the transport holds, for ever if it
+never reads.  So a link's C{transport} is a L{TransportView} of the real
+one, whose C{loseConnection} unregisters the link first and aborts the
+connection if it is not closed within C{config.unread_timeout}.
 """
 
 from __future__ import annotations
@@ -81,13 +80,18 @@ class TransportView:
     """
     A link's view of its transport: the transport itself (every attribute is
     read from it, C{write} one call away), except that C{loseConnection}
-    first unregisters the transport's producer, the link (see the module).
+    first unregisters the transport's producer, the link, and aborts the
+    connection if it is not closed C{linger} seconds later (see the module).
 
     @ivar wrapped: the transport.
     """
 
-    def __init__(self, transport: Any) -> None:
+    def __init__(self, transport: Any, clock: Any, linger: float) -> None:
         self.wrapped = transport
+        self._clock = clock
+        self._linger = linger
+        self._abortCall: Any = None
+        self._gone = False
 
     def write(self, data: bytes) -> None:
         """
@@ -107,6 +111,22 @@ class TransportView:
         if unregister is not None and getattr(transport, "producer", True) is not None:
             unregister()
         transport.loseConnection()
+        if self._abortCall is None and not self._gone:
+            self._abortCall = self._clock.callLater(self._linger, self._abort)
+
+    def _abort(self) -> None:
+        self._abortCall = None
+        transport = self.wrapped
+        getattr(transport, "abortConnection", transport.loseConnection)()
+
+    def closed(self) -> None:
+        """
+        The connection is gone: no abort is due, nor will be.
+        """
+        self._gone = True
+        call, self._abortCall = self._abortCall, None
+        if call is not None and call.active():
+            call.cancel()
 
     def __repr__(self) -> str:
         return f"<TransportView of {self.wrapped!r}>"
@@ -212,7 +232,7 @@ class LinkOutput:
             "unread", "link {peer}: stopped reading: {replies} bytes of answers unread",
             replies=self.replies,
         )
-        self._replyTimer = self.clock.callLater(self.config.reply_timeout, self._repliesUnread)
+        self._replyTimer = self.clock.callLater(self.config.unread_timeout, self._repliesUnread)
 
     def _repliesUnread(self) -> None:
         self._replyTimer = None
@@ -220,23 +240,14 @@ class LinkOutput:
         if conn is None or self._lost or not self.readPaused:
             return
         why = (
-            f"{self.replies} bytes of answers unread for {self.config.reply_timeout:g}s"
+            f"{self.replies} bytes of answers unread for {self.config.unread_timeout:g}s"
         )
         self._warn("calm", "link {peer} ended: ENHANCE_YOUR_CALM: {reason}", reason=why)
         self.failure = ConnectionError(f"ENHANCE_YOUR_CALM: {why}")
         conn.goaway(ErrorCode.ENHANCE_YOUR_CALM, why)
         self._flush()
-        self._close()
-
-    def _close(self) -> None:
-        """
-        End the connection: abort it if the peer does not read (a clean
-        close would wait for it to), close it otherwise.
-        """
-        if self.writePaused:
-            getattr(self.transport, "abortConnection", self.transport.loseConnection)()
-        else:
-            self.transport.loseConnection()
+        # The peer reads nothing: no point waiting for it to read the GOAWAY.
+        self.transport.abortConnection()
 
     # -- the process's account ----------------------------------------------------
 

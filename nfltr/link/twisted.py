@@ -123,7 +123,9 @@ class LinkProtocol(LinkOutput, Protocol):
         """
         Connect to a L{TransportView} of C{transport}.
         """
-        super().makeConnection(TransportView(transport))
+        super().makeConnection(
+            TransportView(transport, self.clock, self.config.unread_timeout)
+        )
 
     def connectionMade(self) -> None:
         """
@@ -198,6 +200,8 @@ class LinkProtocol(LinkOutput, Protocol):
             if call is not None and call.active():
                 call.cancel()
         self._forgetAccount()
+        if isinstance(self.transport, TransportView):
+            self.transport.closed()
         why = self.failure or reason.value
         if self.connection is not None:
             self.connection.connection_lost()
@@ -221,7 +225,7 @@ class LinkProtocol(LinkOutput, Protocol):
             code=code_name(code), reason=peerText(getattr(e, "reason", str(e))),
         )
         self._flush()
-        self._close()
+        self.transport.loseConnection()
 
     def _peerName(self) -> str:
         return "?" if self.transport is None else str(self.transport.getPeer())
@@ -437,13 +441,13 @@ class LinkProtocol(LinkOutput, Protocol):
         for session in list(self._sessions.values()):
             session.abortWith(ErrorCode.GOING_AWAY, "drain timeout")
         self._flush()
-        self._close()
+        self.transport.loseConnection()
 
     def _closeIfDrained(self) -> None:
         conn = self.connection
         if conn is not None and not self._lost and conn.is_drained():
             self._flush()
-            self._close()
+            self.transport.loseConnection()
 
     # -- called by sessions ---------------------------------------------------
 

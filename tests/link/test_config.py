@@ -138,7 +138,7 @@ class BoundsTests(SynchronousTestCase):
         """
         config = LinkConfig()
         self.assertEqual(
-            (config.send_queue_limit, config.reply_limit, config.reply_timeout),
+            (config.send_queue_limit, config.reply_limit, config.unread_timeout),
             (16 << 20, 1 << 20, 10.0),
         )
 
@@ -161,9 +161,9 @@ class BoundsTests(SynchronousTestCase):
             ({"send_queue_limit": 1e7}, "send_queue_limit"),
             ({"reply_limit": 100}, "reply_limit"),
             ({"reply_limit": True}, "reply_limit"),
-            ({"reply_timeout": 0}, "reply_timeout"),
-            ({"reply_timeout": 301}, "reply_timeout"),
-            ({"reply_timeout": float("nan")}, "reply_timeout"),
+            ({"unread_timeout": 0}, "unread_timeout"),
+            ({"unread_timeout": 301}, "unread_timeout"),
+            ({"unread_timeout": float("nan")}, "unread_timeout"),
         ]:
             e = self.assertRaises(ValueError, LinkConfig, **kwargs)
             self.assertIn(name, str(e), kwargs)

@@ -310,9 +310,9 @@ class SpecTablesTests(SynchronousTestCase):
             self.assertEqual(float(row[1]), value, name)
         config = LinkConfig()
         self.assertEqual(
-            (config.send_queue_limit, config.reply_limit, config.reply_timeout),
+            (config.send_queue_limit, config.reply_limit, config.unread_timeout),
             (_config.DEFAULT_SEND_QUEUE_LIMIT, _config.DEFAULT_REPLY_LIMIT,
-             _config.DEFAULT_REPLY_TIMEOUT),
+             _config.DEFAULT_UNREAD_TIMEOUT),
         )
 
     def test_preamble(self) -> None:

@@ -183,7 +183,7 @@ class UnreadAnswersTests(SynchronousTestCase):
     """
 
     def setUp(self) -> None:
-        self.config = LinkConfig(reply_limit=256 * KiB, reply_timeout=10.0)
+        self.config = LinkConfig(reply_limit=256 * KiB, unread_timeout=10.0)
 
     def test_stopsReading(self) -> None:
         """
@@ -203,7 +203,7 @@ class UnreadAnswersTests(SynchronousTestCase):
 
     def test_cutWhenUnread(self) -> None:
         """
-        Still unread after reply_timeout: a GOAWAY with ENHANCE_YOUR_CALM is
+        Still unread after unread_timeout: a GOAWAY with ENHANCE_YOUR_CALM is
         the last frame written and the connection is aborted.
         """
         hostile = HostileListener(self.config)
@@ -231,6 +231,39 @@ class UnreadAnswersTests(SynchronousTestCase):
         self.assertEqual(hostile.link.replies, 0)
         hostile.clock.advance(11)  # past the reply timeout, before the keepalive's
         self.assertFalse(hostile.io.aborted)
+
+
+class CloseTests(SynchronousTestCase):
+    """
+    A close gives a peer that does not read C{unread_timeout} seconds, then
+    becomes an abort; a peer that reads is closed normally.
+    """
+
+    def test_nonReaderAborted(self) -> None:
+        """
+        Its owner closes a link whose peer reads nothing and whose transport
+        is full: 10 s later the connection is aborted.
+        """
+        hostile = HostileListener()
+        while not hostile.link.writePaused:
+            hostile.provoke(100)
+        hostile.link.transport.loseConnection()
+        self.assertTrue(hostile.io.disconnecting)
+        hostile.clock.advance(9.9)
+        self.assertFalse(hostile.io.aborted)
+        hostile.clock.advance(0.2)
+        self.assertTrue(hostile.io.aborted)
+
+    def test_readerClosed(self) -> None:
+        """
+        A peer that reads gets everything and a normal close; no abort is
+        left pending.
+        """
+        pair = BoundedPair()
+        pair.dialer.transport.loseConnection()
+        pair.run()
+        self.assertFalse(pair.dialerIO.aborted)
+        self.assertEqual(pair.clock.getDelayedCalls(), [])
 
 
 class TwoWayBulkTests(SynchronousTestCase):
