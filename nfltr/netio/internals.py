@@ -112,6 +112,9 @@ PRIVATE: tuple[Private, ...] = (
             ("nfltr.ssh._client",)),
     Private("twisted.conch.ssh.service.SSHService", ("_log",), ("nfltr.ssh._server",)),
     Private("twisted.conch.ssh.factory.SSHFactory", ("_log",), ("nfltr.ssh._server",)),
+    # The observer twistd itself would start (--logfile, --syslog, -n), behind our level filter.
+    Private("twisted.scripts.twistd", ("_SomeApplicationRunner",), ("nfltr.cli.logs",)),
+    Private("twisted.application.app.AppLogger", ("_getLogObserver",), ("nfltr.cli.logs",)),
 )
 
 #: The distribution that installs each top-level package, for messages.

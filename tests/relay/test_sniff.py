@@ -110,11 +110,17 @@ class SniffingTests(SynchronousTestCase):
     def test_laterReadsGoDirectly(self) -> None:
         """
         After the hand-over the transport's reads reach the protocol that
-        took over with no forwarding frame: the sniffer's C{dataReceived}
-        is that protocol's own.
+        took over as they are, one call each, nothing buffered (the reader
+        forwards them: nothing is patched onto either instance).
         """
         self.protocol.dataReceived(PREAMBLE)
-        self.assertEqual(self.protocol.dataReceived, self.built[0].dataReceived)
+        inner = self.built[0]
+        self.assertIs(self.protocol.inner, inner)
+        got: list[bytes] = []
+        inner.dataReceived = got.append  # type: ignore[method-assign]
+        self.protocol.dataReceived(b"later")
+        self.protocol.dataReceived(b"reads")
+        self.assertEqual(got, [b"later", b"reads"])
 
     def _checkHTTP(self, split: bool) -> None:
         self.feed(HTTP_GET, split)
