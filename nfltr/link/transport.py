@@ -20,6 +20,7 @@ from twisted.internet import error, interfaces
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from ..streams.windowed import WindowedStream
 from ._errors import ErrorCode, code_name
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ class LinkAddress:
     interfaces.ITransport, interfaces.ITCPTransport, interfaces.IConsumer,
     interfaces.IPushProducer,
 )
-class LinkSession:
+class LinkSession(WindowedStream):
     """
     One session of a L{LinkProtocol}.
 
@@ -100,10 +101,6 @@ class LinkSession:
         self._writeClosed = False
         self._closed = False
         self._closeReason: Failure | None = None
-        self._producer: Any = None
-        self._streaming = True
-        self._producerPaused = False
-        self._pullScheduled = False
         self._early: list[bytes] | None = None
         self._earlyBytes = 0
 
@@ -280,56 +277,13 @@ class LinkSession:
         """
         self.abortConnection()
 
-    # -- IConsumer: what is written to us -----------------------------------
+    # -- IConsumer: what is written to us (see WindowedStream) -------------
 
-    def registerProducer(self, producer: Any, streaming: bool) -> None:
-        """
-        Pause C{producer} while our send queue is over its high-water mark.
-        """
-        if self._producer is not None:
-            raise RuntimeError(f"{self!r} already has a producer")
-        if self._closed:
-            producer.stopProducing()
-            return
-        self._producer = producer
-        self._streaming = bool(streaming)
-        self._producerPaused = False
-        if not streaming:
-            self._schedulePull()
+    def _streamGone(self) -> bool:
+        return self._closed
 
-    def unregisterProducer(self) -> None:
-        """
-        Forget the producer.
-        """
-        self._producer = None
-        self._streaming = True
-
-    def _pauseProducer(self) -> None:
-        if self._producer is not None and self._streaming and not self._producerPaused:
-            self._producerPaused = True
-            self._producer.pauseProducing()
-
-    def writable(self) -> None:
-        """
-        Called by the link when our send queue fell below its low-water mark.
-        """
-        if self._producer is None:
-            return
-        if not self._streaming:
-            self._schedulePull()
-        elif self._producerPaused:
-            self._producerPaused = False
-            self._producer.resumeProducing()
-
-    def _schedulePull(self) -> None:
-        if not self._pullScheduled:
-            self._pullScheduled = True
-            self.link.clock.callLater(0, self._pull)
-
-    def _pull(self) -> None:
-        self._pullScheduled = False
-        if self._producer is not None and not self._streaming and not self._closed:
-            self._producer.resumeProducing()
+    def _callSoon(self, f: Any) -> None:
+        self.link.clock.callLater(0, f)
 
     # -- called by the link ---------------------------------------------------
 

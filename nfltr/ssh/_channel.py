@@ -36,11 +36,12 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from ..streams.windowed import WindowedStream
 from ._config import SSHConfig
 
 
 @implementer(interfaces.ITransport, interfaces.IConsumer, interfaces.IPushProducer)
-class ForwardChannel(SSHChannel):
+class ForwardChannel(WindowedStream, SSHChannel):
     """
     One forwarded connection; see the module.
 
@@ -64,6 +65,8 @@ class ForwardChannel(SSHChannel):
 
     log = Logger()
     connected = False
+    # No clock here: pull producers are paused and resumed like push ones.
+    supportsPull = False
     # conch's connection (typed optional there; always set here).
     conn: Any
 
@@ -82,8 +85,6 @@ class ForwardChannel(SSHChannel):
         self.disconnecting = False
         self._queue: deque[bytes] = deque()
         self._queued = 0
-        self._producer: interfaces.IPushProducer | None = None
-        self._producerPaused = False
         self._readPaused = False
         self._owed = 0
         self._eofWanted = False
@@ -250,23 +251,13 @@ class ForwardChannel(SSHChannel):
         """
         return self.conn.transport.getHost()
 
-    # -- IConsumer ------------------------------------------------------------
+    # -- IConsumer (see WindowedStream) --------------------------------------
 
-    def registerProducer(self, producer: Any, streaming: bool) -> None:
-        """
-        Pause C{producer} whenever bytes wait for the client's window.
-        """
-        self._producer = producer
-        self._producerPaused = False
-        if self._queue:
-            self._pauseProducer()
+    def _streamGone(self) -> bool:
+        return self._lost
 
-    def unregisterProducer(self) -> None:
-        """
-        Forget the producer.
-        """
-        self._producer = None
-        self._producerPaused = False
+    def _sendBacklogged(self) -> bool:
+        return bool(self._queue)
 
     # -- IPushProducer: the consumer downstream of this channel's bytes ----------
 
@@ -332,9 +323,7 @@ class ForwardChannel(SSHChannel):
                 queue.appendleft(head[sent:])
                 break
         if not queue:
-            if self._producerPaused and self._producer is not None:
-                self._producerPaused = False
-                self._producer.resumeProducing()
+            self.writable()
             self._finish()
 
     def _finish(self) -> None:
@@ -347,11 +336,6 @@ class ForwardChannel(SSHChannel):
             self._closeWanted = False
             self._cleanClose = True
             self.conn.sendClose(self)
-
-    def _pauseProducer(self) -> None:
-        if self._producer is not None and not self._producerPaused:
-            self._producerPaused = True
-            self._producer.pauseProducing()
 
     def _lose(self, reason: Exception) -> None:
         if self._lost:

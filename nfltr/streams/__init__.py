@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_splice,tests.test_admission,tests.test_prefix -*-
+# -*- test-case-name: tests.test_splice,tests.test_admission,tests.test_prefix,tests.streams -*-
 """
 Stream plumbing every role uses:
 
@@ -9,7 +9,9 @@ Stream plumbing every role uses:
     connection first (L{nfltr.streams._prefix});
   - L{Admission}: per-source limits on a public port's connections, with
     L{AdmissionLimits} and the L{TokenBucket} they use
-    (L{nfltr.streams._admission}).
+    (L{nfltr.streams._admission});
+  - L{nfltr.streams.windowed}: the writer's side of backpressure that the
+    link's sessions and the SSH port's channels share.
 """
 
 from nfltr.streams._admission import (
