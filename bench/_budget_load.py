@@ -23,8 +23,8 @@ from twisted.internet.protocol import Protocol
 
 from nfltr.link import DIALER
 from nfltr.link.twisted import LinkFactory, LinkHandler, LinkProtocol, LinkSession
-from nfltr.messages import TcpShare, agent_hello, client_hello, client_target
 from nfltr.tls import client_creator
+from nfltr.wire.messages import TcpShare, agent_hello, client_hello, client_target
 
 PORT = 9
 PER_CLIENT_LINK = 1000

@@ -25,7 +25,7 @@ TYPE_LEVEL_CYCLES: frozenset[tuple[str, ...]] = frozenset({
     # time the adapter (twisted) imports the session transport and the handler contract only.
     ("nfltr.link.handler", "nfltr.link.transport", "nfltr.link.twisted"),
     # The relay keeps its link handlers in sets typed as such; handlers import the relay.
-    ("nfltr.relay.agents", "nfltr.relay.handler"),
+    ("nfltr.relay.agents", "nfltr.relay.link_handler"),
 })
 
 

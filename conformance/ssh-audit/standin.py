@@ -1,7 +1,7 @@
 """
 A stand-in SSH server for ssh-audit: nfltr's SSH transport
-(L{nfltr.ssh._transport.ServerTransport}) and host keys
-(L{nfltr.ssh._hostkeys}) behind conch's factory, and no way to log in.
+(L{nfltr.ssh.transport.ServerTransport}) and host keys
+(L{nfltr.ssh.hostkeys}) behind conch's factory, and no way to log in.
 What ssh-audit checks (the version line, the KEXINIT, the host keys and
 their signatures) is all the transport's, so this audits the same as the
 relay's SSH port, without a relay.
@@ -27,8 +27,8 @@ from twisted.conch.ssh.factory import SSHFactory
 from twisted.cred.portal import Portal
 from twisted.internet import endpoints, reactor
 
-from nfltr.ssh._hostkeys import load_or_create_host_keys
-from nfltr.ssh._transport import ServerTransport
+from nfltr.ssh.hostkeys import load_or_create_host_keys
+from nfltr.ssh.transport import ServerTransport
 
 
 class _NoRealm:

@@ -7,9 +7,9 @@ relay settings serve C{nfltr tcp-connect} too.
 
 from ._dialler import NON_HEALING, WELCOME_TIMEOUT, DiallerObserver, RelayDialler
 from ._local import ServiceConnector, TcpEnd, splice_local
+from ._log_limit import Quiet
 from ._names import agent_name, default_state_dir, random_name
 from ._options import AgentOptions, agent_options, http_agent_options, http_option
-from ._quiet import Quiet
 from ._service import AgentService, AgentSessions, AgentSetup, prepare_agent
 from ._settings import (
     DEFAULT_RELAY,

@@ -28,8 +28,8 @@ from twisted.python.failure import Failure
 from nfltr.backoff import ReconnectSchedule
 from nfltr.link import DIALER, LinkConfig, RefusalReason
 from nfltr.link.twisted import LinkFactory, LinkHandler, LinkProtocol, LinkSession
-from nfltr.messages import NOT_FOUND_CODE, NOT_FOUND_REASON, WELCOME, refusal_text
 from nfltr.tls import VerificationFailed
+from nfltr.wire.messages import NOT_FOUND_CODE, NOT_FOUND_REASON, WELCOME, refusal_text
 
 # Refusals that retrying cannot cure: the dialler stops.
 NON_HEALING = frozenset({

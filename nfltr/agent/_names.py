@@ -16,10 +16,9 @@ import random
 from collections.abc import Mapping
 from pathlib import Path
 
-from nfltr.messages import MessageError, check_name
-
 # The writing and locking helpers of the TLS files serve the name file too.
 from nfltr.tls import locked_directory, write_atomically
+from nfltr.wire.messages import MessageError, check_name
 
 NAME_FILE = "name"
 _ADJECTIVES = (

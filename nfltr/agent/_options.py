@@ -15,8 +15,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from nfltr.messages import MAX_SHARES, MessageError, check_name, parse_port
-from nfltr.policy import PolicyError, SharePolicy, policy_from_options
+from nfltr.wire.messages import MAX_SHARES, MessageError, check_name, parse_port
+from nfltr.wire.policy import PolicyError, SharePolicy, policy_from_options
 
 from ._expiry import parse_idle_expiry
 from ._names import default_state_dir

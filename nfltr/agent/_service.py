@@ -24,7 +24,14 @@ from twisted.python.failure import Failure
 
 from nfltr.link import ErrorCode, LinkConfig
 from nfltr.link.twisted import LinkSession
-from nfltr.messages import (
+from nfltr.tls import (
+    E2EETLSFactory,
+    PKIError,
+    ServerTLS,
+    ensure_self_signed,
+    server_context_factory,
+)
+from nfltr.wire.messages import (
     E2EE,
     INSPECT,
     NOT_FOUND_CODE,
@@ -38,21 +45,14 @@ from nfltr.messages import (
     parse_http_target,
     parse_share_target,
 )
-from nfltr.tls import (
-    E2EETLSFactory,
-    PKIError,
-    ServerTLS,
-    ensure_self_signed,
-    server_context_factory,
-)
 
-from ._data import DataLinks
 from ._dialler import DiallerObserver, RelayDialler
 from ._expiry import IdleExpiry
+from ._extra_links import DataLinks
 from ._local import ServiceAttempt, ServiceConnector, TcpEnd, splice_local
+from ._log_limit import Quiet
 from ._names import agent_name
 from ._options import AgentOptions
-from ._quiet import Quiet
 from ._settings import KEY_ENV, ConfigError
 from ._shares import ShareServer, save_share_ca, share_key
 

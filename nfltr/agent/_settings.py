@@ -21,7 +21,6 @@ from twisted.internet.endpoints import HostnameEndpoint
 from twisted.internet.interfaces import IStreamClientEndpoint
 
 from nfltr.link import Keepalive, parse_keepalive
-from nfltr.messages import is_port_text
 from nfltr.tls import (
     ClientTLS,
     InvalidFingerprint,
@@ -31,6 +30,7 @@ from nfltr.tls import (
     client_creator,
     parse_fingerprint,
 )
+from nfltr.wire.messages import is_port_text
 
 from ._errors import ConfigError
 from ._secrets import secret

@@ -40,17 +40,6 @@ from twisted.logger import Logger
 from nfltr.http import BackendPool, HTTPProxyFactory
 from nfltr.link import ErrorCode
 from nfltr.link.twisted import LinkSession
-from nfltr.messages import (
-    E2EE,
-    INSPECT,
-    MODES,
-    NOT_FOUND_CODE,
-    NOT_FOUND_REASON,
-    OPEN,
-    PASSTHROUGH,
-    HttpShare,
-)
-from nfltr.policy import SharePolicy, visitor_ip
 from nfltr.tls import (
     E2EETLSFactory,
     PKIError,
@@ -60,6 +49,18 @@ from nfltr.tls import (
     share_request,
     write_atomically,
 )
+from nfltr.wire.constants import PASSTHROUGH_NO_CREDENTIALS
+from nfltr.wire.messages import (
+    E2EE,
+    INSPECT,
+    MODES,
+    NOT_FOUND_CODE,
+    NOT_FOUND_REASON,
+    OPEN,
+    PASSTHROUGH,
+    HttpShare,
+)
+from nfltr.wire.policy import SharePolicy, visitor_ip
 
 from ._local import splice_local
 from ._settings import ConfigError
@@ -129,9 +130,8 @@ def check_policy(option: HttpOption, policy: SharePolicy) -> HttpOption:
     """
     if policy.credentials and option.mode == PASSTHROUGH:
         raise ConfigError(
-            "--basic-auth, --bearer and --require-header need someone to read the requests: "
-            "in passthrough only the service does (its TLS ends there). Use --mode e2ee, or "
-            "check credentials in the service"
+            f"--basic-auth, --bearer and --require-header: {PASSTHROUGH_NO_CREDENTIALS}. "
+            "Use --mode e2ee, or check credentials in the service"
         )
     return replace(option, policy=policy)
 

@@ -25,7 +25,6 @@ from nfltr.cli.logs import parse_level
 from nfltr.cli.options import FLAG, REPEAT, Option, option_values, parse_values
 from nfltr.cli.twistd import TableOptions
 from nfltr.link.memory import DEFAULT_LINK_MEMORY, MIN_LINK_MEMORY
-from nfltr.messages import is_port_text
 from nfltr.relay.certs import RelayCertificate
 from nfltr.relay.config import (
     DEFAULT_ADMIN,
@@ -41,10 +40,11 @@ from nfltr.relay.config import (
     RelayConfig,
     default_data_dir,
 )
-from nfltr.relay.router import check_share_domain
+from nfltr.relay.tls_port import check_share_domain
 from nfltr.ssh import SSHConfig, SSHConfigError
 from nfltr.streams import AdmissionLimits
 from nfltr.tls import PKIError, subject_alt_names
+from nfltr.wire.messages import is_port_text
 
 MAX_REVOCATION_POLL = 3600.0
 MAX_DRAIN_TIMEOUT = 3600.0

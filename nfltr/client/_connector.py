@@ -30,9 +30,9 @@ from twisted.python.failure import Failure
 from nfltr.agent import DiallerObserver, Quiet, RelayDialler, TcpEnd, splice_local
 from nfltr.link import DIALER, ErrorCode, LinkConfig
 from nfltr.link.twisted import LinkFactory, LinkHandler, LinkProtocol, SessionResetError
-from nfltr.messages import NOT_FOUND_CODE, WELCOME, client_hello, client_target
 from nfltr.streams import SpliceEnd
 from nfltr.tls import E2EETLSFactory, VerificationFailed
+from nfltr.wire.messages import NOT_FOUND_CODE, WELCOME, client_hello, client_target
 
 from ._options import ConnectOptions
 

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from nfltr.agent import ConfigError, RelaySettings, parse_address, parse_bool, relay_settings
-from nfltr.messages import MessageError, check_name, parse_port
 from nfltr.tls import ClientTLS, InvalidFingerprint, client_creator
+from nfltr.wire.messages import MessageError, check_name, parse_port
 
 DEFAULT_LISTEN = "127.0.0.1:0"
 

@@ -17,9 +17,9 @@ routing of clients' sessions to them.
 """
 
 from nfltr.relay.config import RelayConfig, default_data_dir
-from nfltr.relay.handler import Relay, RelayLinkHandler
+from nfltr.relay.link_handler import Relay, RelayLinkHandler
+from nfltr.relay.relay_json import RelayInfo
 from nfltr.relay.service import RelayService
-from nfltr.relay.state import RelayInfo
 
 __all__ = [
     "Relay", "RelayConfig", "RelayInfo", "RelayLinkHandler", "RelayService", "default_data_dir",

@@ -22,17 +22,12 @@ from twisted.logger import Logger
 
 from nfltr.link import MAGIC, classify_prefix
 from nfltr.streams import PrefixReader
+from nfltr.wire.constants import canned_response
 
 SNIFF_TIMEOUT = 10.0
 
 NOT_A_LINK_BODY = b"this port speaks the nfltr link protocol\n"
-NOT_A_LINK_RESPONSE = (
-    b"HTTP/1.1 400 Bad Request\r\n"
-    b"Content-Type: text/plain; charset=utf-8\r\n"
-    b"Content-Length: " + str(len(NOT_A_LINK_BODY)).encode("ascii") + b"\r\n"
-    b"Connection: close\r\n"
-    b"\r\n" + NOT_A_LINK_BODY
-)
+NOT_A_LINK_RESPONSE = canned_response(b"400 Bad Request", NOT_A_LINK_BODY)
 
 
 class SniffingProtocol(PrefixReader):

@@ -15,7 +15,7 @@ connections) claim, replace and release their names.
     so that when the newer one leaves the name is free for the account's
     next holder, with no route left behind.
   - L{Relay.revoke} turns away every holder that logged in with a key.
-  - L{Relay.tcp} is the one TCP route (L{nfltr.relay.routing.TCPRoute}) for
+  - L{Relay.tcp} is the one TCP route (L{nfltr.relay.tcp_route.TCPRoute}) for
     native clients and SSH clients; the metrics read each agent's figures
     through L{Relay.agentHolders}.
 """
@@ -30,9 +30,9 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from nfltr.link import RefusalReason
-from nfltr.messages import HttpShare
 from nfltr.store import KeyInfo
 from nfltr.wire import LogThrottle
+from nfltr.wire.messages import HttpShare
 
 from .config import DEFAULT_DRAIN_TIMEOUT
 from .counters import RelayCounters
@@ -40,11 +40,11 @@ from .directory import AgentEntry, Directory
 from .interfaces import IAgentHolder
 from .leases import Leases
 from .names import REPLACED, check_agent_claim
-from .routing import TCPRoute
 from .shares import ShareRefused, ShareRegistry
+from .tcp_route import TCPRoute
 
 if TYPE_CHECKING:
-    from .handler import RelayLinkHandler
+    from .link_handler import RelayLinkHandler
 
 NO_SHARE_URLS = "this relay does not publish share URLs"
 #: Seconds a peer that sent GOAWAY may keep its sessions going before the

@@ -84,7 +84,7 @@ class RelayConfig:
         finish after it sent GOAWAY on every link; those still open then
         are reset.
     @ivar share_domain: shares are reached on the TLS port as
-        C{NAME.share_domain} (see L{nfltr.relay.router}).
+        C{NAME.share_domain} (see L{nfltr.relay.tls_port}).
     @ivar handshake_timeout: seconds a connection to the TLS port has to
         send its whole ClientHello; for the relay's own names, as many again
         to finish the handshake and show its first bytes.
@@ -117,7 +117,7 @@ class RelayConfig:
         string names none (L{nfltr.relay.backlog}).
     @ivar peer_drain_timeout: seconds a peer that sent GOAWAY may keep its
         sessions before the relay resets them and closes its link (L{None}:
-        as long as the peer likes; L{nfltr.relay.handler.Relay}).
+        as long as the peer likes; L{nfltr.relay.link_handler.Relay}).
     @ivar ws_echo: a path on the relay's own name where a WebSocket echo
         answers, for the Autobahn TestSuite (L{None}: none, as in
         production).

@@ -5,14 +5,14 @@ magic-wormhole's transit relay reaches its session machine only through
 C{ITransitClient}).
 
   - L{IAgentHolder}: who holds an agent: a native agent's link
-    (L{nfltr.relay.handler.RelayLinkHandler}), an SSH connection
-    (L{nfltr.ssh._user.RelayUser}); later an agent on another replica.  It
+    (L{nfltr.relay.link_handler.RelayLinkHandler}), an SSH connection
+    (L{nfltr.relay.ssh._user.RelayUser}); later an agent on another replica.  It
     claims, replaces and releases its names only through the relay's one
     claim place (L{nfltr.relay.agents.Relay}: C{claimAgent},
     C{publishShares}, C{releaseAgent}, C{withdrawShares}), which refuses the
     holder it replaces; it opens sessions towards its service, is turned
     away with a reason, and reports its figures for the metrics.
-  - L{ISessionOpener}: the one TCP route (L{nfltr.relay.routing.TCPRoute}):
+  - L{ISessionOpener}: the one TCP route (L{nfltr.relay.tcp_route.TCPRoute}):
     what a client's session towards an agent's port goes through, whether
     the client is a native link (C{tcp-connect}) or an SSH C{-L}/C{-W}.
   - L{IShareRoutes}: the shares reachable by name on the TLS port.
@@ -122,7 +122,7 @@ class ISessionOpener(Interface):
         cannot end the agent's TLS), only ports shared without end-to-end
         TLS may be reached.  The outcome is counted (kind C{tcp}).
 
-        @raise nfltr.relay.routing.RouteRefused: with the code and words
+        @raise nfltr.relay.tcp_route.RouteRefused: with the code and words
             for the client: the same for another account's agent, a missing
             agent and a port not shared.
         """

@@ -52,7 +52,7 @@ from prometheus_client.registry import Collector
 from twisted.web import resource
 from twisted.web.server import Request
 
-from .handler import AGENT_READY, CLIENT_READY, DATA_READY
+from .link_handler import AGENT_READY, CLIENT_READY, DATA_READY
 
 ROLES = {AGENT_READY: "agent", DATA_READY: "data", CLIENT_READY: "client"}
 

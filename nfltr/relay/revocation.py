@@ -19,7 +19,7 @@ from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from .handler import Relay
+from .link_handler import Relay
 
 
 class RevisionSource(Protocol):

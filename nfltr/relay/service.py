@@ -7,12 +7,12 @@ Starting: create the data directory (0700), the PKI
 service owns), then the listeners, each from an endpoint string: the TLS
 listener and the admin web site, each with the relay's listen backlog
 (L{nfltr.relay.backlog}).  On the TLS listener an SNI router
-(L{nfltr.relay.router.tls_port_factory}) reads each ClientHello without
+(L{nfltr.relay.tls_port.tls_port_factory}) reads each ClientHello without
 ending TLS: the relay's own names go to its own TLS stack (the relay adds
 TLS itself, then tells link connections from other bytes, see
 L{nfltr.relay._sniff}), share names to their share (L{RelayService.shares}),
 others get an alert.  Once both are bound it writes C{relay.json}
-(L{nfltr.relay.state}) and starts polling for revoked keys.
+(L{nfltr.relay.relay_json}) and starts polling for revoked keys.
 
 Stopping undoes what was done, in reverse: C{relay.json} removed, polling
 stopped, listeners closed, links drained (a GOAWAY on each; sessions in
@@ -52,14 +52,14 @@ from .admin import admin_site
 from .backlog import with_backlog
 from .certs import RelayCertificate
 from .config import RelayConfig, database_path, state_file_path
-from .handler import Relay
 from .leases import Leases
+from .link_handler import Relay
 from .metrics import MetricsResource, metrics_registry
 from .redirect import redirect_site
+from .relay_json import RelayInfo, format_address, remove_state_file, write_state_file
 from .revocation import RevocationPoller
-from .router import LOCAL_NAME, check_share_domain, own_names, tls_port_factory
 from .shares import ShareRegistry
-from .state import RelayInfo, format_address, remove_state_file, write_state_file
+from .tls_port import LOCAL_NAME, check_share_domain, own_names, tls_port_factory
 from .vhost import HostRouterFactory
 
 DATA_DIR_MODE = 0o700
@@ -225,7 +225,7 @@ class RelayService(Service):
         config = self.config
         if config.ssh is None:
             return None
-        from nfltr.ssh import ssh_factory
+        from nfltr.relay.ssh import ssh_factory
 
         host = config.names[0] if config.names else LOCAL_NAME
         bound: list[int] = []

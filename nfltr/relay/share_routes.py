@@ -1,7 +1,7 @@
-# -*- test-case-name: tests.relay.test_router -*-
+# -*- test-case-name: tests.relay.test_tls_port -*-
 """
 L{ShareRoutes}: a fixed routing table of share names in memory, an
-L{IShareRoutes} for the TLS port (L{nfltr.relay.router}) beside the routes
+L{IShareRoutes} for the TLS port (L{nfltr.relay.tls_port}) beside the routes
 agents publish (L{nfltr.relay.shares.ShareRegistry}).
 """
 

@@ -3,7 +3,7 @@
 The share URLs an agent publishes, and where the TLS port sends their
 visitors.
 
-An agent's hello lists its shares (L{nfltr.messages.HttpShare}); once its
+An agent's hello lists its shares (L{nfltr.wire.messages.HttpShare}); once its
 key is verified the handler calls L{ShareRegistry.publish}, which checks
 every name (the ownership rule of L{nfltr.relay.names}, a name that is the
 relay's own),
@@ -41,20 +41,20 @@ from zope.interface import implementer
 from nfltr.http import Gate, HTTPProxyFactory
 from nfltr.link import RefusalReason
 from nfltr.link.twisted import LinkUnavailable
-from nfltr.messages import E2EE, INSPECT, OPEN, HttpShare, http_target, share_target
-from nfltr.policy import Denial, SharePolicy
 from nfltr.sni.twisted import HandOver, ISpliceBackend, Route, Splice
 from nfltr.streams import TokenBucket
 from nfltr.tls import ShareCA, ShareCertError
+from nfltr.wire.messages import E2EE, INSPECT, OPEN, HttpShare, http_target, share_target
+from nfltr.wire.policy import Denial, SharePolicy
 
 from .certs import RelayCertificate
 from .counters import AGENT_UNAVAILABLE, HTTP, NOT_ALLOWED, ROUTED, SHARE, RelayCounters
-from .guard import AllowListFactory, allowed, enforcement_problem
 from .interfaces import IShareRoutes
 from .leases import Leases
 from .names import ClaimRefused, check_name_free
+from .relay_json import format_address
+from .share_policy import AllowListFactory, allowed, enforcement_problem
 from .share_routes import ShareRoutes
-from .state import format_address
 
 HTTPS_PORT = 443
 HTTP_PORT = 80
@@ -224,7 +224,7 @@ class ShareRegistry:
 
     def route(self, name: str) -> Route | None:
         """
-        See L{nfltr.relay.router.IShareRoutes.route}.
+        See L{nfltr.relay.tls_port.IShareRoutes.route}.
         """
         entry = self._entries.get(name)
         return self.static.route(name) if entry is None else entry.route

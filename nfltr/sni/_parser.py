@@ -37,6 +37,8 @@ import struct
 from enum import Enum
 from typing import Final, Literal, NoReturn
 
+from nfltr.wire.constants import TLS_RECORD_PAYLOAD
+
 from ._errors import ClientHelloError, Reason
 from ._hello import CLIENT_HELLO, ClientHello, parse_client_hello
 
@@ -51,7 +53,7 @@ MAX_RECORD_MINOR = 4
 RECORD_HEADER = struct.Struct("!BBBH")
 RECORD_HEADER_SIZE = RECORD_HEADER.size
 #: The most payload one TLS record may carry (2^14, RFC 8446 section 5.1).
-MAX_RECORD_PAYLOAD = 16384
+MAX_RECORD_PAYLOAD = TLS_RECORD_PAYLOAD
 #: The largest record, header included.
 MAX_RECORD_SIZE = RECORD_HEADER_SIZE + MAX_RECORD_PAYLOAD
 

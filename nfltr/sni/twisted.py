@@ -40,6 +40,7 @@ from twisted.python.failure import Failure
 from zope.interface import Interface, implementer
 
 from nfltr.streams import AdmittingFactory, PrefixReader, SpliceEnd
+from nfltr.wire.constants import canned_response
 
 from ._errors import ClientHelloError, Reason
 from ._hello import ClientHello
@@ -57,13 +58,7 @@ UNRECOGNIZED_NAME = 112
 UNRECOGNIZED_NAME_ALERT = bytes([ALERT, 3, 3, 0, 2, FATAL, UNRECOGNIZED_NAME])
 
 NOT_TLS_BODY = b"this port speaks TLS: use https:// or an nfltr client\n"
-NOT_TLS_RESPONSE = (
-    b"HTTP/1.1 400 Bad Request\r\n"
-    b"Content-Type: text/plain; charset=utf-8\r\n"
-    b"Content-Length: " + str(len(NOT_TLS_BODY)).encode("ascii") + b"\r\n"
-    b"Connection: close\r\n"
-    b"\r\n" + NOT_TLS_BODY
-)
+NOT_TLS_RESPONSE = canned_response(b"400 Bad Request", NOT_TLS_BODY)
 
 #: Refusals that are not the parser's: no complete hello within the timeout,
 #: and a server name nobody here answers to.

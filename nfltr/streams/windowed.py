@@ -2,7 +2,7 @@
 """
 L{WindowedStream}: the writer's side shared by nfltr's windowed stream
 transports (L{nfltr.link.transport.LinkSession} and
-L{nfltr.ssh._channel.ForwardChannel}).
+L{nfltr.ssh.channel.ForwardChannel}).
 
 Each of them is an C{IConsumer} of the bytes written to it: a producer
 registered on it is paused while what waits beyond the peer's credit is

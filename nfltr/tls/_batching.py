@@ -50,12 +50,13 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from nfltr.netio import io_settings, send_now
+from nfltr.wire.constants import TLS_RECORD_PAYLOAD
 
 from ._direct import DirectIO, Problem, available
 
 #: The most plaintext one TLS record carries (RFC 8446 section 5.1): what
 #: one C{SSL_read} returns at most.
-RECORD_SIZE = 1 << 14
+RECORD_SIZE = TLS_RECORD_PAYLOAD
 #: Ciphertext bytes a TLS 1.3 record adds to its plaintext: a 5-byte
 #: header, the content type byte and a 16-byte AEAD tag (TLS 1.2 GCM adds
 #: 29); a first guess at the size of the send BIO after a write.

@@ -40,6 +40,7 @@ from typing import Any
 
 from nfltr.netio.internals import openssl_ffi as _ffi
 from nfltr.netio.internals import openssl_lib as _lib
+from nfltr.wire.constants import TLS_RECORD_PAYLOAD
 
 _NEEDED = ("SSL_read", "SSL_write", "SSL_get_error", "BIO_read", "BIO_write",
            "SSL_ERROR_WANT_READ")
@@ -47,7 +48,7 @@ _AVAILABLE = _lib is not None and all(hasattr(_lib, name) for name in _NEEDED)
 _WANT_READ = _lib.SSL_ERROR_WANT_READ if _AVAILABLE else 2
 
 #: The most plaintext one record carries: what one C{SSL_read} returns.
-RECORD_SIZE = 1 << 14
+RECORD_SIZE = TLS_RECORD_PAYLOAD
 #: Plaintext gathered before it is copied out (and the buffer reused).
 READ_BUFFER = 1 << 19
 #: Ciphertext read from the send BIO at once.

@@ -28,7 +28,8 @@ from zope.interface import implementer
 
 from nfltr.link import LISTENER, RefusalReason, refusal
 from nfltr.link.twisted import LinkHandler, LinkProtocol, LinkSession, SessionResetError
-from nfltr.messages import (
+from nfltr.streams import SpliceEnd
+from nfltr.wire.messages import (
     NOT_FOUND_CODE,
     NOT_FOUND_REASON,
     MessageError,
@@ -36,7 +37,6 @@ from nfltr.messages import (
     parse_client_target,
     welcome,
 )
-from nfltr.streams import SpliceEnd
 
 ADDRESS = IPv4Address("TCP", "127.0.0.1", 40000)
 _LEVELS = [LogLevel.debug, LogLevel.info, LogLevel.warn, LogLevel.error, LogLevel.critical]

@@ -15,8 +15,8 @@ from nfltr.agent import NON_HEALING, WELCOME_TIMEOUT, DiallerObserver, RelayDial
 from nfltr.backoff import ReconnectSchedule
 from nfltr.link import ErrorCode, RefusalReason, refusal
 from nfltr.link.twisted import LinkProtocol, LinkSession, SessionResetError
-from nfltr.messages import NOT_FOUND_CODE, agent_hello, welcome
 from nfltr.tls import client_creator, ensure_self_signed, server_context_factory
+from nfltr.wire.messages import NOT_FOUND_CODE, agent_hello, welcome
 
 from .helpers import LogCapture, Network, Recorder, TestRelay
 

@@ -1,6 +1,6 @@
 """
 Tests for L{nfltr.agent._local} (connections to local services, the TCP end
-of a splice) and L{nfltr.agent._quiet}.
+of a splice) and L{nfltr.agent._log_limit}.
 """
 
 from __future__ import annotations

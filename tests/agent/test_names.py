@@ -10,7 +10,7 @@ from pathlib import Path
 from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr.agent import agent_name, default_state_dir, random_name
-from nfltr.messages import MessageError, check_name
+from nfltr.wire.messages import MessageError, check_name
 
 
 class NameTests(SynchronousTestCase):

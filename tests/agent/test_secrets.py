@@ -15,7 +15,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr.agent import ConfigError, http_option, relay_settings
 from nfltr.agent._secrets import MAX_SECRET_FILE, read_secret_file, secret, secret_lines
-from nfltr.policy import policy_from_options
+from nfltr.wire.policy import policy_from_options
 
 PIN = "sha256:" + "ab" * 32
 TOKEN = "tok-never-echoed"

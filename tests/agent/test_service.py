@@ -20,8 +20,8 @@ from nfltr.agent import AgentService, ServiceConnector, agent_options, prepare_a
 from nfltr.agent._local import CANCELLED
 from nfltr.link import ErrorCode
 from nfltr.link.twisted import SessionResetError
-from nfltr.messages import NOT_FOUND_CODE, NOT_FOUND_REASON
 from nfltr.tls import E2EETLSFactory, PinMismatch, client_creator
+from nfltr.wire.messages import NOT_FOUND_CODE, NOT_FOUND_REASON
 from tests.link.twisted_helpers import Streamer
 
 from .helpers import Echo, FakeServices, LogCapture, Network, Recorder, TestRelay

@@ -76,7 +76,7 @@ class TapTests(SynchronousTestCase):
         C{--require-header} beside its file): the same policy as from the
         command line.
         """
-        from nfltr.policy import policy_from_options
+        from nfltr.wire.policy import policy_from_options
 
         def secret(text: str) -> str:
             path = Path(self.mktemp())

@@ -18,8 +18,8 @@ from nfltr.client import PENDING_TIMEOUT, TcpConnector, connect_options, explain
 from nfltr.client import _connector as connectorModule
 from nfltr.link import ErrorCode, RefusalReason
 from nfltr.link.twisted import SessionResetError
-from nfltr.messages import NOT_FOUND_CODE, NOT_FOUND_REASON, welcome
 from nfltr.tls import PinMismatch
+from nfltr.wire.messages import NOT_FOUND_CODE, NOT_FOUND_REASON, welcome
 from tests.agent.helpers import (
     ADDRESS,
     AnswersAtEnd,

@@ -670,7 +670,7 @@ class GateTests(SynchronousTestCase):
         header and no backend connection is made; one it lets through is
         forwarded.
         """
-        from nfltr.policy import policy_from_options
+        from nfltr.wire.policy import policy_from_options
 
         policy = policy_from_options("ann:s3cret", None, [], [])
         h = Harness(fixed(b"secret page"), gate=policy.gate)

@@ -18,9 +18,9 @@ from twisted.test.iosim import FakeTransport, IOPump, connect
 
 from nfltr.link import DIALER, LISTENER, PREAMBLE, FrameType, LinkConfig
 from nfltr.link.twisted import LinkProtocol
-from nfltr.messages import TcpShare, agent_hello, client_hello
-from nfltr.relay.handler import Relay, RelayLinkHandler
+from nfltr.relay.link_handler import Relay, RelayLinkHandler
 from nfltr.store import KeyInfo
+from nfltr.wire.messages import TcpShare, agent_hello, client_hello
 from tests.link.twisted_helpers import RecordingHandler
 
 _HEADER = struct.Struct("!BBII")

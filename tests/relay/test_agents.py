@@ -1,5 +1,5 @@
 """
-Tests for L{nfltr.relay.handler}: what an agent's hello brings besides its
+Tests for L{nfltr.relay.link_handler}: what an agent's hello brings besides its
 name (share URLs), the relay's agent limit, and an agent's extra data
 connections; real dialer links over iosim on a L{Clock}.
 """
@@ -12,12 +12,12 @@ from twisted.internet import error
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from nfltr.messages import PASSTHROUGH, HttpShare, agent_hello, client_target
 from nfltr.relay.agents import NO_SHARE_URLS
+from nfltr.wire.messages import PASSTHROUGH, HttpShare, agent_hello, client_target
 
 from ..link.twisted_helpers import RecordingHandler
 from .helpers import RelayHarness
-from .test_handler import A2_KEY, A_KEY, B_KEY, Recorder
+from .test_link_handler import A2_KEY, A_KEY, B_KEY, Recorder
 
 
 class ShareTests(SynchronousTestCase):
@@ -125,7 +125,7 @@ class DataLinkTests(SynchronousTestCase):
     """
 
     def setUp(self) -> None:
-        from nfltr.messages import data_hello
+        from nfltr.wire.messages import data_hello
 
         self.data_hello = data_hello
         self.h = RelayHarness()

@@ -1,5 +1,5 @@
 """
-Tests for draining links in L{nfltr.relay.handler}: a revoked key reaches
+Tests for draining links in L{nfltr.relay.link_handler}: a revoked key reaches
 them, and a peer's drain is bounded by L{Relay.peerDrainTimeout}; real
 dialer links over iosim on a L{Clock}.
 """
@@ -10,11 +10,11 @@ from twisted.internet import error
 from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr.link import ErrorCode, RefusalReason
-from nfltr.messages import client_target, data_hello
+from nfltr.wire.messages import client_target, data_hello
 
 from ..link.twisted_helpers import RecordingHandler
 from .helpers import RelayHarness, lost_reason
-from .test_handler import Recorder
+from .test_link_handler import Recorder
 
 A_KEY, A2_KEY = "aaaaaaaaaaaa", "a2a2a2a2a2a2"
 REVOKED = {"type": "refused", "reason": RefusalReason.REVOKED.value,

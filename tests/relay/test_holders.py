@@ -21,7 +21,19 @@ from twisted.trial.unittest import SynchronousTestCase
 from zope.interface.verify import verifyObject
 
 from nfltr.link import RefusalReason
-from nfltr.messages import (
+from nfltr.relay.agents import revoked_message
+from nfltr.relay.interfaces import LINK, SSH, IAgentHolder, ISessionOpener, IShareRoutes
+from nfltr.relay.leases import Leases
+from nfltr.relay.metrics import metrics_registry
+from nfltr.relay.names import REPLACED, name_connected_message
+from nfltr.relay.share_routes import ShareRoutes
+from nfltr.relay.shares import ShareRegistry
+from nfltr.relay.ssh._auth import SSHIdentity
+from nfltr.relay.ssh._user import ChannelRefused, RelayUser, SSHHub
+from nfltr.sni.twisted import Splice
+from nfltr.ssh import SSHConfig
+from nfltr.tls import ShareCA, ensure_relay_pki
+from nfltr.wire.messages import (
     NOT_FOUND_CODE,
     NOT_FOUND_REASON,
     PASSTHROUGH,
@@ -30,23 +42,11 @@ from nfltr.messages import (
     agent_hello,
     client_target,
 )
-from nfltr.relay.agents import revoked_message
-from nfltr.relay.interfaces import LINK, SSH, IAgentHolder, ISessionOpener, IShareRoutes
-from nfltr.relay.leases import Leases
-from nfltr.relay.metrics import metrics_registry
-from nfltr.relay.names import REPLACED, name_connected_message
-from nfltr.relay.share_routes import ShareRoutes
-from nfltr.relay.shares import ShareRegistry
-from nfltr.sni.twisted import Splice
-from nfltr.ssh import SSHConfig
-from nfltr.ssh._auth import SSHIdentity
-from nfltr.ssh._user import ChannelRefused, RelayUser, SSHHub
-from nfltr.tls import ShareCA, ensure_relay_pki
+from tests.relay.ssh.test_server import FakeConnection, direct, forward
 
 from ..link.twisted_helpers import RecordingHandler
-from ..ssh.test_server import FakeConnection, direct, forward
 from .helpers import Dialer, RelayHarness, lost_reason
-from .test_handler import Recorder
+from .test_link_handler import Recorder
 from .test_metrics import samples
 
 LEASE = 60.0

@@ -17,10 +17,10 @@ from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr.link.memory import MIN_LINK_MEMORY, LinkMemory
-from nfltr.messages import client_target
 from nfltr.relay.admin import admin_site
 from nfltr.relay.metrics import MetricsResource, metrics_registry
 from nfltr.streams import Admission
+from nfltr.wire.messages import client_target
 
 from .helpers import RelayHarness
 
@@ -181,10 +181,10 @@ class SSHHolderMetricsTests(SynchronousTestCase):
         C{/metrics} answers while a native agent and an SSH connection's
         agent are connected, with the per-agent series of both.
         """
+        from nfltr.relay.ssh._auth import SSHIdentity
+        from nfltr.relay.ssh._user import RelayUser, SSHHub
         from nfltr.ssh import SSHConfig
-        from nfltr.ssh._auth import SSHIdentity
-        from nfltr.ssh._user import RelayUser, SSHHub
-        from tests.ssh.test_server import FakeConnection, forward
+        from tests.relay.ssh.test_server import FakeConnection, forward
 
         h = RelayHarness()
         h.agent(h.store.addKey(A_KEY, "acme"), "web")

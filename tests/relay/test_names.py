@@ -13,7 +13,6 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr.link import RefusalReason
-from nfltr.messages import PASSTHROUGH, HttpShare, TcpShare, agent_hello
 from nfltr.relay.directory import AgentEntry, Directory
 from nfltr.relay.leases import Leases
 from nfltr.relay.names import (
@@ -24,6 +23,7 @@ from nfltr.relay.names import (
 )
 from nfltr.relay.shares import ShareRegistry
 from nfltr.tls import ShareCA, ensure_relay_pki
+from nfltr.wire.messages import PASSTHROUGH, HttpShare, TcpShare, agent_hello
 
 from .helpers import RelayHarness, without_token
 

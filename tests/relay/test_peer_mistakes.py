@@ -1,5 +1,5 @@
 """
-Tests for what the relay's link handler (L{nfltr.relay.handler}) does with
+Tests for what the relay's link handler (L{nfltr.relay.link_handler}) does with
 a peer's mistakes: no traceback, peers' strings logged only through
 L{nfltr.wire.peerText}, repeated lines from one source throttled
 (L{nfltr.wire.LogThrottle}), malformed targets refused with a clear reason
@@ -18,12 +18,12 @@ from twisted.trial.unittest import SynchronousTestCase
 from nfltr.link import DIALER, LISTENER, ErrorCode, FrameType, LinkConnection, RefusalReason
 from nfltr.link._frames import header
 from nfltr.link.twisted import LinkProtocol
-from nfltr.messages import agent_hello, client_hello
-from nfltr.relay.handler import Relay, RelayLinkHandler
+from nfltr.relay.link_handler import Relay, RelayLinkHandler
 from nfltr.wire import DEFAULT_BURST, PEER_TEXT_LIMIT
+from nfltr.wire.messages import agent_hello, client_hello
 
 from .helpers import FakeStore, lost_reason
-from .test_handler import Recorder
+from .test_link_handler import Recorder
 
 A_KEY = "aaaaaaaaaaaa"
 GARBAGE_KEY = "not-a-key"

@@ -1,5 +1,5 @@
 """
-Tests for L{nfltr.relay.service} and L{nfltr.relay.state}: a real relay on
+Tests for L{nfltr.relay.service} and L{nfltr.relay.relay_json}: a real relay on
 loopback port 0, with the real reactor, the real SQLite store and real TLS.
 """
 
@@ -32,7 +32,14 @@ from zope.interface import implementer
 
 from nfltr.link import DIALER, ErrorCode
 from nfltr.link.twisted import LinkHandler, LinkProtocol, SessionResetError
-from nfltr.messages import (
+from nfltr.relay.config import RelayConfig
+from nfltr.relay.relay_json import RelayInfo, format_address
+from nfltr.relay.service import RelayService
+from nfltr.sni.twisted import NOT_TLS_RESPONSE, ISpliceBackend
+from nfltr.store import SQLiteStoreCore
+from nfltr.streams import AdmissionLimits
+from nfltr.tls import client_creator, spki_fingerprint
+from nfltr.wire.messages import (
     NOT_FOUND_CODE,
     NOT_FOUND_REASON,
     TcpShare,
@@ -40,13 +47,6 @@ from nfltr.messages import (
     client_hello,
     client_target,
 )
-from nfltr.relay.config import RelayConfig
-from nfltr.relay.service import RelayService
-from nfltr.relay.state import RelayInfo, format_address
-from nfltr.sni.twisted import NOT_TLS_RESPONSE, ISpliceBackend
-from nfltr.store import SQLiteStoreCore
-from nfltr.streams import AdmissionLimits
-from nfltr.tls import client_creator, spki_fingerprint
 from tests.relay.helpers import without_token
 from tests.sni.helpers import live_hello
 

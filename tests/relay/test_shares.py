@@ -16,11 +16,11 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr.link import RefusalReason
 from nfltr.link.twisted import LinkUnavailable
-from nfltr.messages import E2EE, INSPECT, PASSTHROUGH, HttpShare
 from nfltr.relay.leases import Leases
 from nfltr.relay.shares import ShareRefused, ShareRegistry
 from nfltr.sni.twisted import HandOver, Splice
 from nfltr.tls import ShareCA, ensure_relay_pki, share_request
+from nfltr.wire.messages import E2EE, INSPECT, PASSTHROUGH, HttpShare
 
 
 class FakeLink:
@@ -201,7 +201,7 @@ class EnforcementTests(RegistryTests):
         share with credentials.  Accepted: the same e2ee share declaring
         enforcement, and an inspect share with its digests.
         """
-        from nfltr.policy import policy_from_options
+        from nfltr.wire.policy import policy_from_options
 
         full = policy_from_options("a:b", None, [], [])
         csr = self.e2ee("blog").csr
@@ -226,7 +226,7 @@ class EnforcementTests(RegistryTests):
         A visitor outside a spliced share's allow list is turned away before
         a session is opened on the agent's link.
         """
-        from nfltr.policy import policy_from_options
+        from nfltr.wire.policy import policy_from_options
 
         link = FakeLink()
         share = HttpShare("raw", 1, PASSTHROUGH, policy=policy_from_options(
@@ -254,8 +254,8 @@ class InspectRateTests(RegistryTests):
         Credentials are checked first.  An open share without a rate has a
         gate too: it refuses duplicate credential headers.
         """
-        from nfltr.policy import policy_from_options
         from nfltr.relay.shares import _gate
+        from nfltr.wire.policy import policy_from_options
 
         share = HttpShare("shop", 1, INSPECT, auth=("bearer",),
                           policy=policy_from_options(None, "t", [], []))

@@ -1,7 +1,7 @@
 """
 Tests for L{nfltr.sni.twisted}: the SNI router protocol on a L{StringTransport} and a L{Clock},
 with a chooser and backends of the tests' own.  (Real TLS through the relay's router is tested
-in L{tests.relay.test_router}.)
+in L{tests.relay.test_tls_port}.)
 """
 
 from __future__ import annotations

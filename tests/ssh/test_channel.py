@@ -1,5 +1,5 @@
 """
-Tests of L{nfltr.ssh._channel.ForwardChannel}: window credit only for bytes
+Tests of L{nfltr.ssh.channel.ForwardChannel}: window credit only for bytes
 gone onward, bounded queues, ends that say how they ended.
 """
 
@@ -15,7 +15,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
 
 from nfltr.ssh import SSHConfig
-from nfltr.ssh._channel import ForwardChannel
+from nfltr.ssh.channel import ForwardChannel
 
 KIB = 1024
 CONFIG = SSHConfig(window=64 * KIB, max_packet=16 * KIB, max_buffer=128 * KIB)
@@ -57,7 +57,7 @@ class FakeConnection:
 
     def receive(self, channel: ForwardChannel, data: bytes) -> None:
         """
-        As L{nfltr.ssh._server.RelayConnection.ssh_CHANNEL_DATA} does.
+        As L{nfltr.relay.ssh._server.RelayConnection.ssh_CHANNEL_DATA} does.
         """
         assert len(data) <= channel.localWindowLeft, "client over its window"
         channel.localWindowLeft -= len(data)

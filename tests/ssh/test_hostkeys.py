@@ -1,5 +1,5 @@
 """
-Tests for L{nfltr.ssh._hostkeys}: host keys made on the first start, read
+Tests for L{nfltr.ssh.hostkeys}: host keys made on the first start, read
 back on later ones, and refused with the file named when they cannot be
 used.  OpenSSH's own C{ssh-keygen} reads the files made.
 """
@@ -19,7 +19,7 @@ from twisted.conch.ssh import keys
 from twisted.python.filepath import FilePath
 from twisted.trial.unittest import SkipTest, SynchronousTestCase
 
-from nfltr.ssh._hostkeys import (
+from nfltr.ssh.hostkeys import (
     HOST_KEY_FILES,
     RSA_BITS,
     HostKeyError,

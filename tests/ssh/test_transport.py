@@ -1,5 +1,5 @@
 """
-Tests for L{nfltr.ssh._transport}: nfltr's SSH transport.
+Tests for L{nfltr.ssh.transport}: nfltr's SSH transport.
 
   - In memory (C{twisted.test.iosim}), L{ClientTransport} against
     L{ServerTransport} with a test service that echoes transport messages:
@@ -47,10 +47,10 @@ from twisted.test import iosim
 from twisted.trial.unittest import SkipTest, SynchronousTestCase, TestCase
 from zope.interface import implementer
 
-from nfltr.ssh._client import ClientTransport
 from nfltr.ssh._kexinit import KexInit
 from nfltr.ssh._packets import PlainSealer
-from nfltr.ssh._transport import (
+from nfltr.ssh.client import ClientTransport
+from nfltr.ssh.transport import (
     CIPHERS,
     CLASSIC_KEX,
     HOST_KEY_ALGORITHMS,

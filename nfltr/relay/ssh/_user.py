@@ -1,10 +1,10 @@
-# -*- test-case-name: tests.ssh.test_server -*-
+# -*- test-case-name: tests.relay.ssh.test_server -*-
 """
 L{RelayUser}: one logged-in SSH connection, to the rest of the relay an
 agent holder like a native agent's link
 (L{nfltr.relay.interfaces.IAgentHolder}, of kind C{ssh}).
 
-  - C{ssh -R} requests (see L{nfltr.ssh._forwards}) publish share URLs and
+  - C{ssh -R} requests (see L{nfltr.relay.ssh._forwards}) publish share URLs and
     TCP shares through the relay's one claim place
     (L{nfltr.relay.agents.Relay}: C{publishShares}, C{claimAgent}), under
     the same ownership rule (L{nfltr.relay.names}: one lease per name) and
@@ -38,17 +38,17 @@ from zope.interface import implementer
 
 from nfltr.link import RefusalReason
 from nfltr.link.twisted import LinkUnavailable
-from nfltr.messages import INSPECT, PASSTHROUGH, HttpShare
 from nfltr.relay.directory import AgentEntry
 from nfltr.relay.interfaces import SSH, HolderFigures, IAgentHolder
 from nfltr.relay.names import ClaimRefused
-from nfltr.relay.routing import RouteRefused
 from nfltr.relay.shares import ShareRefused
+from nfltr.relay.tcp_route import RouteRefused
+from nfltr.ssh import SSHConfig
+from nfltr.ssh.channel import ForwardChannel
+from nfltr.wire.messages import INSPECT, PASSTHROUGH, HttpShare
 
 from . import _forwards as fw
 from ._auth import SSHIdentity
-from ._channel import ForwardChannel
-from ._config import SSHConfig
 from ._session import StatusSession
 
 if TYPE_CHECKING:

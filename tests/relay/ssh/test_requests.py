@@ -1,6 +1,6 @@
 """
 Tests of the forward requests of a logged-in SSH connection over the real
-transport (L{nfltr.ssh._server}, L{nfltr.ssh._user}): refused requests are
+transport (L{nfltr.relay.ssh._server}, L{nfltr.relay.ssh._user}): refused requests are
 answered, what the status display keeps of them is bounded
 (C{SSHConfig.max_status_lines}), and a connection that keeps asking is cut
 with a reason it can read (C{SSHConfig.max_refusals}).
@@ -29,11 +29,11 @@ from twisted.internet.task import Clock
 from twisted.test import iosim
 from twisted.trial.unittest import SkipTest, SynchronousTestCase, TestCase
 
-from nfltr.relay.handler import Relay
+from nfltr.relay.link_handler import Relay
+from nfltr.relay.ssh._server import SSHRelayFactory
+from nfltr.relay.ssh._user import SSHHub
 from nfltr.ssh import SSHConfig
-from nfltr.ssh._client import ClientTransport
-from nfltr.ssh._server import SSHRelayFactory
-from nfltr.ssh._user import SSHHub
+from nfltr.ssh.client import ClientTransport
 from tests.relay.helpers import FakeStore
 
 _hostKey: list[keys.Key] = []

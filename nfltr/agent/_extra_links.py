@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.agent.test_data -*-
+# -*- test-case-name: tests.agent.test_extra_links -*-
 """
 An agent's extra data connections.
 
@@ -7,7 +7,7 @@ bound by that one connection's head-of-line blocking and congestion window.
 When the sessions open average L{BUSY_SESSIONS} or more per connection, the
 agent dials one more link to the relay (at most L{MAX_DATA_LINKS}), bound to
 its first link by the token the relay welcomed it with
-(L{nfltr.messages.data_hello}); the relay then opens new sessions on
+(L{nfltr.wire.messages.data_hello}); the relay then opens new sessions on
 whichever of the agent's links has the fewest.  Data connections are not
 agents (they publish nothing and the agent limit does not count them), are
 retired after L{IDLE_RETIRE} seconds without a session, and end with the
@@ -26,10 +26,9 @@ from twisted.python.failure import Failure
 
 from nfltr.link import DIALER, LinkConfig
 from nfltr.link.twisted import LinkFactory, LinkHandler, LinkProtocol, LinkSession
-from nfltr.messages import WELCOME, data_hello
+from nfltr.wire.constants import MAX_DATA_LINKS
+from nfltr.wire.messages import WELCOME, data_hello
 
-#: Extra data connections at most (the relay allows as many).
-MAX_DATA_LINKS = 3
 #: Sessions per connection, on average, that make the agent dial another.
 BUSY_SESSIONS = 8
 #: Seconds a data connection may stay without a session before it is closed.

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.relay.test_handler -*-
+# -*- test-case-name: tests.relay.test_link_handler -*-
 """
 What the relay does with each link: authenticate the dialer, register
 agents, route clients' sessions to agents, and turn away revoked keys.
@@ -9,7 +9,7 @@ A link's life, in L{RelayLinkHandler}::
                    └──────────▶ closed (refused)
 
 On the dialer's hello the relay checks the C{app} fields
-(L{nfltr.messages.parse_dialer_hello}) and the API key (in the store, off
+(L{nfltr.wire.messages.parse_dialer_hello}) and the API key (in the store, off
 the reactor thread), then answers with one control message: C{welcome}, or
 C{refused} followed by a GOAWAY and the end of the connection.  Sessions a
 client opens before its welcome wait for the verdict.
@@ -37,7 +37,10 @@ from zope.interface import implementer
 
 from nfltr.link import ErrorCode, RefusalReason, State, refusal
 from nfltr.link.twisted import LinkHandler, LinkProtocol, LinkSession, LinkUnavailable
-from nfltr.messages import (
+from nfltr.store import KeyInfo
+from nfltr.wire import peerText
+from nfltr.wire.constants import MAX_DATA_LINKS
+from nfltr.wire.messages import (
     AGENT,
     DATA,
     NOT_FOUND_CODE,
@@ -48,15 +51,13 @@ from nfltr.messages import (
     parse_dialer_hello,
     welcome,
 )
-from nfltr.store import KeyInfo
-from nfltr.wire import peerText
 
 from .agents import Relay, revoked_message
 from .directory import AgentEntry
 from .interfaces import LINK, HolderFigures, IAgentHolder
 from .names import ClaimRefused
-from .routing import RouteRefused
-from .state import format_address
+from .relay_json import format_address
+from .tcp_route import RouteRefused
 
 INVALID_KEY = "invalid API key"
 STORE_UNAVAILABLE = "the relay cannot check API keys now; try again later"
@@ -65,8 +66,6 @@ AGENT_SESSIONS_REFUSED = "agents cannot open sessions"
 HELLO, VERIFYING, AGENT_READY, CLIENT_READY, DATA_READY, CLOSED = (
     "hello", "verifying", "agent", "client", "data", "closed",
 )
-#: Extra data connections an agent may bind to its first link.
-MAX_DATA_LINKS = 3
 NO_SUCH_LINK = "no such agent link (it ended, or the token is another key's)"
 DATA_LINK_LIMIT = f"an agent has at most {MAX_DATA_LINKS} extra data connections"
 

@@ -30,7 +30,7 @@ after each NEWKEYS.  Whether strict or not, a key exchange message out of
 turn, or a service message before the first key exchange ends, ends the
 connection with a protocol error the peer is told.
 
-L{nfltr.ssh._client.ClientTransport} is conch's client with the same
+L{nfltr.ssh.client.ClientTransport} is conch's client with the same
 algorithms and rules, for tests and tools: conch's own client can no longer
 agree with the server.
 """
@@ -114,7 +114,7 @@ _MAX_LOGGED_REASON = 200
 _VERSION = b"SSH-2.0-nfltr_" + __version__.encode("ascii")
 
 
-class _SecureTransport(SSHTransportBase):
+class SecureTransport(SSHTransportBase):
     """
     What L{ServerTransport} and L{ClientTransport} share.
 
@@ -534,7 +534,7 @@ class _SecureTransport(SSHTransportBase):
             self.sendDisconnect(DISCONNECT_PROTOCOL_ERROR, f"bad message {messageNum}".encode())
 
 
-class ServerTransport(_SecureTransport, SSHServerTransport):
+class ServerTransport(SecureTransport, SSHServerTransport):
     """
     nfltr's SSH server transport.  Use it as an C{SSHFactory}'s protocol (the
     factory's host keys decide which host key algorithms are offered).

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.ssh.test_forwards -*-
+# -*- test-case-name: tests.relay.ssh.test_forwards -*-
 """
 What an SSH client's forwarding requests mean on the relay, without I/O.
 
@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-from nfltr.messages import (
+from nfltr.wire.messages import (
     NAME_PATTERN,
     MessageError,
     is_port_text,

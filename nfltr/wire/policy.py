@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_policy -*-
+# -*- test-case-name: tests.wire.test_policy -*-
 """
 Share policies: who may reach a share URL.  Pure functions and values, no
 I/O.

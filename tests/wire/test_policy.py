@@ -1,5 +1,5 @@
 """
-Tests for L{nfltr.policy}: share policies.
+Tests for L{nfltr.wire.policy}: share policies.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
-from nfltr.policy import (
+from nfltr.wire.policy import (
     Denial,
     PolicyError,
     SharePolicy,

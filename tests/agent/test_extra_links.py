@@ -1,5 +1,5 @@
 """
-Tests for L{nfltr.agent._data}: when an agent dials extra data connections,
+Tests for L{nfltr.agent._extra_links}: when an agent dials extra data connections,
 and when it retires them.
 """
 
@@ -12,7 +12,7 @@ from twisted.internet import defer
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from nfltr.agent._data import (
+from nfltr.agent._extra_links import (
     BUSY_SESSIONS,
     CHECK_EVERY,
     COOLDOWN,

@@ -1,5 +1,5 @@
 """
-Tests of an SSH connection's claim to its agent name (L{nfltr.ssh._user}
+Tests of an SSH connection's claim to its agent name (L{nfltr.relay.ssh._user}
 C{_claimAgent}): the relay's one ownership rule, shared with native agents
 (L{nfltr.relay.names}), on a relay with real dialer links
 (L{tests.relay.helpers.RelayHarness}) and a L{Clock}.
@@ -17,9 +17,9 @@ from twisted.trial.unittest import SynchronousTestCase
 from nfltr.relay.leases import Leases
 from nfltr.relay.names import name_taken_message
 from nfltr.relay.shares import ShareRegistry
+from nfltr.relay.ssh._auth import SSHIdentity
+from nfltr.relay.ssh._user import RelayUser, SSHHub
 from nfltr.ssh import SSHConfig
-from nfltr.ssh._auth import SSHIdentity
-from nfltr.ssh._user import RelayUser, SSHHub
 from nfltr.tls import ShareCA, ensure_relay_pki
 from tests.relay.helpers import RelayHarness
 

@@ -1,5 +1,5 @@
 """
-Tests for L{nfltr.relay.handler} and L{nfltr.relay.routing}: the relay's
+Tests for L{nfltr.relay.link_handler} and L{nfltr.relay.tcp_route}: the relay's
 side of links, driven by real dialer links over iosim on a Clock.
 """
 
@@ -12,14 +12,14 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr.link import ErrorCode, FrameType, LinkConfig, RefusalReason
 from nfltr.link.twisted import SessionResetError
-from nfltr.messages import (
+from nfltr.relay.tcp_route import AGENT_UNAVAILABLE
+from nfltr.wire.messages import (
     NOT_FOUND_CODE,
     NOT_FOUND_REASON,
     client_target,
 )
-from nfltr.relay.routing import AGENT_UNAVAILABLE
+from tests.link.twisted_helpers import RecordingHandler, Streamer
 
-from ..link.twisted_helpers import RecordingHandler, Streamer
 from .helpers import RelayHarness, frames_of_type, lost_reason, without_token
 
 KiB = 1024

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.relay.test_router -*-
+# -*- test-case-name: tests.relay.test_tls_port -*-
 """
 What the relay's TLS port does with each server name.
 
@@ -46,8 +46,8 @@ from nfltr.ws.server import relay_websocket_factory
 
 from ._sniff import SniffingFactory
 from .config import RelayConfig
-from .handler import RelayLinkHandler
 from .interfaces import IShareRoutes
+from .link_handler import RelayLinkHandler
 
 if TYPE_CHECKING:
     from .agents import Relay

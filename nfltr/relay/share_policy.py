@@ -1,6 +1,6 @@
 # -*- test-case-name: tests.relay.test_shares -*-
 """
-Where the relay enforces share policies (L{nfltr.policy}):
+Where the relay enforces share policies (L{nfltr.wire.policy}):
 
   - the allow list, when a visitor's connection is routed (before a byte
     of it reaches the agent), in every mode: L{AllowListFactory} for the
@@ -18,8 +18,9 @@ from typing import Any
 from twisted.internet import interfaces
 from twisted.internet.protocol import Factory
 
-from nfltr.messages import E2EE, INSPECT, PASSTHROUGH, HttpShare
-from nfltr.policy import SharePolicy
+from nfltr.wire.constants import PASSTHROUGH_NO_CREDENTIALS
+from nfltr.wire.messages import E2EE, INSPECT, PASSTHROUGH, HttpShare
+from nfltr.wire.policy import SharePolicy
 
 
 def enforcement_problem(share: HttpShare) -> str | None:
@@ -32,8 +33,7 @@ def enforcement_problem(share: HttpShare) -> str | None:
         return None
     name = share.name
     if share.mode == PASSTHROUGH:
-        return f"share {name}: a passthrough share's requests are read by no one who could " \
-               "check credentials"
+        return f"share {name}: {PASSTHROUGH_NO_CREDENTIALS}"
     if share.mode == E2EE and not share.agent_enforces:
         return f"share {name} requires credentials but its agent does not enforce them " \
                "(upgrade the agent)"

@@ -1,13 +1,13 @@
-# -*- test-case-name: tests.ssh.test_server -*-
+# -*- test-case-name: tests.relay.ssh.test_server -*-
 """
 The relay's SSH listener (C{--ssh}): conch's SSH server with the relay's
-transport (L{nfltr.ssh._transport}: algorithms, strict key exchange), its
-accounts (L{nfltr.ssh._auth}) and its forwards (L{nfltr.ssh._user}).
+transport (L{nfltr.ssh.transport}: algorithms, strict key exchange), its
+accounts (L{nfltr.relay.ssh._auth}) and its forwards (L{nfltr.relay.ssh._user}).
 
 A connection is admitted by the SSH port's own per-source limits
 (L{nfltr.streams}) before a byte is read, and must log in within
 C{SSHConfig.login_grace} seconds.  After login one L{RelayConnection} runs
-its channels: forwarded ones (L{nfltr.ssh._channel}) return window credit
+its channels: forwarded ones (L{nfltr.ssh.channel}) return window credit
 only as their bytes go onward, and a malformed or unexpected message ends
 the connection with a disconnect that names it, not a traceback.
 """
@@ -25,11 +25,11 @@ from twisted.internet import interfaces
 from twisted.logger import Logger
 from zope.interface import implementer
 
+from nfltr.ssh.channel import ForwardChannel
+from nfltr.ssh.transport import ServerTransport
 from nfltr.streams import Admission, source_of
 
 from ._auth import AccountKeyChecker, APIKeyPasswordChecker, SSHIdentity
-from ._channel import ForwardChannel
-from ._transport import ServerTransport
 from ._user import ChannelRefused, RelayUser, SSHHub
 
 _quiet = Logger(namespace="nfltr.ssh.conch")

@@ -1,5 +1,5 @@
 """
-Tests for L{nfltr.relay.router}: what the relay's TLS port does with each server name, with
+Tests for L{nfltr.relay.tls_port}: what the relay's TLS port does with each server name, with
 real pyOpenSSL handshakes in memory (L{twisted.test.iosim} on one L{Clock}) through the same
 factory the relay listens with.
 """
@@ -22,15 +22,14 @@ from zope.interface import implementer
 from nfltr.link import DIALER
 from nfltr.link.memory import LinkMemory
 from nfltr.link.twisted import LinkProtocol
-from nfltr.messages import TcpShare, agent_hello, client_hello, client_target
 from nfltr.relay.config import RelayConfig
-from nfltr.relay.router import (
+from nfltr.relay.share_routes import ShareRoutes
+from nfltr.relay.tls_port import (
     TLSPortRoutes,
     check_share_domain,
     own_names,
     tls_port_factory,
 )
-from nfltr.relay.share_routes import ShareRoutes
 from nfltr.sni import ClientHello
 from nfltr.sni.twisted import (
     REFUSE,
@@ -41,6 +40,7 @@ from nfltr.sni.twisted import (
     Splice,
 )
 from nfltr.tls import client_creator, ensure_relay_pki, ensure_self_signed, server_context_factory
+from nfltr.wire.messages import TcpShare, agent_hello, client_hello, client_target
 from tests.link.twisted_helpers import RecordingHandler
 from tests.sni.helpers import live_hello
 from tests.tls_helpers import Recorder

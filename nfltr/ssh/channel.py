@@ -36,7 +36,8 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from ..streams.windowed import WindowedStream
+from nfltr.streams.windowed import WindowedStream
+
 from ._config import SSHConfig
 
 

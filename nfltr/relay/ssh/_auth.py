@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.ssh.test_auth -*-
+# -*- test-case-name: tests.relay.ssh.test_server -*-
 """
 Who an SSH client is: the account its public key is registered to
 (C{nfltr keys add-ssh}), or, where the operator turned password

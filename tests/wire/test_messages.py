@@ -1,5 +1,5 @@
 """
-Tests for L{nfltr.messages}: hellos, answers and targets.
+Tests for L{nfltr.wire.messages}: hellos, answers and targets.
 """
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
-from nfltr import messages as m
 from nfltr.link import RefusalReason, refusal
+from nfltr.wire import messages as m
 
 
 class HelloTests(SynchronousTestCase):

@@ -1,7 +1,7 @@
 """
-Tests of an SSH connection as the relay sees it (L{nfltr.ssh._user}): what
+Tests of an SSH connection as the relay sees it (L{nfltr.relay.ssh._user}): what
 C{-R} publishes, what C{-L} may reach, what ends with the connection; and of
-the login checkers (L{nfltr.ssh._auth}).
+the login checkers (L{nfltr.relay.ssh._auth}).
 """
 
 from __future__ import annotations
@@ -19,17 +19,17 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr.link.twisted import LinkUnavailable
-from nfltr.messages import http_target
 from nfltr.relay.directory import AgentEntry
-from nfltr.relay.handler import Relay
 from nfltr.relay.leases import Leases
+from nfltr.relay.link_handler import Relay
 from nfltr.relay.shares import ShareRegistry
+from nfltr.relay.ssh._auth import AccountKeyChecker, APIKeyPasswordChecker, SSHIdentity
+from nfltr.relay.ssh._session import StatusSession
+from nfltr.relay.ssh._user import ChannelRefused, RelayUser, SSHHub
 from nfltr.ssh import SSHConfig
-from nfltr.ssh._auth import AccountKeyChecker, APIKeyPasswordChecker, SSHIdentity
-from nfltr.ssh._channel import ForwardChannel
-from nfltr.ssh._session import StatusSession
-from nfltr.ssh._user import ChannelRefused, RelayUser, SSHHub
+from nfltr.ssh.channel import ForwardChannel
 from nfltr.tls import ShareCA, ensure_relay_pki
+from nfltr.wire.messages import http_target
 from tests.relay.helpers import FakeStore
 
 

@@ -22,9 +22,9 @@ from zope.interface import implementer
 
 from nfltr.link import ErrorCode
 from nfltr.link.twisted import LinkUnavailable, SessionResetError
-from nfltr.messages import NOT_FOUND_CODE, NOT_FOUND_REASON, agent_target
 from nfltr.streams import SpliceEnd
 from nfltr.wire import peerText
+from nfltr.wire.messages import NOT_FOUND_CODE, NOT_FOUND_REASON, agent_target
 
 from .counters import AGENT_UNAVAILABLE as UNAVAILABLE_OUTCOME
 from .counters import NOT_FOUND, ROUTED, TCP, RelayCounters

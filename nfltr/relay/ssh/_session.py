@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.ssh.test_server -*-
+# -*- test-case-name: tests.relay.ssh.test_server -*-
 """
 L{StatusSession}: the one kind of C{session} channel the relay offers.  No
 shell and no command runs on the relay:
@@ -27,7 +27,7 @@ from typing import Any
 from twisted.conch.ssh.channel import SSHChannel
 from twisted.logger import Logger
 
-from ._config import DEFAULT_MAX_STATUS_BUFFER
+from nfltr.ssh import DEFAULT_MAX_STATUS_BUFFER
 
 #: Keys that end a status display: Ctrl-C, Ctrl-D, q, Q.
 END_KEYS = frozenset(b"\x03\x04qQ")

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.test_messages -*-
+# -*- test-case-name: tests.wire.test_messages -*-
 """
 The application's messages on a link: what agents and clients state in
 their hello, what the relay answers, and how session targets are spelled.
@@ -42,8 +42,8 @@ from typing import Any
 
 from nfltr import __version__
 from nfltr.link import ErrorCode, RefusalReason
-from nfltr.policy import KINDS, PolicyError, SharePolicy, parse_policy
 from nfltr.wire import peerText
+from nfltr.wire.policy import KINDS, PolicyError, SharePolicy, parse_policy
 
 AGENT = "agent"
 CLIENT = "client"
@@ -151,7 +151,7 @@ class HttpShare:
     @ivar csr: the PEM signing request of an C{e2ee} share.
     @ivar plain: also serve the share in plain HTTP on the relay's HTTP port
         (not for C{passthrough}, whose HTTP nobody but the service reads).
-    @ivar policy: who may reach it (L{nfltr.policy}): the allow list, and the
+    @ivar policy: who may reach it (L{nfltr.wire.policy}): the allow list, and the
         credentials' digests where the relay checks them (C{inspect}, plain
         HTTP); none in C{e2ee}, where only the agent does.
     @ivar auth: the kinds of credentials the share requires (C{basic},

@@ -1,7 +1,7 @@
 # -*- test-case-name: tests.ssh.test_transport -*-
 """
 L{ClientTransport}: conch's SSH client held to the server's algorithms and
-rules (L{nfltr.ssh._transport}), for tests and tools: conch's own client can
+rules (L{nfltr.ssh.transport}), for tests and tools: conch's own client can
 no longer agree with nfltr's server.
 """
 
@@ -21,10 +21,10 @@ from twisted.conch.ssh.transport import (
 )
 
 from ._kexinit import EXT_INFO_CLIENT, STRICT_KEX_CLIENT
-from ._transport import CLASSIC_KEX, PQ_KEX, _SecureTransport
+from .transport import CLASSIC_KEX, PQ_KEX, SecureTransport
 
 
-class ClientTransport(_SecureTransport, SSHClientTransport):
+class ClientTransport(SecureTransport, SSHClientTransport):
     """
     Conch's SSH client transport with nfltr's algorithms and rules, and the
     client side of C{mlkem768x25519-sha256} that conch lacks.  As with

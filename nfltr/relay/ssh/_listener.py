@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.ssh.test_server -*-
+# -*- test-case-name: tests.relay.ssh.test_server -*-
 """
 L{ssh_factory}: the SSH port's factory for a relay, from its shared state,
 its store and the directory of its host keys.
@@ -10,10 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from nfltr.ssh import SSHConfig
+from nfltr.ssh.hostkeys import load_or_create_host_keys
 from nfltr.streams import Admission
 
-from ._config import SSHConfig
-from ._hostkeys import load_or_create_host_keys
 from ._server import SSHRelayFactory
 from ._user import SSHHub
 
@@ -25,7 +25,7 @@ def ssh_factory(
     """
     The factory of the relay's SSH port.
 
-    @param relay: the relay's L{nfltr.relay.handler.Relay}.
+    @param relay: the relay's L{nfltr.relay.link_handler.Relay}.
     @param store: checks SSH keys (and API keys, with password logins).
     @param keyDir: where the host keys are (made on first start, 0600).
     @param address: the relay's host name and SSH port, for the help text.

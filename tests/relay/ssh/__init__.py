@@ -1,0 +1,1 @@
+"""Tests of nfltr.relay.ssh, the relay's SSH front."""
