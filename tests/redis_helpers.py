@@ -58,8 +58,12 @@ class RedisServer:
     @ivar socket: the unix socket's path.
     """
 
-    def __init__(self, reactor: Any, directory: Path) -> None:
+    def __init__(self, reactor: Any, directory: Path, *extra: str) -> None:
+        """
+        @param extra: more C{redis-server} arguments (C{--requirepass X}).
+        """
         self._reactor = reactor
+        self._extra = extra
         self.directory = directory
         self.directory.mkdir(parents=True, exist_ok=True)
         socket = self.directory / "redis.sock"
@@ -88,7 +92,7 @@ class RedisServer:
         self._protocol = protocol
         args = [REDIS_SERVER, "--port", "0", "--unixsocket", self.socket,
                 "--unixsocketperm", "700", "--save", "", "--appendonly", "no",
-                "--dir", str(self.directory.absolute()), "--loglevel", "notice"]
+                "--dir", str(self.directory.absolute()), "--loglevel", "notice", *self._extra]
         self._process = self._reactor.spawnProcess(
             protocol, REDIS_SERVER, args, env={"PATH": os.environ.get("PATH", "")},
             path=str(self.directory),
@@ -131,20 +135,20 @@ async def _done() -> None:
     return None
 
 
-async def start_redis(testCase: Any) -> RedisServer:
+async def start_redis(testCase: Any, *extra: str) -> RedisServer:
     """
-    Start a server in a temporary directory of C{testCase}, stopped in its
-    cleanup.
+    Start a server (with C{extra} arguments) in a temporary directory of
+    C{testCase}, stopped in its cleanup.
     """
     from twisted.internet import reactor
 
-    server = RedisServer(reactor, Path(testCase.mktemp()))
+    server = RedisServer(reactor, Path(testCase.mktemp()), *extra)
     await server.start()
     testCase.addCleanup(server.stop)
     return server
 
 
-async def redis_command(server: RedisServer, *args: object) -> Any:
+async def redis_command(server: RedisServer, *args: object, password: str | None = None) -> Any:
     """
     Run one command on C{server} through a connection of its own (replies
     as bytes), to look at or tamper with what a store wrote.
@@ -152,7 +156,7 @@ async def redis_command(server: RedisServer, *args: object) -> Any:
     import txredisapi
 
     connection = await txredisapi.UnixConnection(
-        server.socket, reconnect=False, charset=None, convertNumbers=False
+        server.socket, reconnect=False, charset=None, convertNumbers=False, password=password
     )
     try:
         return await connection.execute_command(*args)

@@ -11,8 +11,8 @@ Limits (each a keyword of L{RedisConnection}):
   - L{DEFAULT_COMMAND_TIMEOUT}: a call gives up this many seconds after it
     was made, waiting for a connection included, and fails with
     L{StoreUnavailable}.  A connection whose server leaves a command
-    unanswered that long is dropped (txredisapi's reply timeout) and dialled
-    again, so a hung server does not keep a dead connection.
+    unanswered that long is aborted and dialled again, so a hung server does
+    not keep a dead connection.
 
 txredisapi quirks handled here:
 
@@ -25,6 +25,12 @@ txredisapi quirks handled here:
     reactor (its L{ClientService} gets no clock): a L{RedisConnection} works
     with the global reactor only.  The reactor given is used for the
     endpoints, the command and reply timeouts and the reconnect schedule.
+  - its own reply timeout (C{replyTimeout}) fails every command waiting on
+    the connection from inside a loop over the waiters, so a command that a
+    failed caller sends at once, from its errback, is failed in the same
+    loop, and so on: a caller that retries spins without the reactor ever
+    running.  It is not used; L{RedisConnection.call} times out each call
+    and aborts the connection itself.
   - numbers and text are converted by default; here neither is
     (C{convertNumbers=False}, C{charset=None}): replies are bytes and ints.
 """
@@ -83,12 +89,12 @@ class _Factory(txredisapi.RedisFactory):
     good: the message is worth showing).
     """
 
-    def __init__(self, reactor: Any, address: RedisAddress, command_timeout: float,
-                 protocol: type[Any], on_ready: Callable[[Any], None] | None = None) -> None:
+    def __init__(self, reactor: Any, address: RedisAddress, protocol: type[Any],
+                 on_ready: Callable[[Any], None] | None = None) -> None:
         super().__init__(
             address.describe(), address.db or None, 1, isLazy=True, charset=None,
             password=address.password, username=address.username,
-            replyTimeout=command_timeout, convertNumbers=False,
+            replyTimeout=None, convertNumbers=False,
         )
         self.protocol = protocol
         self.connectionQueue = _PeekQueue()
@@ -101,12 +107,6 @@ class _Factory(txredisapi.RedisFactory):
     def _refused(self, failure: Failure) -> None:
         self.last_error = failure.getErrorMessage()
         _log.warn("{error}", error=self.last_error)
-
-    def buildProtocol(self, addr: Any) -> Any:
-        protocol = super().buildProtocol(addr)
-        # Reply timeouts on our reactor, not the global one.
-        protocol.callLater = self._reactor.callLater
-        return protocol
 
     def retryDelay(self, attempt: int) -> float:
         return self._schedule.next_delay(self._reactor.seconds())
@@ -185,21 +185,38 @@ class RedisConnection:
         self._reactor = reactor
         self._command_timeout = command_timeout
         endpoint = make_endpoint(reactor, address, connect_timeout)
-        self._factory = _Factory(reactor, address, command_timeout, protocol, on_ready)
+        self._factory = _Factory(reactor, address, protocol, on_ready)
         self._factory.feed = feed
         self._factory.startConnecting(endpoint)
 
     def call(self, what: str, command: Callable[[Any], Deferred[Any]]) -> Deferred[Any]:
         """
-        Run C{command} with txredisapi's connection handler; give up after
-        the command timeout.  Failures become L{StoreError}s (a reply that
-        starts with C{NFLTR } is left as txredisapi's L{ResponseError}, for
-        the caller to read).
+        Run C{command} with a connected txredisapi protocol; give up after
+        the command timeout (and abort the connection if the command was
+        sent: its server is hung or gone).  Failures become L{StoreError}s (a
+        reply that starts with C{NFLTR } is left as txredisapi's
+        L{ResponseError}, for the caller to read).
 
         @param what: what the call does, for error messages.
         """
-        d: Deferred[Any] = command(self._factory.handler)
-        d.addTimeout(self._command_timeout, self._reactor)
+        sent: list[Any] = []
+
+        def send(protocol: Any) -> Deferred[Any]:
+            sent.append(protocol)
+            return command(protocol)
+
+        def abandon(result: Failure, timeout: float) -> Failure:
+            for protocol in sent:
+                if protocol.transport is not None:
+                    _log.warn("Redis at {where} did not answer within {timeout} s: "
+                              "dropping the connection", where=self.address.describe(),
+                              timeout=timeout)
+                    protocol.transport.abortConnection()
+            return result
+
+        d: Deferred[Any] = self._factory.getConnection(peek=True)
+        d.addCallback(send)
+        d.addTimeout(self._command_timeout, self._reactor, onTimeoutCancel=abandon)
         d.addErrback(self._translate, what)
         return d
 
