@@ -121,7 +121,7 @@ class RedisServer:
         protocol, self._protocol = self._protocol, None
         if protocol is None:
             return Deferred.fromCoroutine(_done())
-        if not protocol.ended.called:
+        if not protocol.ended.called and self._process.pid is not None:
             try:
                 self.signal("CONT")
                 self._process.signalProcess("KILL")

@@ -44,6 +44,7 @@ from typing import Any
 import txredisapi
 from twisted.internet.defer import CancelledError, Deferred, TimeoutError
 from twisted.internet.endpoints import HostnameEndpoint, UNIXClientEndpoint, wrapClientTLS
+from twisted.internet.error import ConnectionDone
 from twisted.internet.interfaces import IStreamClientEndpoint
 from twisted.internet.ssl import Certificate, optionsForClientTLS, trustRootFromCertificates
 from twisted.logger import Logger
@@ -107,6 +108,20 @@ class _Factory(txredisapi.RedisFactory):
     def _refused(self, failure: Failure) -> None:
         self.last_error = failure.getErrorMessage()
         _log.warn("{error}", error=self.last_error)
+
+    def buildProtocol(self, addr: Any) -> Any:
+        protocol = super().buildProtocol(addr)
+        lost = protocol.connectionLost
+
+        def connectionLost(reason: Failure) -> None:
+            # Why a connection ended (a TLS verification failure, say) is
+            # worth a caller's error message.
+            if not reason.check(ConnectionDone):
+                self.last_error = f"connection lost: {reason.getErrorMessage()}"
+            lost(reason)
+
+        protocol.connectionLost = connectionLost
+        return protocol
 
     def retryDelay(self, attempt: int) -> float:
         return self._schedule.next_delay(self._reactor.seconds())

@@ -2,7 +2,8 @@
 """
 What L{RedisStore} does beyond L{IStore} (whose behaviour
 L{tests.store.test_behaviour} checks): revocations by pub/sub, a Redis that
-dies, freezes or comes back, data it cannot read, key prefixes, passwords.
+dies, freezes or comes back, data it cannot read, key prefixes, passwords,
+TLS.
 Each test runs a real C{redis-server} on a unix socket, on the real reactor,
 with short timeouts.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 from twisted.internet.defer import Deferred
@@ -336,3 +338,107 @@ class ImportTests(unittest.SynchronousTestCase):
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                               timeout=60, check=True)
         self.assertEqual(done.stdout.strip(), "False False")
+
+
+def _certificates(directory: Path) -> tuple[Path, Path, Path]:
+    """
+    A CA, and a certificate it signed for C{localhost} and C{127.0.0.1}
+    with its key: the paths of the CA's PEM, the certificate's, the key's.
+    """
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+
+    def build(subject: str, issuer: str, key: Any, signer: Any, ca: bool) -> x509.Certificate:
+        builder = (x509.CertificateBuilder()
+                   .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+                   .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
+                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
+                   .not_valid_before(now - datetime.timedelta(hours=1))
+                   .not_valid_after(now + datetime.timedelta(days=1))
+                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        if not ca:
+            builder = builder.add_extension(x509.SubjectAlternativeName([
+                x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+            ]), critical=False)
+        return builder.sign(signer, hashes.SHA256())
+
+    caKey, serverKey = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(
+        ec.SECP256R1())
+    paths = directory / "ca.pem", directory / "server.pem", directory / "server.key"
+    pem = serialization.Encoding.PEM
+    paths[0].write_bytes(build("test CA", "test CA", caKey, caKey, True).public_bytes(pem))
+    paths[1].write_bytes(
+        build("localhost", "test CA", serverKey, caKey, False).public_bytes(pem))
+    paths[2].write_bytes(serverKey.private_bytes(
+        pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    return paths
+
+
+def _freePort() -> int:
+    """
+    A TCP port nothing listens on now (redis-server cannot listen on port 0
+    and say which port it got).
+    """
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class TLSTests(unittest.TestCase):
+    """
+    C{rediss://} URLs: TLS checked against the CA file given.
+    """
+
+    if REDIS_SERVER is None:
+        skip = SKIP_REASON
+
+    async def test_verified(self) -> None:
+        """
+        A server whose certificate chains to the CA file is used; against
+        another CA the connection is refused and calls fail with
+        L{StoreUnavailable} within the timeout.
+        """
+        directory = Path(self.mktemp()).absolute()
+        directory.mkdir()
+        ca, cert, key = _certificates(directory)
+        other = directory / "other"
+        other.mkdir()
+        otherCA, _, _ = _certificates(other)
+        port = _freePort()
+        await start_redis(self, "--tls-port", str(port), "--tls-cert-file", str(cert),
+                          "--tls-key-file", str(key), "--tls-ca-cert-file", str(ca),
+                          "--tls-auth-clients", "no", "--bind", "127.0.0.1")
+        good = RedisStore(_reactor(), parse_redis_url(f"rediss://localhost:{port}/0?ca={ca}"),
+                          command_timeout=RECOVERY)
+        self.addCleanup(good.close)
+        await good.create_account("acme")
+        self.assertEqual([a.name for a in await good.list_accounts()], ["acme"])
+        bad = RedisStore(_reactor(), parse_redis_url(f"rediss://localhost:{port}/0?ca={otherCA}"),
+                         command_timeout=TIMEOUT)
+        self.addCleanup(bad.close)
+        error = await self.assertFailure(bad.list_accounts(), StoreUnavailable)
+        self.assertIn("certificate verify failed", str(error))
+
+    def test_unusableCA(self) -> None:
+        """
+        A CA file that is missing, or holds no PEM certificate, is a
+        L{StoreError} when the store is made, naming the file.
+        """
+        missing = Path(self.mktemp())
+        garbage = Path(self.mktemp())
+        garbage.write_text("not a certificate\n")
+        broken = Path(self.mktemp())
+        broken.write_text("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")
+        for path in (missing, garbage, broken):
+            address = parse_redis_url(f"rediss://localhost/0?ca={path}")
+            error = self.assertRaises(StoreError, RedisStore, _reactor(), address)
+            self.assertIn(str(path), str(error))
