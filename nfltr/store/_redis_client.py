@@ -16,11 +16,11 @@ Limits (each a keyword of L{RedisConnection}):
 
 txredisapi quirks handled here:
 
-  - its L{txredisapi.PeekableQueue} hands out peek Deferreds that cannot be
-    cancelled cleanly: a cancelled peek stays in the queue and the next
-    connection's C{put} fires it a second time (L{AlreadyCalledError}), which
-    aborts C{put} and leaves the new connection out of the pool for good.
-    L{_PeekQueue} removes a cancelled peek.
+  - its L{txredisapi.PeekableQueue} hands out peek Deferreds without a
+    canceller: a call that times out while no connection is up leaves its
+    peek in the queue until a connection comes back (Twisted then ignores
+    the late callback), so an outage holds one per timed-out call.
+    L{_PeekQueue} drops a cancelled peek at once.
   - it schedules reconnects and its connection hand-offs on the global
     reactor (its L{ClientService} gets no clock): a L{RedisConnection} works
     with the global reactor only.  The reactor given is used for the
