@@ -100,6 +100,8 @@ class _Factory(txredisapi.RedisFactory):
         self.protocol = protocol
         self.connectionQueue = _PeekQueue()
         self.last_error: str | None = None
+        # What a subscriber protocol hands each message to (RedisConnection sets it).
+        self.feed: Callable[[object], None] | None = None
         self._reactor = reactor
         self._schedule = ReconnectSchedule()
         self._on_ready = on_ready
