@@ -67,11 +67,12 @@ class RedisServer:
         self.directory = directory
         self.directory.mkdir(parents=True, exist_ok=True)
         socket = self.directory / "redis.sock"
+        self._short: Path | None = None
         if len(os.fsencode(socket.absolute())) > _MAX_SOCKET_PATH:
             import tempfile
 
-            short = Path(tempfile.mkdtemp(prefix="nfltr-redis-"))
-            socket = short / "redis.sock"
+            self._short = Path(tempfile.mkdtemp(prefix="nfltr-redis-"))
+            socket = self._short / "redis.sock"
         self.socket = str(socket.absolute())
         self._protocol: _ServerProtocol | None = None
         self._process: Any = None
@@ -108,6 +109,13 @@ class RedisServer:
 
         return Deferred.fromCoroutine(started())
 
+    def remove(self) -> None:
+        """
+        Remove the short directory made for the socket, if one was.
+        """
+        if self._short is not None:
+            shutil.rmtree(self._short, ignore_errors=True)
+
     def signal(self, name: str) -> None:
         """
         Send the server a signal (C{"STOP"} freezes it, C{"CONT"} thaws it).
@@ -143,6 +151,7 @@ async def start_redis(testCase: Any, *extra: str) -> RedisServer:
     from twisted.internet import reactor
 
     server = RedisServer(reactor, Path(testCase.mktemp()), *extra)
+    testCase.addCleanup(server.remove)
     await server.start()
     testCase.addCleanup(server.stop)
     return server
