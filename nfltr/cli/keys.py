@@ -1,8 +1,10 @@
 # -*- test-case-name: tests.cli.test_keys -*-
 """
 C{nfltr accounts ...} and C{nfltr keys ...}: manage a relay's accounts and
-API keys in its data directory's database, directly (a running relay sees
-the changes: revocations within its C{--revocation-poll}).
+API keys in its data directory's database, or in the Redis directory several
+relays share, directly (a running relay sees the changes: revocations within
+its C{--revocation-poll}, at once for relays subscribed to a Redis
+directory).
 
     nfltr accounts create NAME          creates the database if missing
     nfltr accounts list
@@ -10,9 +12,16 @@ the changes: revocations within its C{--revocation-poll}).
     nfltr keys list [--account NAME]
     nfltr keys revoke KEYID
 
-Each takes C{--data-dir} (default: the relay's).  C{keys create} prints the
-new key once, alone on standard output.  Errors are one line on standard
-error, C{nfltr: error: ...}, with exit status 2.
+Each takes C{--data-dir} (default: the relay's) or C{--directory URL} (a
+Redis URL, L{nfltr.store.parse_redis_url}: then the command runs under
+L{twisted.internet.task.react} with L{nfltr.store.RedisStore}).  C{keys
+create} prints the new key once, alone on standard output.  Errors are one
+line on standard error, C{nfltr: error: ...}, with exit status 2.
+
+The actions are written once, against L{nfltr.store.IStore}; for SQLite they
+run on the synchronous core through L{_Immediate}, whose Deferreds have fired
+when they are returned, so no reactor runs (and the tests run the command in
+their own process).
 """
 
 from __future__ import annotations
@@ -20,14 +29,19 @@ from __future__ import annotations
 import argparse
 import sqlite3
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
+
     from nfltr.cli import Subparsers
     from nfltr.store import SQLiteStoreCore
+
+# An action: what a subcommand does with a store (an IStore provider).
+Action = Callable[[Any, argparse.Namespace], Coroutine[Any, Any, None]]
 
 USAGE_ERROR = 2
 
@@ -43,9 +57,16 @@ def register(subparsers: Subparsers) -> None:
     Add the C{accounts} and C{keys} subcommands to C{subparsers}.
     """
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
+    where = common.add_mutually_exclusive_group()
+    where.add_argument(
         "--data-dir", metavar="DIR", default=None,
         help="the relay's data directory (default: as for `nfltr relay`)",
+    )
+    where.add_argument(
+        "--directory", metavar="URL", default=None,
+        help="the Redis directory several relays share: redis://HOST:PORT/DB, "
+        "rediss://HOST:PORT/DB?ca=FILE or redis+unix:///PATH?db=N (password in the URL "
+        "or in NFLTR_REDIS_PASSWORD)",
     )
     _registerAccounts(subparsers, common)
     _registerKeys(subparsers, common)
@@ -96,9 +117,7 @@ def _registerKeys(subparsers: Subparsers, common: argparse.ArgumentParser) -> No
     removeSSH.set_defaults(run=_runner(_keysRemoveSSH))
 
 
-def _runner(
-    action: Callable[[SQLiteStoreCore, argparse.Namespace], None], create: bool = False
-) -> Callable[[argparse.Namespace], int]:
+def _runner(action: Action, create: bool = False) -> Callable[[argparse.Namespace], int]:
     """
     Wrap C{action}: open the store, run it, turn known errors into one line
     on standard error and exit status 2.
@@ -108,17 +127,88 @@ def _runner(
         from nfltr.store import StoreError
 
         try:
+            if args.directory is not None:
+                return _runRedis(args.directory, action, args)
             core = _openStore(args.data_dir, create)
             try:
-                action(core, args)
+                _runNow(action(_Immediate(core), args))
             finally:
                 core.close()
         except (CommandError, StoreError, sqlite3.Error, OSError) as e:
-            print(f"nfltr: error: {e}", file=sys.stderr)
-            return USAGE_ERROR
+            return _error(e)
         return 0
 
     return run
+
+
+def _error(e: BaseException) -> int:
+    print(f"nfltr: error: {e}", file=sys.stderr)
+    return USAGE_ERROR
+
+
+class _Immediate:
+    """
+    The synchronous SQLite core with L{IStore}'s face: each method runs at
+    once and returns a L{Deferred} that has fired.
+    """
+
+    def __init__(self, core: SQLiteStoreCore) -> None:
+        self._core = core
+
+    def __getattr__(self, name: str) -> Callable[..., Deferred[Any]]:
+        from twisted.internet.defer import maybeDeferred
+
+        method = getattr(self._core, name)
+        return lambda *args: maybeDeferred(method, *args)
+
+
+def _runNow(coroutine: Coroutine[Any, Any, None]) -> None:
+    """
+    Run a coroutine that awaits only fired L{Deferred}s to its end; raise
+    what it raised.
+    """
+    from twisted.internet.defer import Deferred
+    from twisted.python.failure import Failure
+
+    outcome: list[Any] = []
+    Deferred.fromCoroutine(coroutine).addBoth(outcome.append)
+    assert outcome, "an SQLite action waited on something"
+    if isinstance(outcome[0], Failure):
+        outcome[0].raiseException()
+
+
+def _runRedis(url: str, action: Action, args: argparse.Namespace) -> int:
+    """
+    Run C{action} on a L{RedisStore} at C{url}, under the global reactor
+    (L{react}: this process runs nothing else).
+    """
+    from twisted.internet.defer import Deferred
+    from twisted.internet.task import react
+
+    from nfltr.store import RedisStore, StoreError, parse_redis_url
+
+    address = parse_redis_url(url)
+    status = [USAGE_ERROR]
+
+    async def main(reactor: Any) -> None:
+        store = RedisStore(reactor, address)
+        try:
+            await action(store, args)
+            status[0] = 0
+        except (CommandError, StoreError, OSError) as e:
+            status[0] = _error(e)
+        finally:
+            await store.close()
+
+    def start(reactor: Any) -> Deferred[None]:
+        return Deferred.fromCoroutine(main(reactor))
+
+    try:
+        react(start)
+    except SystemExit as e:
+        if e.code not in (0, None):
+            return int(e.code) if isinstance(e.code, int) else 1
+    return status[0]
 
 
 def _openStore(dataDir: str | None, create: bool) -> SQLiteStoreCore:
@@ -135,18 +225,18 @@ def _openStore(dataDir: str | None, create: bool) -> SQLiteStoreCore:
     return SQLiteStoreCore(path)
 
 
-def _accountsCreate(core: SQLiteStoreCore, args: argparse.Namespace) -> None:
-    account = core.create_account(args.name)
+async def _accountsCreate(store: Any, args: argparse.Namespace) -> None:
+    account = await store.create_account(args.name)
     print(f"created account {account.name}")
 
 
-def _accountsList(core: SQLiteStoreCore, args: argparse.Namespace) -> None:
-    rows = [(a.name, _time(a.created_at)) for a in core.list_accounts()]
+async def _accountsList(store: Any, args: argparse.Namespace) -> None:
+    rows = [(a.name, _time(a.created_at)) for a in await store.list_accounts()]
     _table(("NAME", "CREATED"), rows)
 
 
-def _keysCreate(core: SQLiteStoreCore, args: argparse.Namespace) -> None:
-    info, plaintext = core.create_key(args.account, args.label)
+async def _keysCreate(store: Any, args: argparse.Namespace) -> None:
+    info, plaintext = await store.create_key(args.account, args.label)
     print(plaintext)
     sys.stdout.flush()
     print(
@@ -156,45 +246,47 @@ def _keysCreate(core: SQLiteStoreCore, args: argparse.Namespace) -> None:
     )
 
 
-def _keysList(core: SQLiteStoreCore, args: argparse.Namespace) -> None:
+async def _keysList(store: Any, args: argparse.Namespace) -> None:
     rows = [
         (
             k.keyid, k.account, k.label if k.label is not None else "-", _time(k.created_at),
             _time(k.revoked_at) if k.revoked_at is not None else "-",
         )
-        for k in core.list_keys(args.account)
+        for k in await store.list_keys(args.account)
     ]
     _table(("ID", "ACCOUNT", "LABEL", "CREATED", "REVOKED"), rows)
 
 
-def _keysRevoke(core: SQLiteStoreCore, args: argparse.Namespace) -> None:
-    info = core.revoke_key(args.keyid)
+async def _keysRevoke(store: Any, args: argparse.Namespace) -> None:
+    info = await store.revoke_key(args.keyid)
     print(f"revoked API key {info.keyid} of account {info.account}")
     print(
-        "running relays close its links at their next revocation check", file=sys.stderr
+        "running relays close its links at their next revocation check"
+        + (" (at once if subscribed to this directory)" if args.directory else ""),
+        file=sys.stderr,
     )
 
 
-def _keysAddSSH(core: SQLiteStoreCore, args: argparse.Namespace) -> None:
+async def _keysAddSSH(store: Any, args: argparse.Namespace) -> None:
     try:
         text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text("ascii")
     except (OSError, UnicodeDecodeError) as e:
         raise CommandError(f"cannot read {args.file}: {e}") from None
-    info = core.add_ssh_key(args.account, text, args.label)
+    info = await store.add_ssh_key(args.account, text, args.label)
     print(f"added SSH key {info.fingerprint} ({info.algorithm}) for account {info.account}")
 
 
-def _keysListSSH(core: SQLiteStoreCore, args: argparse.Namespace) -> None:
+async def _keysListSSH(store: Any, args: argparse.Namespace) -> None:
     rows = [
         (k.fingerprint, k.account, k.algorithm, k.label if k.label is not None else "-",
          _time(k.created_at))
-        for k in core.list_ssh_keys(args.account)
+        for k in await store.list_ssh_keys(args.account)
     ]
     _table(("FINGERPRINT", "ACCOUNT", "TYPE", "LABEL", "CREATED"), rows)
 
 
-def _keysRemoveSSH(core: SQLiteStoreCore, args: argparse.Namespace) -> None:
-    info = core.remove_ssh_key(args.fingerprint)
+async def _keysRemoveSSH(store: Any, args: argparse.Namespace) -> None:
+    info = await store.remove_ssh_key(args.fingerprint)
     print(f"removed SSH key {info.fingerprint} of account {info.account}")
 
 

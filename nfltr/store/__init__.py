@@ -2,10 +2,18 @@
 """
 Where the relay keeps accounts, API keys and accounts' SSH public keys.
 
-C{SQLiteStore} is the embedded default (one relay process, or several on one
-host sharing the file); its synchronous core C{SQLiteStoreCore} serves the
-command line.  Both raise the typed L{StoreError}s below.
+Both stores provide L{IStore}: C{SQLiteStore} is the embedded default (one
+relay process, or several on one host sharing the file), its synchronous core
+C{SQLiteStoreCore} serves the command line; C{RedisStore} is the directory
+several relays share (L{parse_redis_url} reads where it is), and also
+provides L{IRevocationFeed}.  All raise the typed L{StoreError}s below.
+
+C{RedisStore} is imported on first use: txredisapi imports the global
+reactor, which must not happen before twistd installs the one it was asked
+for.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from nfltr.store._model import (
     AccountExists,
@@ -14,15 +22,44 @@ from nfltr.store._model import (
     InvalidName,
     KeyInfo,
     SchemaTooNew,
+    StoreCorrupt,
     StoreError,
+    StoreUnavailable,
     UnknownAccount,
     UnknownKey,
 )
+from nfltr.store._redis_url import (
+    DEFAULT_COMMAND_TIMEOUT,
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_PORT,
+    DEFAULT_PREFIX,
+    PASSWORD_ENV,
+    REVOKED_CHANNEL,
+    InvalidRedisURL,
+    RedisAddress,
+    parse_redis_url,
+)
 from nfltr.store._sqlite import SCHEMA_VERSION, SQLiteStore, SQLiteStoreCore
 from nfltr.store._ssh import InvalidSSHKey, SSHKey, SSHKeyInfo, parse_ssh_public_key
+from nfltr.store.interfaces import IRevocationFeed, IRevocationSubscription, IStore
 
 __all__ = [
+    "DEFAULT_COMMAND_TIMEOUT",
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_PORT",
+    "DEFAULT_PREFIX",
+    "PASSWORD_ENV",
+    "REVOKED_CHANNEL",
     "SCHEMA_VERSION",
+    "IRevocationFeed",
+    "IRevocationSubscription",
+    "IStore",
+    "InvalidRedisURL",
+    "RedisAddress",
+    "RedisStore",
+    "StoreCorrupt",
+    "StoreUnavailable",
+    "parse_redis_url",
     "AccountExists",
     "AccountInfo",
     "InvalidLabel",
@@ -39,3 +76,14 @@ __all__ = [
     "UnknownKey",
     "parse_ssh_public_key",
 ]
+
+if TYPE_CHECKING:
+    from nfltr.store._redis import RedisStore
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RedisStore":
+        from nfltr.store._redis import RedisStore
+
+        return RedisStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -98,6 +98,23 @@ class UnknownKey(StoreError, LookupError):
         self.keyid = keyid
 
 
+class StoreUnavailable(StoreError):
+    """
+    The store did not answer: a shared directory (Redis) is unreachable, did
+    not answer within its command timeout, or refused the connection (a wrong
+    password, say).  Worth retrying later; nothing was changed, or the change
+    is unknown.
+    """
+
+
+class StoreCorrupt(StoreError):
+    """
+    The store holds data this nfltr cannot read: a record with a missing or
+    malformed field, or a value of the wrong type where a record should be
+    (someone else's key under nfltr's prefix).  The message names the key.
+    """
+
+
 class SchemaTooNew(StoreError):
     """
     The database was written by a newer nfltr than this one.

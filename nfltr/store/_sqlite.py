@@ -30,6 +30,7 @@ from twisted.internet.interfaces import IReactorFromThreads
 from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
 from twisted.python.threadpool import ThreadPool
+from zope.interface import implementer
 
 from nfltr.store._model import (
     DUMMY_HASH,
@@ -48,6 +49,7 @@ from nfltr.store._model import (
     parse_key,
 )
 from nfltr.store._ssh import InvalidSSHKey, SSHKeyInfo, parse_ssh_public_key
+from nfltr.store.interfaces import IStore
 
 _T = TypeVar("_T")
 
@@ -467,6 +469,7 @@ def _create_private_file(path: str) -> None:
         )
 
 
+@implementer(IStore)
 class SQLiteStore:
     """
     L{SQLiteStoreCore} behind L{Deferred}s: each call runs in C{threadpool}
@@ -540,6 +543,25 @@ class SQLiteStore:
         See L{SQLiteStoreCore.revoke_key}.
         """
         return self._defer(lambda core: core.revoke_key(keyid))
+
+    def add_ssh_key(self, account: str, line: str, label: str | None = None
+                    ) -> Deferred[SSHKeyInfo]:
+        """
+        See L{SQLiteStoreCore.add_ssh_key}.
+        """
+        return self._defer(lambda core: core.add_ssh_key(account, line, label))
+
+    def list_ssh_keys(self, account: str | None = None) -> Deferred[list[SSHKeyInfo]]:
+        """
+        See L{SQLiteStoreCore.list_ssh_keys}.
+        """
+        return self._defer(lambda core: core.list_ssh_keys(account))
+
+    def remove_ssh_key(self, fingerprint: str) -> Deferred[SSHKeyInfo]:
+        """
+        See L{SQLiteStoreCore.remove_ssh_key}.
+        """
+        return self._defer(lambda core: core.remove_ssh_key(fingerprint))
 
     def ssh_key_account(self, line: str) -> Deferred[str | None]:
         """

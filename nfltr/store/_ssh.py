@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import re
 from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
@@ -24,6 +25,9 @@ from ._model import StoreError
 MIN_RSA_BITS = 3072
 #: The longest public key line read.
 MAX_LINE = 16 * 1024
+# The armour of every private key file ssh-keygen writes or reads: OpenSSH's own, PKCS#8 and
+# the older PEM ones (RSA, EC, DSA), encrypted or not.
+_PRIVATE_KEY = re.compile(r"-----BEGIN (?:OPENSSH |RSA |EC |DSA |ENCRYPTED )?PRIVATE KEY-----")
 _TYPES = ("ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521",
           "ssh-rsa")
 
@@ -79,6 +83,9 @@ def parse_ssh_public_key(text: str) -> SSHKey:
     """
     if len(text) > MAX_LINE:
         raise InvalidSSHKey("the public key line is too long")
+    if _PRIVATE_KEY.search(text):
+        raise InvalidSSHKey("this is a private key: pass the public key, the matching .pub file "
+                            "(ssh-keygen -y -f KEY prints it); never hand a private key out")
     parts = text.strip().split(None, 2)
     if len(parts) < 2:  # noqa: PLR2004
         raise InvalidSSHKey("expected an OpenSSH public key line: TYPE BASE64 [COMMENT]")

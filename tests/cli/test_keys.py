@@ -8,13 +8,20 @@ from __future__ import annotations
 import io
 import os
 import re
+import shutil
 import sys
 from pathlib import Path
 
+from twisted.trial import unittest
 from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr.cli import main
-from nfltr.store import SQLiteStoreCore
+from nfltr.store import RedisStore, SQLiteStoreCore, parse_redis_url
+from tests.redis_helpers import REDIS_SERVER, SKIP_REASON, start_redis
+from tests.store.test_ssh import keygen
+
+#: The tree under test: C{python -m nfltr} runs from it.
+REPO = Path(__file__).resolve().parent.parent.parent
 
 KEY = re.compile(r"nfltr_([0-9a-f]{12})_[A-Za-z0-9_-]{43}")
 
@@ -207,3 +214,127 @@ class KeysTests(_CommandTests):
         self.assertError(self.run_("keys", "revoke", "0123456789ab"),
                          "no API key with id '0123456789ab'")
         self.assertError(self.run_("keys", "revoke", "junk"), "no API key with id 'junk'")
+
+
+class SSHKeyCommandTests(_CommandTests):
+    """
+    C{nfltr keys add-ssh}, C{list-ssh} and C{remove-ssh} (SQLite).
+    """
+
+    if shutil.which("ssh-keygen") is None:
+        skip = "ssh-keygen not found: install the Debian package openssh-client"
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.run_("accounts", "create", "acme")
+        self.keys = Path(self.mktemp())
+        self.keys.mkdir()
+
+    def test_privateKey(self) -> None:
+        """
+        Given the private key file instead of the C{.pub}, C{add-ssh} says
+        that it is a private key and to pass the C{.pub} file, exit 2.
+        """
+        keygen(self.keys, "ed25519")
+        status, out, err = self.run_("keys", "add-ssh", "--account", "acme",
+                                     str(self.keys / "key-ed25519-None"))
+        self.assertEqual((status, out), (2, ""))
+        self.assertTrue(err.startswith("nfltr: error: this is a private key: pass the public "
+                                       "key, the matching .pub file"), err)
+
+    def test_lifecycle(self) -> None:
+        """
+        A public key file is added, listed with its fingerprint, and removed.
+        """
+        _, printed = keygen(self.keys, "ed25519")
+        status, out, _ = self.run_("keys", "add-ssh", "--account", "acme",
+                                   str(self.keys / "key-ed25519-None.pub"))
+        self.assertEqual((status, out), (0, f"added SSH key {printed} (ssh-ed25519) for account "
+                                            "acme\n"))
+        self.assertEqual(self.run_("keys", "list-ssh")[1].splitlines()[1].split()[:3],
+                         [printed, "acme", "ssh-ed25519"])
+        self.assertEqual(self.run_("keys", "remove-ssh", printed),
+                         (0, f"removed SSH key {printed} of account acme\n", ""))
+
+
+class DirectoryOptionTests(_CommandTests):
+    """
+    C{--directory URL}, checked before anything connects.
+    """
+
+    def test_malformed(self) -> None:
+        """
+        A malformed Redis URL is an error naming the problem, exit 2.
+        """
+        self.assertError(
+            self.run_("accounts", "list", "--directory", "redis://h/x", dataDir=False),
+            "the path of a redis:// URL is the database number, not '/x'",
+        )
+
+    def test_notBoth(self) -> None:
+        """
+        C{--directory} and C{--data-dir} exclude each other (argparse's
+        usage error, exit 2).
+        """
+        status, _, err = self.run_("accounts", "list", "--directory", "redis://h")
+        self.assertEqual(status, 2)
+        self.assertIn("not allowed with argument", err)
+
+
+class RedisCommandTests(unittest.TestCase):
+    """
+    The commands against a real C{redis-server}, each in a process of its own
+    (L{twisted.internet.task.react} runs and stops the global reactor).
+    """
+
+    if REDIS_SERVER is None:
+        skip = SKIP_REASON
+
+    async def setUp(self) -> None:  # type: ignore[override]
+        self.server = await start_redis(self)
+
+    async def nfltr(self, *argv: str) -> tuple[int, str, str]:
+        """
+        Run C{python -m nfltr ARGV --directory URL}; status, stdout, stderr.
+        """
+        from twisted.internet import reactor
+        from twisted.internet.utils import getProcessOutputAndValue
+
+        out, err, status = await getProcessOutputAndValue(
+            sys.executable, ["-m", "nfltr", *argv, "--directory", self.server.url],
+            env={**os.environ, "NFLTR_REDIS_PASSWORD": ""}, path=str(REPO), reactor=reactor,
+        )
+        return status, out.decode(), err.decode()
+
+    async def test_accountsAndKeys(self) -> None:
+        """
+        Accounts and keys made by the command are in the Redis directory: a
+        store verifies the key, sees the revocation, and the listings show
+        both.
+        """
+        from twisted.internet import reactor
+
+        self.assertEqual(await self.nfltr("accounts", "create", "acme"),
+                         (0, "created account acme\n", ""))
+        status, out, err = await self.nfltr("accounts", "create", "acme")
+        self.assertEqual((status, err), (2, "nfltr: error: an account named 'acme' already "
+                                            "exists\n"))
+        status, out, err = await self.nfltr("keys", "create", "--account", "acme", "--label", "ci")
+        self.assertEqual(status, 0, err)
+        key = out.strip()
+        keyid = KEY.fullmatch(key).group(1)
+        store = RedisStore(reactor, parse_redis_url(self.server.url))
+        self.addCleanup(store.close)
+        self.assertEqual((await store.verify_key(key)).label, "ci")
+        status, out, _ = await self.nfltr("keys", "list")
+        self.assertEqual([line.split()[:3] for line in out.splitlines()[1:]],
+                         [[keyid, "acme", "ci"]])
+        status, out, err = await self.nfltr("keys", "revoke", keyid)
+        self.assertEqual((status, out), (0, f"revoked API key {keyid} of account acme\n"))
+        self.assertIn("at once if subscribed", err)
+        self.assertTrue((await store.verify_key(key)).revoked)
+        self.assertEqual(await store.revoked_since(0), [keyid])
+        status, out, _ = await self.nfltr("accounts", "list")
+        self.assertEqual([line.split()[0] for line in out.splitlines()], ["NAME", "acme"])
+        self.assertEqual((await self.nfltr("keys", "revoke", "0123456789ab"))[::2],
+                         (2, "nfltr: error: no API key with id '0123456789ab'\n"))

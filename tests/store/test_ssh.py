@@ -71,6 +71,23 @@ class ParseTests(SynchronousTestCase):
                     "x" * 20000):
             self.assertRaises(InvalidSSHKey, parse_ssh_public_key, bad)
 
+    def test_privateKey(self) -> None:
+        """
+        A private key file's text (OpenSSH's own format, and the PEM formats
+        of older ssh-keygen) is refused with a message that says it is a
+        private key and to pass the C{.pub} file, not a complaint about a
+        key type named C{-----BEGIN}.
+        """
+        keygen(self.dir, "ed25519")
+        private = (self.dir / "key-ed25519-None").read_text()
+        for text in (private, "-----BEGIN RSA PRIVATE KEY-----\nMIIE\n",
+                     "-----BEGIN EC PRIVATE KEY-----\nMHcC\n",
+                     "-----BEGIN PRIVATE KEY-----\nMC4C\n"):
+            e = self.assertRaises(InvalidSSHKey, parse_ssh_public_key, text)
+            self.assertIn("private key", str(e))
+            self.assertIn(".pub", str(e))
+            self.assertNotIn("BEGIN", str(e))
+
     @given(st.text(max_size=200))
     def test_anyText(self, text: str) -> None:
         """

@@ -1,0 +1,155 @@
+# -*- test-case-name: tests.store.test_behaviour -*-
+"""
+What a store promises the relay and the C{nfltr keys} command, whatever
+holds the data (L{nfltr.store.SQLiteStore}: a file; L{nfltr.store.RedisStore}:
+a directory several relays share).
+
+Every method returns a L{Deferred}; failures are the typed
+L{nfltr.store.StoreError}s, the same for every kind of store, with
+L{nfltr.store.StoreUnavailable} when the data could not be reached at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from twisted.internet.defer import Deferred
+from zope.interface import Attribute, Interface
+
+from nfltr.store._model import AccountInfo, KeyInfo
+from nfltr.store._ssh import SSHKeyInfo
+
+
+class IStore(Interface):
+    """
+    Accounts, their API keys (kept as SHA-256 digests only) and their SSH
+    public keys, with a revision counter and a log of revocations.
+    """
+
+    def create_account(name: str) -> Deferred[AccountInfo]:
+        """
+        Create an account.
+
+        @raise InvalidName: C{name} is malformed.
+        @raise AccountExists: an account has this name already.
+        """
+
+    def list_accounts() -> Deferred[list[AccountInfo]]:
+        """
+        All accounts, by name.
+        """
+
+    def create_key(account: str, label: str | None = None) -> Deferred[tuple[KeyInfo, str]]:
+        """
+        Create an API key for C{account}: its record and its plaintext, which
+        exists nowhere else afterwards.
+
+        @raise InvalidName: C{account} is malformed.
+        @raise InvalidLabel: C{label} is too long or not printable.
+        @raise UnknownAccount: no account has this name.
+        """
+
+    def verify_key(plaintext: str) -> Deferred[KeyInfo | None]:
+        """
+        The record of the key C{plaintext} is (check L{KeyInfo.revoked}), or
+        L{None} if it is malformed, names no key, or has a wrong secret.  An
+        unknown key id costs the same hash comparison as a wrong secret.
+        """
+
+    def list_keys(account: str | None = None) -> Deferred[list[KeyInfo]]:
+        """
+        The keys of C{account}, or of every account, oldest first (then by
+        id), revoked ones included.
+
+        @raise InvalidName: C{account} is malformed.
+        @raise UnknownAccount: no account has this name.
+        """
+
+    def revoke_key(keyid: str) -> Deferred[KeyInfo]:
+        """
+        Revoke a key: bump the L{revision} and log the key id under it.
+        Revoking a revoked key changes nothing and returns its record.
+
+        @raise UnknownKey: no key has this id.
+        """
+
+    def add_ssh_key(account: str, line: str, label: str | None = None) -> Deferred[SSHKeyInfo]:
+        """
+        Register an SSH public key (an OpenSSH line) for C{account}, by its
+        fingerprint; its comment is the label unless one is given.
+
+        @raise InvalidSSHKey: not an accepted public key.
+        @raise UnknownAccount: no account has this name.
+        @raise StoreError: the key is registered already (to any account).
+        """
+
+    def list_ssh_keys(account: str | None = None) -> Deferred[list[SSHKeyInfo]]:
+        """
+        The SSH keys of C{account}, or of every account, oldest first.
+
+        @raise UnknownAccount: no account has this name.
+        """
+
+    def remove_ssh_key(fingerprint: str) -> Deferred[SSHKeyInfo]:
+        """
+        Unregister an SSH key.
+
+        @raise UnknownKey: no key has this fingerprint.
+        """
+
+    def ssh_key_account(line: str) -> Deferred[str | None]:
+        """
+        The account an SSH public key (C{TYPE BASE64}) is registered to, if
+        it is, exactly (the same key, not just the same fingerprint).
+        """
+
+    def revision() -> Deferred[int]:
+        """
+        The change counter: 0 at first, one more with every revocation,
+        whichever process made it.
+        """
+
+    def revoked_since(revision: int) -> Deferred[list[str]]:
+        """
+        The ids of the keys revoked after L{revision} returned C{revision},
+        in the order of their revocation.
+        """
+
+    def close() -> Deferred[None]:
+        """
+        Let go of the store's file or connections.
+        """
+
+
+class IRevocationSubscription(Interface):
+    """
+    A live subscription to a store's revocations.
+    """
+
+    channel = Attribute("The name of the channel listened to (text).")
+
+    def stop() -> Deferred[None]:
+        """
+        Stop listening and close the subscription's connection.
+        """
+
+
+class IRevocationFeed(Interface):
+    """
+    A store that announces each revocation as it happens, so that a relay
+    closes a revoked key's links at once instead of at its next poll.  The
+    poll (L{IStore.revision}, L{IStore.revoked_since}) stays the source of
+    truth: an announcement can be missed while a subscriber reconnects.
+    """
+
+    def subscribe_revocations(
+        callback: Callable[[str], object],
+    ) -> Deferred[IRevocationSubscription]:
+        """
+        Call C{callback} with the key id of every key revoked from now on,
+        by any process, until the subscription is stopped; resubscribe on
+        its own after a lost connection.
+
+        @return: fires with the subscription once it listens.
+        @raise StoreUnavailable: it could not start listening in time.
+        """
