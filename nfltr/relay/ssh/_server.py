@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.relay.ssh.test_server -*-
+# -*- test-case-name: tests.relay.ssh.test_server,tests.relay.ssh.test_drain -*-
 """
 The relay's SSH listener (C{--ssh}): conch's SSH server with the relay's
 transport (L{nfltr.ssh.transport}: algorithms, strict key exchange), its

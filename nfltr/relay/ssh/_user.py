@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.relay.ssh.test_server -*-
+# -*- test-case-name: tests.relay.ssh.test_server,tests.relay.ssh.test_drain -*-
 """
 L{RelayUser}: one logged-in SSH connection, to the rest of the relay an
 agent holder like a native agent's link
