@@ -91,17 +91,19 @@ class SSHStack:
         return subprocess.run(self.args(key, *extra, user=user, command=command), input=input,
                               capture_output=True, timeout=TIMEOUT, check=False)
 
-    def forward(self, key: Path, target: str) -> int:
+    def forward(self, key: Path, target: str, *extra: str) -> tuple[int, Process]:
         """
-        Start C{ssh -N -L PORT:TARGET}; the local port, once it listens.
+        Start C{ssh -N -L PORT:TARGET} (with C{extra} options); the local
+        port, once it listens, and the process.
         """
         port = free_port()
-        self.start(key, "-N", "-L", f"127.0.0.1:{port}:{target}", name=f"ssh -L {target}")
+        process = self.start(key, *extra, "-N", "-L", f"127.0.0.1:{port}:{target}",
+                             name=f"ssh -L {target}")
         deadline = time.monotonic() + TIMEOUT
         while time.monotonic() < deadline:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=5).close()
-                return port
+                return port, process
             except OSError:
                 time.sleep(0.05)
         raise AssertionError(f"ssh -L {target} never listened")
@@ -234,7 +236,7 @@ class RemoteForwardTests(SSHTestCase):
         exposer = self.ssh.start(key, "-o", "LogLevel=INFO", "-N", "-R", f"0:127.0.0.1:{service}",
                                  user="laptop")
         allocated = exposer.wait_for(r"Allocated port (\d+)").group(1)
-        local = self.ssh.forward(key, f"laptop:{allocated}")
+        local, _ = self.ssh.forward(key, f"laptop:{allocated}")
         download_and_upload(local)
         _, connector = self.stack.connector(self.stack.key("alice"), "laptop", int(allocated),
                                             "--e2ee", "false")
@@ -251,7 +253,7 @@ class RemoteForwardTests(SSHTestCase):
         exposer = self.ssh.start(key, "-o", "LogLevel=INFO", "-N", "-R", f"0:127.0.0.1:{service}",
                                  user="laptop")
         allocated = exposer.wait_for(r"Allocated port (\d+)").group(1)
-        stuck_and_fetch(self, self.ssh.forward(key, f"laptop:{allocated}"))
+        stuck_and_fetch(self, self.ssh.forward(key, f"laptop:{allocated}")[0])
 
     def test_severalForwardsInOneSession(self) -> None:
         """
@@ -286,7 +288,7 @@ class LocalForwardTests(SSHTestCase):
         """
         C{ssh -L} of the agent's account: 32 MiB each way, sha256-checked.
         """
-        local = self.ssh.forward(self.ssh.user_key("alice"), f"web:{self.service}")
+        local, _ = self.ssh.forward(self.ssh.user_key("alice"), f"web:{self.service}")
         download_and_upload(local)
 
     def test_stdioForward(self) -> None:
@@ -323,7 +325,8 @@ class LocalForwardTests(SSHTestCase):
         download does not hold back 8 MiB downloads on other channels of the
         same connection.
         """
-        stuck_and_fetch(self, self.ssh.forward(self.ssh.user_key("alice"), f"web:{self.service}"))
+        local, _ = self.ssh.forward(self.ssh.user_key("alice"), f"web:{self.service}")
+        stuck_and_fetch(self, local)
 
 
 class RefusalTests(SSHTestCase):

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.relay.ssh.test_server -*-
+# -*- test-case-name: tests.relay.ssh.test_server,tests.relay.ssh.test_drain -*-
 """
 The relay's SSH listener (C{--ssh}): conch's SSH server with the relay's
 transport (L{nfltr.ssh.transport}: algorithms, strict key exchange), its
@@ -10,6 +10,14 @@ C{SSHConfig.login_grace} seconds.  After login one L{RelayConnection} runs
 its channels: forwarded ones (L{nfltr.ssh.channel}) return window credit
 only as their bytes go onward, and a malformed or unexpected message ends
 the connection with a disconnect that names it, not a traceback.
+
+When the relay stops, L{SSHRelayFactory.drain} drains every connection as
+native links are drained: connections not logged in, and those logged in
+with no forwarded channel open, are disconnected at once with L{STOPPING};
+the others are withdrawn from routing and refuse new channels and C{-R}
+requests (L{RelayUser.drain}), their status displays say for how long
+(L{DRAIN_NOTE}), and each is disconnected once its last forwarded channel
+ends, or when the drain's time is up.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from twisted.conch.ssh import common, connection, factory, userauth
 from twisted.conch.ssh.transport import DISCONNECT_PROTOCOL_ERROR
 from twisted.cred.portal import IRealm, Portal
 from twisted.internet import interfaces
+from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from zope.interface import implementer
 
@@ -30,9 +39,19 @@ from nfltr.ssh.transport import ServerTransport
 from nfltr.streams import Admission, source_of
 
 from ._auth import AccountKeyChecker, APIKeyPasswordChecker, SSHIdentity
-from ._user import ChannelRefused, RelayUser, SSHHub
+from ._user import STOPPING, ChannelRefused, RelayUser, SSHHub
 
 _quiet = Logger(namespace="nfltr.ssh.conch")
+_log = Logger(namespace="nfltr.relay.ssh")
+
+#: What the status displays of a draining connection print.
+DRAIN_NOTE = STOPPING + ": open connections may finish within {timeout:g} s"
+#: How long a connection the drain disconnects may take to close before it
+#: is cut: a client that does not read would otherwise hold the disconnect
+#: (and so the relay's stop) in its send buffer for ever.
+CLOSE_GRACE = 5.0
+#: The SSH disconnect reason C{BY_APPLICATION}.
+_BY_APPLICATION = 11
 
 
 class _QuietLogger(Logger):
@@ -141,6 +160,29 @@ class RelayConnection(connection.SSHConnection):
         channel.localWindowLeft -= dataLength
         channel.dataReceived(data)
 
+    def forwarding(self) -> bool:
+        """
+        Whether a forwarded channel (C{-L}/C{-W}, or one the relay opened
+        towards a C{-R} forward, confirmed or not) is open: what a drain
+        waits for (status displays do not count).
+        """
+        return any(isinstance(c, ForwardChannel) for c in self.channels.values())
+
+    def channelClosed(self, channel: Any) -> None:
+        """
+        A channel ended: a draining connection may be done.
+        """
+        super().channelClosed(channel)
+        self.transport.channelEnded()
+
+    def ssh_CHANNEL_OPEN_FAILURE(self, packet: bytes) -> None:
+        """
+        The client refused a channel the relay opened: a draining
+        connection may be done.
+        """
+        super().ssh_CHANNEL_OPEN_FAILURE(packet)
+        self.transport.channelEnded()
+
     def serviceStopped(self) -> None:
         """
         The connection ended: open channels end as conch ends them, and so
@@ -184,6 +226,11 @@ class RelaySSHTransport(ServerTransport):
     admission: Admission | None = None
     _grace: interfaces.IDelayedCall | None = None
     _handshaking = True
+    #: The drain of this connection has begun (L{drain}).
+    draining = False
+    _drainTimer: interfaces.IDelayedCall | None = None
+    _cutTimer: interfaces.IDelayedCall | None = None
+    _lost = False
 
     def connectionMade(self) -> None:
         """
@@ -196,6 +243,9 @@ class RelaySSHTransport(ServerTransport):
         self._grace = hub.clock.callLater(hub.config.login_grace, self._tooSlow)
         self.factory.connections.add(self)
         super().connectionMade()
+        if self.factory.draining:
+            self.draining = True
+            self.stopWith(STOPPING)
 
     def loggedIn(self) -> None:
         """
@@ -209,6 +259,60 @@ class RelaySSHTransport(ServerTransport):
         """
         self._log.debug("SSH client disconnected: {code} {why!r}", code=reasonCode,
                         why=description[:200])
+
+    def drain(self, timeout: float) -> None:
+        """
+        The relay is stopping (see L{SSHRelayFactory.drain}): a connection
+        not logged in, or with no forwarded channel open, ends now; the
+        others' user drains (L{RelayUser.drain}) and the connection ends
+        with its last forwarded channel, or in C{timeout} seconds.
+        """
+        if self.draining:
+            return
+        self.draining = True
+        user: Any = getattr(self, "avatar", None)
+        if user is None or user.conn is None:
+            self.stopWith(STOPPING)
+            return
+        user.drain(DRAIN_NOTE.format(timeout=timeout))
+        if timeout <= 0:
+            self.stopWith(STOPPING)
+            return
+        self._drainTimer = self.factory.hub.clock.callLater(timeout, self._drainOver)
+        self.channelEnded()
+
+    def channelEnded(self) -> None:
+        """
+        A channel ended: a draining connection with no forwarded channel
+        left ends.
+        """
+        user: Any = getattr(self, "avatar", None)
+        if self.draining and not self._lost and user is not None and not user.conn.forwarding():
+            self.stopWith(STOPPING)
+
+    def _drainOver(self) -> None:
+        self._drainTimer = None
+        self.stopWith(STOPPING)
+
+    def stopWith(self, why: str) -> None:
+        """
+        Disconnect with C{why} (once), and cut the connection if it is not
+        closed L{CLOSE_GRACE} seconds later.
+        """
+        if self._lost:
+            return
+        if self._drainTimer is not None and self._drainTimer.active():
+            self._drainTimer.cancel()
+        self._drainTimer = None
+        self.sendDisconnect(_BY_APPLICATION, why.encode("utf-8"))
+        if self._cutTimer is None:
+            self._cutTimer = self.factory.hub.clock.callLater(CLOSE_GRACE, self._cut)
+
+    def _cut(self) -> None:
+        self._cutTimer = None
+        _log.info("SSH connection from {peer} still open {grace:g}s after its disconnect: cut",
+                  peer=self.transport.getPeer(), grace=CLOSE_GRACE)
+        self.transport.abortConnection()
 
     def _tooSlow(self) -> None:
         self._grace = None
@@ -227,17 +331,19 @@ class RelaySSHTransport(ServerTransport):
     def connectionLost(self, reason: Any = None) -> None:
         """
         Count the connection out; then conch's teardown (which logs the
-        user out).
+        user out); then a drain may be over.
         """
         if self.admission is not None:
             self.admission.closed(source_of(self.transport.getPeer()),
                                   self.factory.hub.clock.seconds(), self._handshaking)
             self._handshaking = False
-        if self._grace is not None and self._grace.active():
-            self._grace.cancel()
-        self._grace = None
-        self.factory.connections.discard(self)
+        self._lost = True
         super().connectionLost(reason)
+        for timer in (self._grace, self._drainTimer, self._cutTimer):
+            if timer is not None and timer.active():
+                timer.cancel()
+        self._grace = self._drainTimer = self._cutTimer = None
+        self.factory.connectionEnded(self)
 
 
 @implementer(IRealm)
@@ -268,6 +374,8 @@ class SSHRelayFactory(factory.SSHFactory):
 
     @ivar hub: what the connections share.
     @ivar admission: the port's per-source limits (L{None}: none).
+    @ivar connections: the connections open (logged in or not).
+    @ivar draining: L{drain} was called: new connections are turned away.
     """
 
     _log = _QuietLogger(namespace="nfltr.ssh.factory")
@@ -290,13 +398,50 @@ class SSHRelayFactory(factory.SSHFactory):
             checkers.append(APIKeyPasswordChecker(store, hub.relay.directory.isRevoked))
         self.portal = Portal(RelayRealm(hub), checkers)
         self.connections: set[RelaySSHTransport] = set()
+        self.draining = False
+        self._drainWaiters: list[Deferred[None]] = []
 
     def disconnectAll(self, why: str) -> None:
         """
-        End every connection with C{why} as the disconnect's text.
+        End every connection at once with C{why} as the disconnect's text.
         """
         for transport in list(self.connections):
-            transport.sendDisconnect(11, why.encode("utf-8"))  # BY_APPLICATION
+            transport.sendDisconnect(_BY_APPLICATION, why.encode("utf-8"))
+
+    def drain(self, timeout: float) -> Deferred[None]:
+        """
+        Drain every connection (see the module): forwarded channels in
+        flight may finish within C{timeout} seconds (0: none may); new
+        connections, logins, channels and C{-R} requests are refused.  A
+        second call waits for the first drain.
+
+        @return: fires once every connection is closed.
+        """
+        waiter: Deferred[None] = Deferred()
+        self._drainWaiters.append(waiter)
+        if not self.draining:
+            self.draining = True
+            if self.connections:
+                _log.info("draining {count} SSH connection(s): forwarded channels in flight "
+                          "have {timeout:g}s to finish", count=len(self.connections),
+                          timeout=timeout)
+            for transport in list(self.connections):
+                transport.drain(timeout)
+        self._checkDrained()
+        return waiter
+
+    def connectionEnded(self, transport: RelaySSHTransport) -> None:
+        """
+        C{transport} closed: count it out; a drain may be over.
+        """
+        self.connections.discard(transport)
+        self._checkDrained()
+
+    def _checkDrained(self) -> None:
+        if self.draining and not self.connections:
+            waiters, self._drainWaiters = self._drainWaiters, []
+            for waiter in waiters:
+                waiter.callback(None)
 
     def buildProtocol(self, addr: Any) -> Any:
         """

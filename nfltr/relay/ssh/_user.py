@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.relay.ssh.test_server -*-
+# -*- test-case-name: tests.relay.ssh.test_server,tests.relay.ssh.test_drain -*-
 """
 L{RelayUser}: one logged-in SSH connection, to the rest of the relay an
 agent holder like a native agent's link
@@ -22,6 +22,11 @@ display keeps its last C{SSHConfig.max_status_lines} lines (and a display
 that does not read, C{SSHConfig.max_status_buffer} bytes), and the
 C{SSHConfig.max_refusals}th refused forward request (a C{tcpip-forward} or
 C{cancel-tcpip-forward}) ends the connection with L{TOO_MANY_REFUSALS}.
+
+When the relay stops, a connection drains (L{RelayUser.drain}, run by the
+listener's C{SSHRelayFactory.drain}): its share URLs and agent name are
+withdrawn from routing at once, new channels and C{-R} requests are refused
+with L{STOPPING}; the forwarded channels already open go on.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from twisted.conch.avatar import ConchUser
-from twisted.conch.ssh.connection import OPEN_CONNECT_FAILED
+from twisted.conch.ssh.connection import OPEN_ADMINISTRATIVELY_PROHIBITED, OPEN_CONNECT_FAILED
 from twisted.logger import Logger
 from zope.interface import implementer
 
@@ -60,6 +65,9 @@ NAME_HINT = "log in as another user name (NAME@relay)"
 #: refused forward request.
 TOO_MANY_REFUSALS = "{count} refused forward requests on this connection: fix the -R options " \
                     "and connect again"
+#: Why a draining connection's new channels and C{-R} requests are refused,
+#: and the disconnect's text when it ends.
+STOPPING = "the relay is stopping"
 #: The SSH disconnect reason C{BY_APPLICATION}.
 _BY_APPLICATION = 11
 #: The type of the channels the relay opens towards an C{ssh -R} forward.
@@ -112,6 +120,7 @@ class RelayUser(ConchUser):
     @ivar dropped: how many earlier lines were not kept.
     @ivar refusals: how many forward requests were refused.
     @ivar gone: the connection ended (or was turned away).
+    @ivar draining: the relay is stopping (L{drain}): nothing new opens.
     @ivar since: when it logged in (the relay clock's time).
     """
 
@@ -131,6 +140,7 @@ class RelayUser(ConchUser):
         self.dropped = 0
         self.refusals = 0
         self.gone = False
+        self.draining = False
         hub.relay.directory.addLink(identity.credential, self)
 
     # -- as an agent, to the relay ---------------------------------------------
@@ -140,7 +150,7 @@ class RelayUser(ConchUser):
         Whether L{openSession} may succeed now.
         """
         conn = self.conn
-        return conn is not None and not self.gone and (
+        return conn is not None and not (self.gone or self.draining) and (
             len(conn.channels) < self.hub.config.max_channels
         )
 
@@ -214,12 +224,34 @@ class RelayUser(ConchUser):
         relay.directory.removeLink(self.identity.credential, self)
         self.sessions = []
 
+    def drain(self, note: str) -> None:
+        """
+        The relay is stopping: withdraw this connection's share URLs and
+        agent name from routing (new visitors are not sent here; the
+        channels open go on, see L{canOpen}), refuse what it asks from now
+        on, and print C{note} in its status displays.  Its revocation
+        still reaches it (it stays in the directory's links until it ends).
+        """
+        if self.gone or self.draining:
+            return
+        self.draining = True
+        relay = self.hub.relay
+        relay.withdrawShares(self)
+        if self.agent is not None:
+            relay.releaseAgent(self.agent)
+            self.agent = None
+        self.say(note)
+
     # -- global requests (conch calls global_NAME) ------------------------------
 
     def global_tcpip_forward(self, data: bytes) -> Any:
         """
         C{ssh -R}: publish a share; the reply carries the port for a port 0.
+        While draining, refused (not counted against C{max_refusals}).
         """
+        if self.draining:
+            self.say(f"refused -R {_spell(data)}: {STOPPING}", error=True)
+            return False
         try:
             address, port = fw.parse_forward_request(data)
             forward = self.forwards.check(address, port, self.identity.user)
@@ -245,6 +277,8 @@ class RelayUser(ConchUser):
         if forward is None:
             self._refused()
             return False
+        if self.draining:
+            return True  # withdrawn already: claiming again would re-publish
         if forward.kind == fw.TCP:
             self._claimAgent()
         else:
@@ -323,8 +357,11 @@ class RelayUser(ConchUser):
         The channel for a client's open: a status session, or a forward to
         an agent.
 
-        @raise ChannelRefused: with the text the client prints.
+        @raise ChannelRefused: with the text the client prints (while
+            draining, L{STOPPING} for any channel).
         """
+        if self.draining:
+            raise ChannelRefused(OPEN_ADMINISTRATIVELY_PROHIBITED, STOPPING)
         config = self.hub.config
         if channelType == b"session":
             return StatusSession(
