@@ -49,14 +49,13 @@ from nfltr.messages import (
     welcome,
 )
 from nfltr.store import KeyInfo
-from nfltr.wire import peerText
+from nfltr.wire import format_address, peerText
 
 from .agents import Relay, revoked_message
 from .directory import AgentEntry
 from .interfaces import LINK, HolderFigures, IAgentHolder
 from .names import ClaimRefused
 from .routing import RouteRefused
-from .state import format_address
 
 INVALID_KEY = "invalid API key"
 STORE_UNAVAILABLE = "the relay cannot check API keys now; try again later"

@@ -47,6 +47,7 @@ from nfltr.tls import (
     ShareCA,
     ensure_relay_pki,
 )
+from nfltr.wire import format_address
 
 from .admin import admin_site
 from .backlog import with_backlog
@@ -59,7 +60,7 @@ from .redirect import redirect_site
 from .revocation import RevocationPoller
 from .router import LOCAL_NAME, check_share_domain, own_names, tls_port_factory
 from .shares import ShareRegistry
-from .state import RelayInfo, format_address, remove_state_file, write_state_file
+from .state import RelayInfo, remove_state_file, write_state_file
 from .vhost import HostRouterFactory
 
 DATA_DIR_MODE = 0o700

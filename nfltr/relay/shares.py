@@ -46,6 +46,7 @@ from nfltr.policy import Denial, SharePolicy
 from nfltr.sni.twisted import HandOver, ISpliceBackend, Route, Splice
 from nfltr.streams import TokenBucket
 from nfltr.tls import ShareCA, ShareCertError
+from nfltr.wire import format_address
 
 from .certs import RelayCertificate
 from .counters import AGENT_UNAVAILABLE, HTTP, NOT_ALLOWED, ROUTED, SHARE, RelayCounters
@@ -54,7 +55,6 @@ from .interfaces import IShareRoutes
 from .leases import Leases
 from .names import ClaimRefused, check_name_free
 from .share_routes import ShareRoutes
-from .state import format_address
 
 HTTPS_PORT = 443
 HTTP_PORT = 80

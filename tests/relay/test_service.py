@@ -42,11 +42,12 @@ from nfltr.messages import (
 )
 from nfltr.relay.config import RelayConfig
 from nfltr.relay.service import RelayService
-from nfltr.relay.state import RelayInfo, format_address
+from nfltr.relay.state import RelayInfo
 from nfltr.sni.twisted import NOT_TLS_RESPONSE, ISpliceBackend
 from nfltr.store import SQLiteStoreCore
 from nfltr.streams import AdmissionLimits
 from nfltr.tls import client_creator, spki_fingerprint
+from nfltr.wire import format_address
 from tests.relay.helpers import without_token
 from tests.sni.helpers import live_hello
 
