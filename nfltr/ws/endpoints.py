@@ -10,7 +10,7 @@ How agents and connectors reach the relay when the network is in the way:
     uses the WebSocket transport, and so on back and forth, staying with
     whichever works.  A refused connection does not switch: nobody listens
     (the relay is down), which says nothing about middleboxes, and both
-    transports reach the same port.
+    transports reach the same port; nor does a cancelled attempt.
 """
 
 from __future__ import annotations
@@ -145,7 +145,9 @@ class AutoEndpoint:
             return protocol
 
         def failed(failure: Any) -> Any:
-            if not failure.check(error.ConnectionRefusedError):
+            if not failure.check(
+                error.ConnectionRefusedError, defer.CancelledError, error.ConnectingCancelledError
+            ):
                 self._switch(index)
             return failure
 

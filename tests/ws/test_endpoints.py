@@ -55,6 +55,19 @@ class SwitchTests(SynchronousTestCase):
         self.assertEqual((link.attempts, websocket.attempts), (4, 0))
         self.assertEqual(self.events, [])
 
+    def test_cancelledStays(self) -> None:
+        """
+        An attempt cancelled (the agent stops while dialling) teaches
+        nothing either: no switch, no line.
+        """
+        cancelled = [defer.CancelledError(), error.ConnectingCancelledError(None)]
+        auto = AutoEndpoint(*(FailingEndpoint(e) for e in cancelled))
+        for failure in cancelled:
+            auto.endpoints[0] = FailingEndpoint(failure)
+            self.attempt(auto)
+            self.assertEqual(auto.current, 0)
+        self.assertEqual(self.events, [])
+
     def test_otherFailureSwitches(self) -> None:
         """
         A connection that fails otherwise (cut, timed out: a middlebox may
