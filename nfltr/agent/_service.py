@@ -373,13 +373,19 @@ class AgentService(Service, DiallerObserver):
         if isinstance(plain, str):
             self.announce(f"share {plain} -> port {server.option.port} (plain HTTP: the relay "
                           "reads it)")
-        cert = answer.get("cert")
-        if isinstance(cert, str):
-            path = save_share_ca(self.setup.options.state_dir, cert)
+        # e2ee: the chain the relay signed (its share CA last); inspect: the
+        # CA of the certificate the relay serves, or none for the operator's.
+        chain = answer.get("cert") if mode == E2EE else answer.get("ca")
+        if isinstance(chain, str):
+            path = save_share_ca(self.setup.options.state_dir, chain)
             if path is not None:
                 self.announce(
                     f"visitors trust the relay's share CA: curl --cacert {path} {server.url}"
                 )
+        elif mode == INSPECT:
+            self.announce(
+                "visitors trust it as they trust the relay's own certificate (its --cert)"
+            )
 
     def sessionRequested(self, session: LinkSession) -> None:
         """

@@ -271,6 +271,8 @@ class ShareRegistry:
                     answer["cert"] = ca.sign(share.csr, share.name)
                 except ShareCertError as e:
                     raise ShareRefused(RefusalReason.INVALID, f"share {share.name}: {e}") from None
+            elif share.mode == INSPECT and not self._operatorCovers(ca, share.name):
+                answer["ca"] = ca.pem  # what visitors trust, for the agent to tell them
             route = self._route(ca, share, link)
             plain = None
             if share.plain:
@@ -316,14 +318,20 @@ class ShareRegistry:
             LinkSessionBackend(share.name, link, self.counters), self.clock,
             gate=_gate(share, self.inspectRate, self.clock), hosts=[ca.fqdn(share.name)],
         )
-        operator = self.operator
-        if operator is not None and operator.covers(ca.fqdn(share.name)):
-            creator = operator.tls
+        if self._operatorCovers(ca, share.name):
+            assert self.operator is not None
+            creator = self.operator.tls
         else:
             creator = ca.issue(share.name)
         tls = TLSMemoryBIOFactory(creator, False, proxy, clock=self.clock)
         tls.noisy = False
         return HandOver(AllowListFactory(tls, share.policy))
+
+    def _operatorCovers(self, ca: ShareCA, name: str) -> bool:
+        """
+        Whether the operator's certificate (C{--cert}) serves share C{name}.
+        """
+        return self.operator is not None and self.operator.covers(ca.fqdn(name))
 
     def sharesOf(self, account: str) -> list[tuple[str, str, str]]:
         """

@@ -12,7 +12,13 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from nfltr.agent import AgentService, agent_options, free_local_ports, prepare_agent
+from nfltr.agent import (
+    AgentService,
+    agent_options,
+    free_local_ports,
+    http_agent_options,
+    prepare_agent,
+)
 from nfltr.link import RefusalReason
 
 from .helpers import Echo, FakeServices, LogCapture, Network, TestRelay
@@ -123,3 +129,53 @@ class FreePortTests(SynchronousTestCase):
         for port in ports:
             with socket.socket() as s:
                 s.bind(("127.0.0.1", port))
+
+
+class ShareTrustTests(SynchronousTestCase):
+    """
+    How visitors trust a share URL, for each mode where the relay's share CA
+    signs the certificate they see.
+    """
+
+    CA_PEM = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
+
+    def welcomeShare(self, mode: str, answer: dict[str, Any]) -> list[str]:
+        network = Network()
+        relay = TestRelay(network)
+        state = self.mktemp()
+        options = http_agent_options("8080", {
+            "name": "blog", "mode": mode, "state-dir": state, "relay-pin": RELAY_PIN, "key": KEY,
+        }, environ={})
+        announced: list[str] = []
+        agent = AgentService(
+            network.clock, prepare_agent(options), announced.append, lambda line: None,
+            endpoint=relay.endpoint(), connector=FakeServices(network, {}),
+        )
+        share = {"name": "blog", "mode": mode, "url": "https://blog.localhost:8443/", **answer}
+        relay.policy = lambda app: {"type": "welcome", "account": "acme", "shares": [share]}
+        agent.startService()
+        network.run()
+        return announced
+
+    def test_inspect(self) -> None:
+        """
+        An inspect share (the relay ends TLS) prints the C{curl --cacert}
+        line for the CA the relay named, saved in the state directory.
+        """
+        lines = self.welcomeShare("inspect", {"ca": self.CA_PEM})
+        self.assertEqual(len(lines), 2, lines)
+        self.assertRegex(
+            lines[1],
+            r"^visitors trust the relay's share CA: curl --cacert \S+/share-ca\.crt "
+            r"https://blog\.localhost:8443/$",
+        )
+
+    def test_inspectOperatorCertificate(self) -> None:
+        """
+        An inspect share the relay serves with the operator's certificate
+        (no CA in the answer) says so instead.
+        """
+        lines = self.welcomeShare("inspect", {})
+        self.assertEqual(lines[1:], [
+            "visitors trust it as they trust the relay's own certificate (its --cert)"
+        ])

@@ -102,6 +102,19 @@ class RegistryTests(SynchronousTestCase):
         self.assertIsInstance(self.registry.route("raw"), Splice)
         self.assertIsInstance(self.registry.route("seen"), HandOver)
 
+    def test_inspectNamesItsCA(self) -> None:
+        """
+        An inspect share's answer carries the share CA (PEM) that signs
+        the certificate the relay serves for it, so the agent can tell
+        visitors how to trust it; a passthrough share's does not.
+        """
+        answers = self.registry.publish(
+            object(), "acme",
+            [HttpShare("raw", 443, PASSTHROUGH), HttpShare("seen", 80, INSPECT)], FakeLink,
+        )
+        assert self.registry.ca is not None
+        self.assertEqual([a.get("ca") for a in answers], [None, self.registry.ca.pem])
+
     def test_linkGone(self) -> None:
         """
         A visitor arriving while the agent's link refuses sessions has its
