@@ -505,8 +505,8 @@ class RelayServiceTests(TestCase):
     async def test_startFailure(self) -> None:
         """
         When a listener cannot be bound, L{RelayService.whenReady} fails with
-        the reason, which is logged in one line; nothing stays listening and
-        no C{relay.json} is written.
+        the reason, which is logged in one line naming the option and its
+        endpoint; nothing stays listening and no C{relay.json} is written.
         """
         logged: list[dict[str, Any]] = []
         self.patch(RelayService, "log", Logger(observer=logged.append))
@@ -517,8 +517,9 @@ class RelayServiceTests(TestCase):
         )
         service = RelayService(config, reactor)
         service.startService()
-        with self.assertRaises(CannotListenError):
+        with self.assertRaises(CannotListenError) as caught:
             await service.whenReady()
+        self.assertEqual(str(caught.exception), f"--admin {config.admin}: address already in use")
         with self.assertRaises(CannotListenError):
             await service.whenReady()
         await service.stopService()
