@@ -353,13 +353,9 @@ class LinkProtocol(LinkOutput, Protocol):
                 code=code_name(event.code), reason=reason,
             )
         else:
-            # On a link this side already closes (its hello was refused, say)
-            # the peer's drain is no news to the user.
-            closing = getattr(self.transport, "closing", False)
-            self._warn(
-                "drain", "link {peer}: the peer is going away",
-                level="debug" if closing else "info",
-            )
+            # No news on a link this side already closes (its hello refused, say).
+            level = "debug" if getattr(self.transport, "closing", False) else "info"
+            self._warn("drain", "link {peer}: the peer is going away", level=level)
             self.handler.linkGoingAway(self)
 
     def _onTimedOut(self, event: LinkTimedOut) -> None:
