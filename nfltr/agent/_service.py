@@ -374,7 +374,7 @@ class AgentService(Service, DiallerObserver):
             self.announce(f"share {plain} -> port {server.option.port} (plain HTTP: the relay "
                           "reads it)")
         # e2ee: the chain the relay signed (its share CA last); inspect: the
-        # CA of the certificate the relay serves, or none for the operator's.
+        # CA of the certificate the relay serves, or the operator's --cert.
         chain = answer.get("cert") if mode == E2EE else answer.get("ca")
         if isinstance(chain, str):
             path = save_share_ca(self.setup.options.state_dir, chain)
@@ -382,7 +382,7 @@ class AgentService(Service, DiallerObserver):
                 self.announce(
                     f"visitors trust the relay's share CA: curl --cacert {path} {server.url}"
                 )
-        elif mode == INSPECT:
+        elif mode == INSPECT and answer.get("operator_cert") is True:
             self.announce(
                 "visitors trust it as they trust the relay's own certificate (its --cert)"
             )

@@ -264,15 +264,7 @@ class ShareRegistry:
                 raise ShareRefused(e.reason, str(e)) from None
         answers, entries = [], []
         for share in shares:
-            answer = {"name": share.name, "mode": share.mode, "url": self.url(share.name)}
-            if share.mode == E2EE:
-                assert share.csr is not None
-                try:
-                    answer["cert"] = ca.sign(share.csr, share.name)
-                except ShareCertError as e:
-                    raise ShareRefused(RefusalReason.INVALID, f"share {share.name}: {e}") from None
-            elif share.mode == INSPECT and not self._operatorCovers(ca, share.name):
-                answer["ca"] = ca.pem  # what visitors trust, for the agent to tell them
+            answer = self._answer(ca, share)
             route = self._route(ca, share, link)
             plain = None
             if share.plain:
@@ -326,6 +318,29 @@ class ShareRegistry:
         tls = TLSMemoryBIOFactory(creator, False, proxy, clock=self.clock)
         tls.noisy = False
         return HandOver(AllowListFactory(tls, share.policy))
+
+    def _answer(self, ca: ShareCA, share: HttpShare) -> dict[str, Any]:
+        """
+        The welcome's part about C{share}: its URL and, for the agent to
+        tell visitors how to trust it, an e2ee share's signed chain, or an
+        inspect share's CA (or that the operator's C{--cert} serves it).
+
+        @raise ShareRefused: an e2ee share's request cannot be signed.
+        """
+        answer: dict[str, Any] = {
+            "name": share.name, "mode": share.mode, "url": self.url(share.name)
+        }
+        if share.mode == E2EE:
+            assert share.csr is not None
+            try:
+                answer["cert"] = ca.sign(share.csr, share.name)
+            except ShareCertError as e:
+                raise ShareRefused(RefusalReason.INVALID, f"share {share.name}: {e}") from None
+        elif share.mode == INSPECT and self._operatorCovers(ca, share.name):
+            answer["operator_cert"] = True
+        elif share.mode == INSPECT:
+            answer["ca"] = ca.pem
+        return answer
 
     def _operatorCovers(self, ca: ShareCA, name: str) -> bool:
         """

@@ -173,9 +173,11 @@ class ShareTrustTests(SynchronousTestCase):
     def test_inspectOperatorCertificate(self) -> None:
         """
         An inspect share the relay serves with the operator's certificate
-        (no CA in the answer) says so instead.
+        says so instead; a relay that says neither (an older one) gets no
+        trust line rather than a wrong one.
         """
-        lines = self.welcomeShare("inspect", {})
+        lines = self.welcomeShare("inspect", {"operator_cert": True})
         self.assertEqual(lines[1:], [
             "visitors trust it as they trust the relay's own certificate (its --cert)"
         ])
+        self.assertEqual(len(self.welcomeShare("inspect", {})), 1)
