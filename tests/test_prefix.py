@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from twisted.internet import error
-from twisted.internet.address import IPv4Address
+from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
@@ -93,6 +93,19 @@ class HandOverTests(SynchronousTestCase):
         self.assertEqual(self.app.reads, [b"HELLO\nre", b"st"])
         self.assertIs(self.app.transport, self.transport)
         self.assertEqual(self.factory.clock.getDelayedCalls(), [])
+
+    def test_peerWritten(self) -> None:
+        """
+        The reader names its peer for the log as C{HOST:PORT} (IPv6
+        bracketed), never as a Python repr.
+        """
+        for address, written in [
+            (IPv4Address("TCP", "192.0.2.7", 4321), "192.0.2.7:4321"),
+            (IPv6Address("TCP", "2001:db8::7", 4321), "[2001:db8::7]:4321"),
+        ]:
+            reader = FirstLine(self.factory, address)
+            reader.makeConnection(StringTransport(peerAddress=address))
+            self.assertEqual(reader.peer(), written)
 
     def test_nothingPatched(self) -> None:
         """

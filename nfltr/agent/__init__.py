@@ -6,7 +6,7 @@ relay settings serve C{nfltr tcp-connect} too.
 """
 
 from ._dialler import NON_HEALING, WELCOME_TIMEOUT, DiallerObserver, RelayDialler
-from ._local import ServiceConnector, TcpEnd, splice_local
+from ._local import ServiceConnector, TcpEnd, free_local_ports, splice_local
 from ._log_limit import Quiet
 from ._names import agent_name, default_state_dir, random_name
 from ._options import AgentOptions, agent_options, http_agent_options, http_option
@@ -25,7 +25,8 @@ __all__ = [
     "DEFAULT_RELAY", "KEY_ENV", "NON_HEALING", "WELCOME_TIMEOUT",
     "AgentOptions", "AgentService", "AgentSessions", "AgentSetup", "ConfigError",
     "DiallerObserver", "Quiet", "RelayDialler", "RelaySettings", "ServiceConnector",
-    "TcpEnd", "agent_name", "agent_options", "default_state_dir", "http_agent_options",
+    "TcpEnd", "agent_name", "agent_options", "default_state_dir", "free_local_ports",
+    "http_agent_options",
     "http_option", "parse_address",
     "parse_bool", "prepare_agent", "random_name", "relay_settings", "splice_local",
 ]

@@ -13,8 +13,11 @@ a loss: the sessions in flight finish on that link while the dialler dials
 again at once for a new one.  Stopping can drain the link first.
 
 What happens is reported to a L{DiallerObserver}.  Logging: one line when
-the link comes up; during an outage, one warning for each new cause of
-failure (the same cause again is logged at debug level only).
+the link comes up (after an outage, saying how long it lasted); during an
+outage, one warning for each new cause of failure (the same cause again is
+logged at debug level only) and, every L{OUTAGE_SUMMARY_INTERVAL} seconds,
+one line saying the relay is still unreachable, with the attempts and time
+so far.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ NON_HEALING = frozenset({
 WELCOME_TIMEOUT = 30.0
 # Seconds a stopping dialler waits for a clean TLS close before aborting.
 STOP_TIMEOUT = 2.0
+#: Seconds between two "still unreachable" lines during an outage.
+OUTAGE_SUMMARY_INTERVAL = 60.0
 
 
 class DiallerObserver:
@@ -148,6 +153,9 @@ class RelayDialler:
         self._connecting: defer.Deferred[Any] | None = None
         self._retryCall: Any = None
         self._lastCause: str | None = None
+        # The outage: when its first attempt failed, attempts failed, when
+        # the next summary line is due.
+        self._outage: tuple[float, int, float] | None = None
         self._stopWaiters: list[defer.Deferred[None]] = []
         self._draining: set[LinkProtocol] = set()
         self._factory_args = (config or LinkConfig(), appHello)
@@ -264,11 +272,16 @@ class RelayDialler:
             return
         attempt.cancelTimer()
         self.link, self.welcome = link, message
-        self.schedule.connected(self.clock.seconds())
+        now = self.clock.seconds()
+        self.schedule.connected(now)
+        outage, self._outage = self._outage, None
+        lasted = "" if outage is None else (
+            f" after {outage[1]} failed attempt(s) over {now - outage[0]:.0f}s"
+        )
         self.log.info(
-            "{again}connected to the relay at {where} (account {account})",
+            "{again}connected to the relay at {where} (account {account}){lasted}",
             again="re" if self._lastCause is not None else "", where=self.where,
-            account=message.get("account"),
+            account=message.get("account"), lasted=lasted,
         )
         self._lastCause = None
         self.observer.relayUp(link, message)
@@ -335,11 +348,22 @@ class RelayDialler:
     # -- retrying and stopping ----------------------------------------------
 
     def _retry(self, cause: str, wasUp: bool) -> None:
-        delay = self.schedule.next_delay(self.clock.seconds())
+        now = self.clock.seconds()
+        delay = self.schedule.next_delay(now)
+        start, failed, due = self._outage or (now, 0, now + OUTAGE_SUMMARY_INTERVAL)
+        failed += 1
         if cause != self._lastCause or wasUp:
             self.log.warn("{cause}; retrying", cause=cause)
+        elif now >= due:
+            due = now + OUTAGE_SUMMARY_INTERVAL
+            self.log.info(
+                "the relay at {where} is still unreachable after {failed} attempts / "
+                "{seconds:.0f}s ({cause}); retrying",
+                where=self.where, failed=failed, seconds=now - start, cause=cause,
+            )
         else:
             self.log.debug("{cause}; retrying in {delay:.2f}s", cause=cause, delay=delay)
+        self._outage = (start, failed, due)
         self._lastCause = cause
         self._retryCall = self.clock.callLater(delay, self._attempt)
 

@@ -20,7 +20,8 @@ timeouts share one timer, L{Timeouts}), and nothing logged.
 
 from __future__ import annotations
 
-from contextlib import suppress
+import socket
+from contextlib import ExitStack, suppress
 from typing import Any
 
 from twisted.internet import defer, error
@@ -311,3 +312,19 @@ def _cancelled(failure: Any) -> Any:
     if failure.check(error.ConnectingCancelledError):
         raise defer.CancelledError()
     return failure
+
+
+def free_local_ports(count: int) -> list[int]:
+    """
+    C{count} distinct TCP ports of 127.0.0.1 that nothing listens on now,
+    as the OS chooses them (bind port 0, read the port): for a command the
+    user is shown, which must not clash with the service's own port.
+    Nothing holds them after the call.
+    """
+    with ExitStack() as stack:
+        ports = []
+        for _ in range(count):
+            s = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            s.bind((IPV4_LOOPBACK, 0))
+            ports.append(s.getsockname()[1])
+        return ports

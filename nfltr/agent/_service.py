@@ -49,7 +49,7 @@ from nfltr.wire.messages import (
 from ._dialler import DiallerObserver, RelayDialler
 from ._expiry import IdleExpiry
 from ._extra_links import DataLinks
-from ._local import ServiceAttempt, ServiceConnector, TcpEnd, splice_local
+from ._local import ServiceAttempt, ServiceConnector, TcpEnd, free_local_ports, splice_local
 from ._log_limit import Quiet
 from ._names import agent_name
 from ._options import AgentOptions
@@ -237,6 +237,8 @@ class AgentService(Service, DiallerObserver):
     """
 
     drainTimeout = DRAIN_TIMEOUT
+    #: C{count} free local ports, for the commands shown (the OS's choice).
+    freePorts: Callable[[int], list[int]] = staticmethod(free_local_ports)
 
     def __init__(
         self, reactor: Any, setup: AgentSetup, announce: Callable[[str], None] | None = None,
@@ -257,6 +259,7 @@ class AgentService(Service, DiallerObserver):
         self.announce = announce or (lambda line: _log.info("{line}", line=line))
         self.onFatal = onFatal or (lambda message: None)
         self.onDone = onDone or self.onFatal
+        self.announced = False
         self.expiry: IdleExpiry | None = None
         idle = options.http[0].idle_expiry if options.http else None
         if idle is not None:
@@ -283,8 +286,10 @@ class AgentService(Service, DiallerObserver):
 
     def connectLines(self) -> list[str]:
         """
-        What to tell the user at start: the fingerprint, and the command
-        that connects to each shared port.
+        What to tell the user once the relay welcomed us: the fingerprint,
+        and the command that connects to each shared port, listening on a
+        port that is free now (the service's own would clash on this
+        machine).
         """
         setup, options = self.setup, self.setup.options
         relay = options.relay
@@ -300,20 +305,19 @@ class AgentService(Service, DiallerObserver):
                 "the relay can read them"
             ]
             mode = "--e2ee false"
-        for port in options.ports:
+        ports = list(options.ports)
+        for port, local in zip(ports, self.freePorts(len(ports)), strict=True):
             lines.append(
                 f"connect to port {port} ({KEY_ENV} set to a key of this account): "
-                f"nfltr tcp-connect {setup.name} {port} --listen 127.0.0.1:{port} {mode} {common}"
+                f"nfltr tcp-connect {setup.name} {port} --listen 127.0.0.1:{local} {mode} {common}"
             )
         return lines
 
     def startService(self) -> None:
         """
-        Announce, then dial the relay.
+        Dial the relay (the welcome announces how to connect).
         """
         super().startService()
-        for line in self.connectLines():
-            self.announce(line)
         self.dialler.start()
         if self.expiry is not None:
             self.expiry.start()
@@ -335,9 +339,13 @@ class AgentService(Service, DiallerObserver):
 
     def relayUp(self, link: Any, welcome: dict[str, Any]) -> None:
         """
-        The relay welcomed us: take each share's URL and certificate, and
-        show the URLs that are new.
+        The relay welcomed us: the first time, say how to connect; take
+        each share's URL and certificate, and show the URLs that are new.
         """
+        if not self.announced:
+            self.announced = True
+            for line in self.connectLines():
+                self.announce(line)
         self.data.welcomed(link, welcome.get("data_token"))
         answers = welcome.get("shares")
         for answer in answers if isinstance(answers, list) else ():
@@ -365,13 +373,19 @@ class AgentService(Service, DiallerObserver):
         if isinstance(plain, str):
             self.announce(f"share {plain} -> port {server.option.port} (plain HTTP: the relay "
                           "reads it)")
-        cert = answer.get("cert")
-        if isinstance(cert, str):
-            path = save_share_ca(self.setup.options.state_dir, cert)
+        # e2ee: the chain the relay signed (its share CA last); inspect: the
+        # CA of the certificate the relay serves, or the operator's --cert.
+        chain = answer.get("cert") if mode == E2EE else answer.get("ca")
+        if isinstance(chain, str):
+            path = save_share_ca(self.setup.options.state_dir, chain)
             if path is not None:
                 self.announce(
                     f"visitors trust the relay's share CA: curl --cacert {path} {server.url}"
                 )
+        elif mode == INSPECT and answer.get("operator_cert") is True:
+            self.announce(
+                "visitors trust it as they trust the relay's own certificate (its --cert)"
+            )
 
     def sessionRequested(self, session: LinkSession) -> None:
         """

@@ -299,6 +299,7 @@ def save_share_ca(state_dir: Path, chain: str) -> Path | None:
         return None
     path = state_dir / SHARE_CA_FILE
     try:
+        state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # inspect made no key there
         write_atomically(path, (parts[-1].strip() + "\n" + _PEM_END + "\n").encode(), 0o644)
     except OSError:
         return None

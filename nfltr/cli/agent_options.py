@@ -155,5 +155,11 @@ CONNECT_OPTIONS: tuple[Option, ...] = (
         "true (default): end-to-end TLS to the agent; false: for an agent run with "
         "--e2ee false",
     ),
+    Option(
+        "wait", None,
+        "listen even if the check at start finds no such agent (one that is not up yet); "
+        "without it, tcp-connect exits with the reason",
+        kind=FLAG,
+    ),
     *RELAY_OPTIONS,
 )

@@ -1,12 +1,14 @@
-# -*- test-case-name: tests.client.test_connector -*-
+# -*- test-case-name: tests.client.test_connector,tests.client.test_probe -*-
 """
 C{nfltr tcp-connect}: a local listener whose connections become sessions,
 through the relay, to an agent's service.
 
 One link to the relay (L{RelayDialler}) carries every accepted connection as
 a session with target C{tcp:AGENT:PORT}.  The listener opens only once the
-relay welcomed us, and prints C{listening on HOST:PORT} with the port it
-got.  End to end by default: each session carries TLS to the agent, pinned
+relay welcomed us and one probe session reached the agent (L{Probe}: an
+agent that does not exist or a wrong C{--pin} ends the command with one
+line, unless C{--wait}), and prints C{listening on HOST:PORT} with the port
+it got.  End to end by default: each session carries TLS to the agent, pinned
 to the agent's key, whose ClientHello travels in the session's OPEN.
 
 A connection accepted while the link is down (reconnecting) waits, paused,
@@ -20,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from OpenSSL import SSL
 from twisted.application.service import Service
 from twisted.internet import defer, error
 from twisted.internet.endpoints import TCP4ServerEndpoint, TCP6ServerEndpoint
@@ -29,12 +32,19 @@ from twisted.python.failure import Failure
 
 from nfltr.agent import DiallerObserver, Quiet, RelayDialler, TcpEnd, splice_local
 from nfltr.link import DIALER, ErrorCode, LinkConfig
-from nfltr.link.twisted import LinkFactory, LinkHandler, LinkProtocol, SessionResetError
+from nfltr.link.twisted import (
+    LinkFactory,
+    LinkHandler,
+    LinkProtocol,
+    LinkUnavailable,
+    SessionResetError,
+)
 from nfltr.streams import SpliceEnd
 from nfltr.tls import E2EETLSFactory, VerificationFailed
 from nfltr.wire.messages import NOT_FOUND_CODE, WELCOME, client_hello, client_target
 
 from ._options import ConnectOptions
+from ._probe import Probe
 
 # Seconds an accepted connection waits for a link to the relay.
 PENDING_TIMEOUT = 10.0
@@ -53,6 +63,11 @@ def explain(reason: Failure, where: str) -> str | None:
     """
     if reason.check(VerificationFailed):
         return f"{where}: {reason.value}"
+    if reason.check(SSL.Error):
+        return (
+            f"{where}: TLS with the agent failed ({_sslWords(reason.value)}); an agent run "
+            "with --e2ee false needs --e2ee false here"
+        )
     reset = reason.value
     if isinstance(reset, SessionResetError):
         code, why = reset.code, reset.reason
@@ -63,6 +78,17 @@ def explain(reason: Failure, where: str) -> str | None:
         if code != ErrorCode.CANCEL:
             return f"{where}: the session was reset ({why})"
     return None
+
+
+def _sslWords(e: BaseException | None) -> str:
+    """
+    OpenSSL's reasons in an C{SSL.Error} (a list of C{(library, function,
+    reason)}), as words rather than a Python list.
+    """
+    args = getattr(e, "args", ())
+    errors = args[0] if args and isinstance(args[0], list) else []
+    words = [str(entry[-1]) for entry in errors if isinstance(entry, tuple) and entry]
+    return "; ".join(word for word in words if word) or "no reason given"
 
 
 class _LocalFactory(Factory):
@@ -163,6 +189,8 @@ class TcpConnector(Service, DiallerObserver):
         )
         self.extra: list[LinkProtocol] = []
         self._extraDialling = 0
+        self._probe: Probe | None = None
+        self._checked = False
 
     # -- service --------------------------------------------------------------
 
@@ -179,6 +207,9 @@ class TcpConnector(Service, DiallerObserver):
         """
         super().stopService()
         self._closeWaiting()
+        if self._probe is not None:
+            self._probe.cancel()
+            self._probe = None
         stops = [self.dialler.stop()]
         extra, self.extra = self.extra, []
         stops.extend(link.drain(0) for link in extra)
@@ -226,13 +257,57 @@ class TcpConnector(Service, DiallerObserver):
 
     def relayUp(self, link: LinkProtocol, welcome: dict[str, Any]) -> None:
         """
-        Listen, the first time; start the connections that waited.
+        The first time, probe the agent (then listen); start the
+        connections that waited.
         """
         self.link = link
+        if not self._checked:
+            if self._probe is None and self.running:
+                self._startProbe(link)
+            return
+        self._startListening()
+        self._openWaiting()
+
+    def _startListening(self) -> None:
         if self.port is None and self._listening is None and self.running:
             self._listening = defer.maybeDeferred(self._listen, self.localFactory)
             self._listening.addCallbacks(self._listened, self._listenFailed)
-        self._openWaiting()
+
+    def _startProbe(self, link: LinkProtocol) -> None:
+        probe = self._probe = Probe(
+            self.reactor, self.tls is not None, lambda outcome: self._probed(link, outcome)
+        )
+        try:
+            link.openSession(self.target, self.tls.wrap(probe) if self.tls is not None else probe)
+        except LinkUnavailable as e:  # the next welcome probes again
+            self._probe = None
+            self.log.debug("cannot probe {where} yet: {why}", where=self.where, why=str(e))
+
+    def _probed(self, link: LinkProtocol, outcome: Failure | None) -> None:
+        """
+        The probe passed (C{outcome} L{None}): listen.  Or it failed: stop
+        with the reason, or, with C{--wait}, say it and listen anyway.  A
+        probe cut by the link's loss is made again on the next link.
+        """
+        self._probe = None
+        message = None if outcome is None else explain(outcome, self.where)
+        if outcome is not None and message is None:
+            if not link.canOpen():
+                if self.link is not link and self.link is not None and self.running:
+                    self._startProbe(self.link)
+                return
+            message = f"{self.where}: {outcome.getErrorMessage()}"
+        self._checked = outcome is None or self.options.wait
+        if message is None:
+            self._startListening()
+        elif self.options.wait:
+            self.log.warn("{text}; listening anyway (--wait)", text=message)
+            self._startListening()
+        else:
+            assert outcome is not None
+            if not outcome.check(VerificationFailed, SSL.Error):  # waiting cannot fix these
+                message += " (--wait listens anyway, until the agent is up)"
+            self._stop(message)
 
     def _openWaiting(self) -> None:
         for local, (remote, timer) in list(self._waiting.items()):

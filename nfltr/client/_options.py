@@ -32,6 +32,8 @@ class ConnectOptions:
     listen_port: int
     relay: RelaySettings
     agent_tls: ClientTLS | None = field(repr=False, compare=False)
+    #: Listen even when the check at start finds no agent (C{--wait}).
+    wait: bool = False
 
     @property
     def listen_address(self) -> str:
@@ -48,8 +50,8 @@ def connect_options(
 ) -> ConnectOptions:
     """
     Check a C{tcp-connect} command line (options keyed by name: C{listen},
-    C{pin}, C{e2ee} and the relay's; a missing or L{None} value takes its
-    default).
+    C{pin}, C{e2ee}, C{wait} and the relay's; a missing or L{None} value
+    takes its default).
 
     @raise ConfigError: what is wrong, for the user.
     """
@@ -76,4 +78,7 @@ def connect_options(
         tls = None if pin is None else client_creator(agent, pin=pin, role="agent")
     except InvalidFingerprint as e:
         raise ConfigError(str(e)) from None
-    return ConnectOptions(agent, checked, host, listen, relay_settings(values, environ), tls)
+    return ConnectOptions(
+        agent, checked, host, listen, relay_settings(values, environ), tls,
+        wait=bool(values.get("wait")),
+    )

@@ -114,6 +114,14 @@ class TransportView:
         if self._abortCall is None and not self._gone:
             self._abortCall = self._clock.callLater(self._linger, self._abort)
 
+    @property
+    def closing(self) -> bool:
+        """
+        Whether this side called L{loseConnection} and the connection is
+        not gone yet.
+        """
+        return self._abortCall is not None
+
     def _abort(self) -> None:
         self._abortCall = None
         transport = self.wrapped

@@ -33,7 +33,7 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from nfltr.netio import after_events
-from nfltr.wire import LogThrottle, peerText
+from nfltr.wire import LogThrottle, format_address, peerText
 
 from ._config import LinkConfig
 from ._connection import LinkConnection
@@ -228,7 +228,7 @@ class LinkProtocol(LinkOutput, Protocol):
         self.transport.loseConnection()
 
     def _peerName(self) -> str:
-        return "?" if self.transport is None else str(self.transport.getPeer())
+        return "?" if self.transport is None else format_address(self.transport.getPeer())
 
     def _warn(self, kind: str, text: str, level: str = "warn", **fields: Any) -> None:
         """
@@ -353,7 +353,9 @@ class LinkProtocol(LinkOutput, Protocol):
                 code=code_name(event.code), reason=reason,
             )
         else:
-            self._warn("drain", "link {peer}: the peer is going away", level="info")
+            # No news on a link this side already closes (its hello refused, say).
+            level = "debug" if getattr(self.transport, "closing", False) else "info"
+            self._warn("drain", "link {peer}: the peer is going away", level=level)
             self.handler.linkGoingAway(self)
 
     def _onTimedOut(self, event: LinkTimedOut) -> None:

@@ -38,7 +38,7 @@ from zope.interface import implementer
 from nfltr.link import ErrorCode, RefusalReason, State, refusal
 from nfltr.link.twisted import LinkHandler, LinkProtocol, LinkSession, LinkUnavailable
 from nfltr.store import KeyInfo
-from nfltr.wire import peerText
+from nfltr.wire import format_address, peerText
 from nfltr.wire.constants import MAX_DATA_LINKS
 from nfltr.wire.messages import (
     AGENT,
@@ -56,7 +56,6 @@ from .agents import Relay, revoked_message
 from .directory import AgentEntry
 from .interfaces import LINK, HolderFigures, IAgentHolder
 from .names import ClaimRefused
-from .relay_json import format_address
 from .tcp_route import RouteRefused
 
 INVALID_KEY = "invalid API key"

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -46,20 +45,6 @@ class RelayInfo:
         The fields, as written.
         """
         return asdict(self)
-
-
-def format_address(address: Any) -> str:
-    """
-    C{HOST:PORT} for an IP address (C{[HOST]:PORT} for IPv6), else the
-    address's own text (a UNIX socket's path, say).
-    """
-    host, port = getattr(address, "host", None), getattr(address, "port", None)
-    if isinstance(host, str) and isinstance(port, int):
-        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    name = getattr(address, "name", None)
-    if isinstance(name, str | bytes):
-        return os.fsdecode(name)
-    return str(address)
 
 
 def write_state_file(path: Path, info: RelayInfo) -> None:

@@ -47,6 +47,7 @@ from nfltr.tls import (
     ShareCA,
     ensure_relay_pki,
 )
+from nfltr.wire import format_address
 
 from .admin import admin_site
 from .backlog import with_backlog
@@ -56,7 +57,7 @@ from .leases import Leases
 from .link_handler import Relay
 from .metrics import MetricsResource, metrics_registry
 from .redirect import redirect_site
-from .relay_json import RelayInfo, format_address, remove_state_file, write_state_file
+from .relay_json import RelayInfo, remove_state_file, write_state_file
 from .revocation import RevocationPoller
 from .shares import ShareRegistry
 from .tls_port import LOCAL_NAME, check_share_domain, own_names, tls_port_factory
@@ -69,6 +70,23 @@ STORE_THREADS = 1
 
 # Start-up errors an operator can act on: logged in one line, no traceback.
 EXPECTED_START_ERRORS = (CannotListenError, PKIError, StoreError, OSError)
+
+
+class ListenerError(CannotListenError):
+    """
+    A listener of the relay could not be bound: says which option, its
+    endpoint string, and why (C{--http tcp:8080: address already in use}).
+    """
+
+    def __init__(self, option: str, spec: str, cause: CannotListenError) -> None:
+        super().__init__(cause.interface, cause.port, cause.socketError)
+        self.option = option
+        self.spec = spec
+
+    def __str__(self) -> str:
+        error = self.socketError
+        why = getattr(error, "strerror", None) or str(error)
+        return f"{self.option} {self.spec}: {why[:1].lower()}{why[1:]}"
 
 Cleanup = Callable[[], Any]
 
@@ -188,19 +206,17 @@ class RelayService(Service):
             site = redirect_site(fallback, lambda: self.shares.port, self.reactor)
             front = HostRouterFactory(self.shares.plainRoute, site, self.reactor)
             front.admission = self.httpAdmission = Admission(config.admission)
-            httpPort = await self._endpoint(config.http).listen(front)
+            httpPort = await self._listen("--http", config.http, front)
             self._cleanups.append(httpPort.stopListening)
             self.shares.httpPort = httpPort.getHost().port
-        tlsPort = await self._endpoint(config.tls).listen(
-            self._tlsFactory(relay, creator)
-        )
+        tlsPort = await self._listen("--tls", config.tls, self._tlsFactory(relay, creator))
         self._cleanups.append(tlsPort.stopListening)
         self.shares.port = config.public_port or tlsPort.getHost().port
         sshPort = await self._listenSSH(relay, store, dataDir)
         admin = admin_site(
             lambda: self.ready, MetricsResource(metrics_registry(self)), self.reactor
         )
-        adminPort = await self._endpoint(config.admin).listen(admin)
+        adminPort = await self._listen("--admin", config.admin, admin)
         self._cleanups.append(adminPort.stopListening)
         poller = RevocationPoller(store, relay, self.reactor, config.revocation_poll, revision)
         poller.start()
@@ -234,12 +250,21 @@ class RelayService(Service):
             lambda: (host, bound[0] if bound else 22), Admission(config.admission),
         )
         self.sshFactory = factory
-        port = await self._endpoint(config.ssh).listen(factory)
+        port = await self._listen("--ssh", config.ssh, factory)
         bound.append(getattr(port.getHost(), "port", 22))
         # Last in, first run: stop listening, then end the connections.
         self._cleanups.append(lambda: factory.disconnectAll("the relay is stopping"))
         self._cleanups.append(port.stopListening)
         return port
+
+    async def _listen(self, option: str, spec: str, factory: Any) -> Any:
+        """
+        Listen on C{spec}, the value of C{option}; a failure names both.
+        """
+        try:
+            return await self._endpoint(spec).listen(factory)
+        except CannotListenError as e:
+            raise ListenerError(option, spec, e) from None
 
     def _endpoint(self, spec: str) -> Any:
         """

@@ -44,6 +44,7 @@ from nfltr.link.twisted import LinkUnavailable
 from nfltr.sni.twisted import HandOver, ISpliceBackend, Route, Splice
 from nfltr.streams import TokenBucket
 from nfltr.tls import ShareCA, ShareCertError
+from nfltr.wire import format_address
 from nfltr.wire.messages import E2EE, INSPECT, OPEN, HttpShare, http_target, share_target
 from nfltr.wire.policy import Denial, SharePolicy
 
@@ -52,7 +53,6 @@ from .counters import AGENT_UNAVAILABLE, HTTP, NOT_ALLOWED, ROUTED, SHARE, Relay
 from .interfaces import IShareRoutes
 from .leases import Leases
 from .names import ClaimRefused, check_name_free
-from .relay_json import format_address
 from .share_policy import AllowListFactory, allowed, enforcement_problem
 from .share_routes import ShareRoutes
 
@@ -264,13 +264,7 @@ class ShareRegistry:
                 raise ShareRefused(e.reason, str(e)) from None
         answers, entries = [], []
         for share in shares:
-            answer = {"name": share.name, "mode": share.mode, "url": self.url(share.name)}
-            if share.mode == E2EE:
-                assert share.csr is not None
-                try:
-                    answer["cert"] = ca.sign(share.csr, share.name)
-                except ShareCertError as e:
-                    raise ShareRefused(RefusalReason.INVALID, f"share {share.name}: {e}") from None
+            answer = self._answer(ca, share)
             route = self._route(ca, share, link)
             plain = None
             if share.plain:
@@ -316,14 +310,43 @@ class ShareRegistry:
             LinkSessionBackend(share.name, link, self.counters), self.clock,
             gate=_gate(share, self.inspectRate, self.clock), hosts=[ca.fqdn(share.name)],
         )
-        operator = self.operator
-        if operator is not None and operator.covers(ca.fqdn(share.name)):
-            creator = operator.tls
+        if self._operatorCovers(ca, share.name):
+            assert self.operator is not None
+            creator = self.operator.tls
         else:
             creator = ca.issue(share.name)
         tls = TLSMemoryBIOFactory(creator, False, proxy, clock=self.clock)
         tls.noisy = False
         return HandOver(AllowListFactory(tls, share.policy))
+
+    def _answer(self, ca: ShareCA, share: HttpShare) -> dict[str, Any]:
+        """
+        The welcome's part about C{share}: its URL and, for the agent to
+        tell visitors how to trust it, an e2ee share's signed chain, or an
+        inspect share's CA (or that the operator's C{--cert} serves it).
+
+        @raise ShareRefused: an e2ee share's request cannot be signed.
+        """
+        answer: dict[str, Any] = {
+            "name": share.name, "mode": share.mode, "url": self.url(share.name)
+        }
+        if share.mode == E2EE:
+            assert share.csr is not None
+            try:
+                answer["cert"] = ca.sign(share.csr, share.name)
+            except ShareCertError as e:
+                raise ShareRefused(RefusalReason.INVALID, f"share {share.name}: {e}") from None
+        elif share.mode == INSPECT and self._operatorCovers(ca, share.name):
+            answer["operator_cert"] = True
+        elif share.mode == INSPECT:
+            answer["ca"] = ca.pem
+        return answer
+
+    def _operatorCovers(self, ca: ShareCA, name: str) -> bool:
+        """
+        Whether the operator's certificate (C{--cert}) serves share C{name}.
+        """
+        return self.operator is not None and self.operator.covers(ca.fqdn(name))
 
     def sharesOf(self, account: str) -> list[tuple[str, str, str]]:
         """

@@ -31,6 +31,10 @@ DEFAULT_PORT = 6379
 DEFAULT_PREFIX = "nfltr:"
 #: Appended to the prefix: the channel revocations are published on.
 REVOKED_CHANNEL = "revoked"
+#: The longest unix socket path the kernel takes (C{sun_path} is 108 bytes
+#: with its terminating NUL); Python raises an C{OSError} without an errno
+#: past it, which Twisted cannot report.
+MAX_UNIX_PATH = 107
 #: Seconds one connection attempt may take.
 DEFAULT_CONNECT_TIMEOUT = 5.0
 #: Seconds after which a call fails with L{nfltr.store.StoreUnavailable}.
@@ -152,6 +156,10 @@ def _unix(host: str | None, port: int | None, path: str, query: dict[str, str],
     if not db.isascii() or not db.isdigit() or len(db) > 10:  # noqa: PLR2004
         raise InvalidRedisURL(f"db= is a database number, not {db!r}")
     _no_more(query)
+    if len(os.fsencode(unquote(path))) > MAX_UNIX_PATH:
+        raise InvalidRedisURL(
+            f"a unix socket path is at most {MAX_UNIX_PATH} bytes; use a shorter directory"
+        )
     return RedisAddress(path=unquote(path), db=_db(int(db)), username=username,
                         password=password)
 

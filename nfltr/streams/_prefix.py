@@ -21,6 +21,8 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from nfltr.wire import format_address
+
 from ._admission import Admission
 
 _log = Logger()
@@ -126,7 +128,7 @@ class PrefixReader(Protocol):
         """
         The peer's address, for logs.
         """
-        return str(self.transport.getPeer()) if self.transport is not None else "?"
+        return format_address(self.transport.getPeer()) if self.transport is not None else "?"
 
     def connectionLost(self, reason: Failure = error.ConnectionDone) -> None:  # type: ignore[assignment]
         """
@@ -172,7 +174,10 @@ class AdmittingFactory(Factory):
         if admission is not None:
             reason = admission.admit(source_of(addr), self.clock.seconds())
             if reason is not None:
-                _log.debug("refused a connection from {peer}: {reason}", peer=addr, reason=reason)
+                _log.debug(
+                    "refused a connection from {peer}: {reason}",
+                    peer=format_address(addr), reason=reason,
+                )
                 return None
         protocol = self.makeReader(addr)
         protocol.admission = admission

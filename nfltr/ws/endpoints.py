@@ -8,7 +8,9 @@ How agents and connectors reach the relay when the network is in the way:
   - L{AutoEndpoint} (C{--transport auto}, the default): the raw link first;
     when an attempt fails before its link is established, the next attempt
     uses the WebSocket transport, and so on back and forth, staying with
-    whichever works.
+    whichever works.  A refused connection does not switch: nobody listens
+    (the relay is down), which says nothing about middleboxes, and both
+    transports reach the same port; nor does a cancelled attempt.
 """
 
 from __future__ import annotations
@@ -143,7 +145,10 @@ class AutoEndpoint:
             return protocol
 
         def failed(failure: Any) -> Any:
-            self._switch(index)
+            if not failure.check(
+                error.ConnectionRefusedError, defer.CancelledError, error.ConnectingCancelledError
+            ):
+                self._switch(index)
             return failure
 
         return d.addCallbacks(connected, failed)

@@ -159,7 +159,7 @@ class ProcessTests(TestCase):
     def test_startFailure(self) -> None:
         """
         A relay that cannot bind its admin port exits 1 after one log line
-        saying why, without a traceback.
+        naming the option, its endpoint and why, without a traceback.
         """
         dataDir = Path(self.mktemp()).absolute()
         d = TCP4ServerEndpoint(reactor, 0, interface="127.0.0.1").listen(Factory())
@@ -174,7 +174,9 @@ class ProcessTests(TestCase):
             def ended(code: int | None) -> None:
                 self.assertEqual(code, 1)
                 err = process.stderr.decode()
-                self.assertIn("the relay could not start: Couldn't listen on 127.0.0.1:", err)
+                self.assertIn(
+                    f"the relay could not start: --admin {admin}: address already in use", err
+                )
                 self.assertNotIn("Traceback", err)
                 self.assertFalse((dataDir / "relay.json").exists())
 

@@ -46,10 +46,12 @@ class AccessTests(StackTestCase):
 
     def refusalLine(self, key: str, agent: str, port: int) -> str:
         """
-        Connect through a connector for C{agent}:C{port}; the line it
-        prints about the refusal, with the agent's name blanked.
+        Connect through a connector for C{agent}:C{port} (with C{--wait}, so
+        that it listens despite its check at start); the line it prints
+        about the refusal, with the agent's name blanked.
         """
-        client, local = self.stack.connector(key, agent, port, "--pin", self.pin)
+        client, local = self.stack.connector(key, agent, port, "--pin", self.pin, "--wait")
+        client.wait_for(r"listening anyway")
         self.assertIsNone(self.marker(local))
         line = client.wait_for(r"no such agent|refused|reset").string
         return line.split(": ", 1)[-1].replace(f"{agent}:{port}", "AGENT:PORT")
@@ -108,17 +110,42 @@ class AccessTests(StackTestCase):
         )
         self.assertNotIn("Traceback", client.output())
 
+    def startChecked(self, agent: str, pin: str) -> tuple[int, str]:
+        """
+        Start a connector for C{agent} without C{--wait}: its exit status
+        and output.
+        """
+        client = self.stack.start(
+            nfltr("tcp-connect", agent, str(self.service), "--listen", "127.0.0.1:0",
+                  "--pin", pin, *self.stack.relay_args()),
+            f"checked {agent}", {"NFLTR_KEY": self.alice},
+        )
+        return client.wait_exit(), client.output()
+
     def test_pinMismatch(self) -> None:
         """
-        A connector pinning another key is told the fingerprints differ,
-        and the local connection closes without data.
+        A connector pinning another key is told at start that the
+        fingerprints differ, and exits non-zero without listening.
         """
         wrong = "sha256:" + "00" * 32
-        client, local = self.stack.connector(self.alice, "web", self.service, "--pin", wrong)
-        self.assertIsNone(self.marker(local))
-        line = client.wait_for(r"does not match").string
-        self.assertIn(wrong, line)
-        self.assertIn(self.pin, line)
+        status, output = self.startChecked("web", wrong)
+        self.assertNotEqual(status, 0)
+        self.assertNotIn("listening on", output)
+        self.assertIn(f"does not match --pin {wrong}", output)
+        self.assertIn(self.pin, output)
+
+    def test_missingAgentExits(self) -> None:
+        """
+        A connector for an agent that does not exist exits non-zero at
+        start with the relay's refusal in words, without listening.
+        """
+        status, output = self.startChecked("ghost", self.pin)
+        self.assertNotEqual(status, 0)
+        self.assertNotIn("listening on", output)
+        self.assertIn(
+            f"nfltr: ghost:{self.service}: no such agent or port (or not yours) "
+            "(--wait listens anyway, until the agent is up)", output,
+        )
 
     def test_serviceRefuses(self) -> None:
         """
@@ -127,7 +154,7 @@ class AccessTests(StackTestCase):
         """
         down = closed_port()
         _, pin = self.stack.agent(self.alice, "down", down)
-        client, local = self.stack.connector(self.alice, "down", down, "--pin", pin)
+        client, local = self.stack.connector(self.alice, "down", down, "--pin", pin, "--wait")
         self.assertIsNone(self.marker(local))
         client.wait_for(r"service refused the connection")
         self.test_ownerPasses()

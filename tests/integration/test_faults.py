@@ -113,8 +113,10 @@ class Visitor:
 
 class Sink:
     """
-    A service in this process that takes one connection and reads it to
-    the end, recording how it ended (the agent's side of an upload).
+    A service in this process that reads the first connection that
+    carries bytes to the end, recording how it ended (the agent's side of
+    an upload).  A connection closed cleanly before any byte is the
+    connector's check at start (its probe session), and is skipped.
 
     @ivar received: how many bytes came.
     @ivar eof: the connection ended with a clean end of stream.
@@ -133,12 +135,13 @@ class Sink:
 
     def _serve(self) -> None:
         try:
-            conn, _ = self.listener.accept()
-            with conn:
-                conn.settimeout(RECOVERY_TIMEOUT)
-                while data := conn.recv(256 * KiB):
-                    self.received += len(data)
-                self.eof = True
+            while not self.received:
+                conn, _ = self.listener.accept()
+                with conn:
+                    conn.settimeout(RECOVERY_TIMEOUT)
+                    while data := conn.recv(256 * KiB):
+                        self.received += len(data)
+            self.eof = True
         except OSError as e:
             self.error = e
         finally:

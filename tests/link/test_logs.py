@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from twisted.internet.address import IPv4Address
+from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.task import Clock
-from twisted.logger import Logger, formatEvent
+from twisted.logger import Logger, LogLevel, formatEvent
 from twisted.test.proto_helpers import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -91,3 +91,42 @@ class ReasonLengthTests(SynchronousTestCase):
         [frame] = FrameDecoder().feed(raw_goaway(b"C" * (60 * KiB)))
         self.assertEqual(len(decode_coded(frame.payload, 4)[1]), MAX_REASON)
         self.assertEqual(len(encode_goaway(0, 1, "D" * 5000)), 10 + 8 + MAX_REASON)
+
+
+class AddressInLogTests(SynchronousTestCase):
+    """
+    A link names its peer as people write addresses, never as a Python repr.
+    """
+
+    def goingAway(self, peer: Any, closeFirst: bool = False) -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = []
+        link = LinkFactory(LISTENER, LinkHandler, Clock()).buildProtocol(None)
+        link.log = Logger(observer=events.append)
+        link.makeConnection(StringTransport(peerAddress=peer))
+        if closeFirst:
+            link.transport.loseConnection()
+        link.dataReceived(PREAMBLE + encode_goaway(0, ErrorCode.NO_ERROR))
+        return events
+
+    def test_ipv4(self) -> None:
+        """
+        A GOAWAY from 127.0.0.1:18443 is logged as C{link 127.0.0.1:18443: the
+        peer is going away}.
+        """
+        [event] = self.goingAway(IPv4Address("TCP", "127.0.0.1", 18443))
+        self.assertEqual(formatEvent(event), "link 127.0.0.1:18443: the peer is going away")
+
+    def test_ipv6(self) -> None:
+        """
+        An IPv6 peer is bracketed: C{[::1]:8443}.
+        """
+        [event] = self.goingAway(IPv6Address("TCP", "::1", 8443))
+        self.assertEqual(formatEvent(event), "link [::1]:8443: the peer is going away")
+
+    def test_alreadyClosing(self) -> None:
+        """
+        A GOAWAY on a link this side already closes (the relay refused us,
+        say) is no news to the user: debug level, not info.
+        """
+        [event] = self.goingAway(IPv4Address("TCP", "127.0.0.1", 18443), closeFirst=True)
+        self.assertEqual(event["log_level"], LogLevel.debug)

@@ -33,12 +33,13 @@ from zope.interface import implementer
 from nfltr.link import DIALER, ErrorCode
 from nfltr.link.twisted import LinkHandler, LinkProtocol, SessionResetError
 from nfltr.relay.config import RelayConfig
-from nfltr.relay.relay_json import RelayInfo, format_address
+from nfltr.relay.relay_json import RelayInfo
 from nfltr.relay.service import RelayService
 from nfltr.sni.twisted import NOT_TLS_RESPONSE, ISpliceBackend
 from nfltr.store import SQLiteStoreCore
 from nfltr.streams import AdmissionLimits
 from nfltr.tls import client_creator, spki_fingerprint
+from nfltr.wire import format_address
 from nfltr.wire.messages import (
     NOT_FOUND_CODE,
     NOT_FOUND_REASON,
@@ -504,8 +505,8 @@ class RelayServiceTests(TestCase):
     async def test_startFailure(self) -> None:
         """
         When a listener cannot be bound, L{RelayService.whenReady} fails with
-        the reason, which is logged in one line; nothing stays listening and
-        no C{relay.json} is written.
+        the reason, which is logged in one line naming the option and its
+        endpoint; nothing stays listening and no C{relay.json} is written.
         """
         logged: list[dict[str, Any]] = []
         self.patch(RelayService, "log", Logger(observer=logged.append))
@@ -516,8 +517,9 @@ class RelayServiceTests(TestCase):
         )
         service = RelayService(config, reactor)
         service.startService()
-        with self.assertRaises(CannotListenError):
+        with self.assertRaises(CannotListenError) as caught:
             await service.whenReady()
+        self.assertEqual(str(caught.exception), f"--admin {config.admin}: address already in use")
         with self.assertRaises(CannotListenError):
             await service.whenReady()
         await service.stopService()

@@ -102,6 +102,40 @@ class RegistryTests(SynchronousTestCase):
         self.assertIsInstance(self.registry.route("raw"), Splice)
         self.assertIsInstance(self.registry.route("seen"), HandOver)
 
+    def test_inspectNamesItsCA(self) -> None:
+        """
+        An inspect share's answer carries the share CA (PEM) that signs
+        the certificate the relay serves for it, so the agent can tell
+        visitors how to trust it; a passthrough share's does not.
+        """
+        answers = self.registry.publish(
+            object(), "acme",
+            [HttpShare("raw", 443, PASSTHROUGH), HttpShare("seen", 80, INSPECT)], FakeLink,
+        )
+        assert self.registry.ca is not None
+        self.assertEqual([a.get("ca") for a in answers], [None, self.registry.ca.pem])
+
+    def test_inspectUnderOperatorCertificate(self) -> None:
+        """
+        An inspect share the operator's certificate covers says so instead
+        of naming the share CA.
+        """
+
+        assert self.registry.ca is not None
+        ca = self.registry.ca
+
+        class Operator:
+            tls = ca.issue("seen")
+
+            def covers(self, host: str) -> bool:
+                return host == "seen.localhost"
+
+        self.registry.operator = Operator()  # type: ignore[assignment]
+        [answer] = self.registry.publish(
+            object(), "acme", [HttpShare("seen", 80, INSPECT)], FakeLink
+        )
+        self.assertEqual((answer.get("ca"), answer.get("operator_cert")), (None, True))
+
     def test_linkGone(self) -> None:
         """
         A visitor arriving while the agent's link refuses sessions has its

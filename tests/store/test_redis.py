@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -220,7 +221,9 @@ class OutageTests(_RedisTestCase):
         A store whose Redis never answered fails its calls within the
         timeout, saying so.
         """
-        store = RedisStore(_reactor(), parse_redis_url(self.server.url + "-missing"),
+        missing = Path(tempfile.mkdtemp(prefix="nfltr-redis-")) / "missing.sock"
+        self.addCleanup(missing.parent.rmdir)
+        store = RedisStore(_reactor(), parse_redis_url(f"redis+unix://{missing}"),
                            command_timeout=TIMEOUT)
         self.addCleanup(store.close)
         error = await self.assertUnavailable(lambda: store.create_account("acme"))

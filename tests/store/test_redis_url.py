@@ -14,6 +14,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr.store import (
     DEFAULT_PORT,
+    MAX_UNIX_PATH,
     PASSWORD_ENV,
     InvalidRedisURL,
     RedisAddress,
@@ -64,6 +65,17 @@ class ParseTests(SynchronousTestCase):
         self.assertEqual(parse("redis+unix:///run/redis/redis.sock?db=2"), expected)
         self.assertEqual(parse("unix:///run/redis/redis.sock?db=2"), expected)
         self.assertEqual(parse("unix:///run/redis.sock"), RedisAddress(path="/run/redis.sock"))
+
+    def test_unixPathTooLong(self) -> None:
+        """
+        A socket path longer than the kernel takes is refused when the URL is read (connecting
+        to it would raise an error without an errno, which Twisted cannot report).
+        """
+        longest = "/" + "a" * (MAX_UNIX_PATH - 1)
+        self.assertEqual(parse(f"unix://{longest}"), RedisAddress(path=longest))
+        with self.assertRaises(InvalidRedisURL) as caught:
+            parse(f"unix://{longest}a")
+        self.assertIn("at most 107 bytes", str(caught.exception))
 
     def test_password(self) -> None:
         """
