@@ -8,7 +8,7 @@ relay settings serve C{nfltr tcp-connect} too.
 from ._dialler import NON_HEALING, WELCOME_TIMEOUT, DiallerObserver, RelayDialler
 from ._local import ServiceConnector, TcpEnd, free_local_ports, splice_local
 from ._log_limit import Quiet
-from ._names import agent_name, default_state_dir, random_name
+from ._names import agent_name, claim_name, default_state_dir, random_name
 from ._options import AgentOptions, agent_options, http_agent_options, http_option
 from ._service import AgentService, AgentSessions, AgentSetup, prepare_agent
 from ._settings import (
@@ -22,6 +22,7 @@ from ._settings import (
 )
 
 __all__ = [
+    "claim_name",
     "DEFAULT_RELAY", "KEY_ENV", "NON_HEALING", "WELCOME_TIMEOUT",
     "AgentOptions", "AgentService", "AgentSessions", "AgentSetup", "ConfigError",
     "DiallerObserver", "Quiet", "RelayDialler", "RelaySettings", "ServiceConnector",

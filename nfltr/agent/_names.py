@@ -16,9 +16,13 @@ import random
 from collections.abc import Mapping
 from pathlib import Path
 
+from nfltr.store import DirectoryInUse, OwnerLock, claim_owner
+
 # The writing and locking helpers of the TLS files serve the name file too.
 from nfltr.tls import locked_directory, write_atomically
 from nfltr.wire.messages import MessageError, check_name
+
+from ._errors import ConfigError
 
 NAME_FILE = "name"
 _ADJECTIVES = (
@@ -73,3 +77,25 @@ def agent_name(state_dir: Path, given: str | None, rand: random.Random | None = 
         return check_name(kept)
     except MessageError as e:
         raise MessageError(f"{path}: {e}; fix or delete the file") from None
+
+
+def claim_name(state_dir: Path, name: str) -> OwnerLock:
+    """
+    Hold agent C{name} in C{state_dir} for this process (until it ends): two agents of one
+    name would replace each other at the relay, each told that a newer connection took over,
+    for ever.  Agents of other names may share the state directory, made here (0700) if
+    missing.
+
+    @raise ConfigError: another process runs this agent, naming its pid.
+    """
+    try:
+        state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return claim_owner(
+            state_dir / f"agent-{name}.lock", f"agent {name} (state directory {state_dir})",
+            "give this one another --name or --state-dir",
+        )
+    except DirectoryInUse as e:
+        raise ConfigError(str(e)) from None
+    except OSError as e:
+        why = e.strerror or e
+        raise ConfigError(f"cannot use the state directory {state_dir}: {why}") from None

@@ -24,6 +24,7 @@ from twisted.python.failure import Failure
 
 from nfltr.link import ErrorCode, LinkConfig
 from nfltr.link.twisted import LinkSession
+from nfltr.store import OwnerLock
 from nfltr.tls import (
     E2EETLSFactory,
     PKIError,
@@ -51,7 +52,7 @@ from ._expiry import IdleExpiry
 from ._extra_links import DataLinks
 from ._local import ServiceAttempt, ServiceConnector, TcpEnd, free_local_ports, splice_local
 from ._log_limit import Quiet
-from ._names import agent_name
+from ._names import agent_name, claim_name
 from ._options import AgentOptions
 from ._settings import KEY_ENV, ConfigError
 from ._shares import ShareServer, save_share_ca, share_key
@@ -260,6 +261,8 @@ class AgentService(Service, DiallerObserver):
         self.onFatal = onFatal or (lambda message: None)
         self.onDone = onDone or self.onFatal
         self.announced = False
+        #: This agent's hold on its name in its state directory, while it runs.
+        self.owner: OwnerLock | None = None
         self.expiry: IdleExpiry | None = None
         idle = options.http[0].idle_expiry if options.http else None
         if idle is not None:
@@ -318,6 +321,11 @@ class AgentService(Service, DiallerObserver):
         Dial the relay (the welcome announces how to connect).
         """
         super().startService()
+        try:
+            self.owner = claim_name(self.setup.options.state_dir, self.setup.name)
+        except ConfigError as e:
+            self.onFatal(str(e))
+            return
         self.dialler.start()
         if self.expiry is not None:
             self.expiry.start()
@@ -330,12 +338,16 @@ class AgentService(Service, DiallerObserver):
         super().stopService()
         if self.expiry is not None:
             self.expiry.stop()
+        owner, self.owner = self.owner, None
         d = defer.gatherResults([
             self.dialler.stop(self.drainTimeout), self.data.stop(self.drainTimeout)
         ]).addCallback(lambda _: None)
         for server in self.shares.values():
             d.addBoth(_passing(server.close))
-        return d.addBoth(_passing(self.connector.stop))
+        d.addBoth(_passing(self.connector.stop))
+        if owner is not None:
+            d.addBoth(_passing(owner.release))
+        return d
 
     def relayUp(self, link: Any, welcome: dict[str, Any]) -> None:
         """

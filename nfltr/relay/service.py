@@ -15,9 +15,11 @@ others get an alert.  Once both are bound it writes C{relay.json}
 (L{nfltr.relay.relay_json}) and starts polling for revoked keys.
 
 Stopping undoes what was done, in reverse: C{relay.json} removed, polling
-stopped, listeners closed, links drained (a GOAWAY on each; sessions in
-flight may finish within C{config.drain_timeout}, C{--drain-timeout}), store
-closed, thread pool stopped.  A start that fails undoes itself the same way.
+stopped, the public listeners closed, links and SSH connections drained side
+by side (a GOAWAY on each link; sessions and channels in flight may finish
+within C{config.drain_timeout}, C{--drain-timeout}), then the admin listener
+closed (it answers C{/readyz} with 503 during the drain), store closed,
+thread pool stopped.  A start that fails undoes itself the same way.
 """
 
 from __future__ import annotations
@@ -29,7 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from twisted.application.service import Service
-from twisted.internet.defer import CancelledError, Deferred, ensureDeferred, maybeDeferred
+from twisted.internet.defer import (
+    CancelledError,
+    Deferred,
+    ensureDeferred,
+    gatherResults,
+    maybeDeferred,
+)
 from twisted.internet.endpoints import serverFromString
 from twisted.internet.error import CannotListenError
 from twisted.logger import Logger
@@ -39,7 +47,7 @@ from twisted.python.threadpool import ThreadPool
 from nfltr import __version__
 from nfltr.link.memory import LinkMemory
 from nfltr.sni.twisted import SNIRouterFactory
-from nfltr.store import SQLiteStore, StoreError
+from nfltr.store import SQLiteStore, StoreError, claim_owner
 from nfltr.streams import Admission
 from nfltr.tls import (
     PKIError,
@@ -66,6 +74,8 @@ from .vhost import HostRouterFactory
 DATA_DIR_MODE = 0o700
 #: The SSH host keys' directory in the data directory.
 SSH_KEY_DIR = "ssh"
+#: The lock file that keeps one relay per data directory (L{nfltr.store.claim_owner}).
+OWNER_LOCK = "relay.lock"
 STORE_THREADS = 1
 
 # Start-up errors an operator can act on: logged in one line, no traceback.
@@ -176,6 +186,13 @@ class RelayService(Service):
         config = self.config
         dataDir = Path(config.data_dir).absolute()
         dataDir.mkdir(mode=DATA_DIR_MODE, parents=True, exist_ok=True)
+        # Before anything in it is read or written: a second relay here would share the
+        # database and remove the first one's relay.json when it stops.
+        owner = claim_owner(
+            dataDir / OWNER_LOCK, f"the data directory {dataDir}",
+            "give this relay another --data-dir",
+        )
+        self._cleanups.append(owner.release)
         domain = check_share_domain(config.share_domain)
         pki = ensure_relay_pki(dataDir, list(config.names), share_domain=domain)
         own = self.certificate = RelayCertificate(
@@ -198,7 +215,11 @@ class RelayService(Service):
             store, self.reactor, self.shares, config.max_agents, self.shares.counters,
             peerDrainTimeout=config.peer_drain_timeout,
         )
-        self._cleanups.append(lambda: relay.closeAll(config.drain_timeout))
+        adminPorts: list[Any] = []
+        # Registered before the drain so that it runs after it (cleanups run last first): the
+        # admin listener answers /readyz with 503 for as long as the relay drains.
+        self._cleanups.append(lambda: adminPorts[0].stopListening() if adminPorts else None)
+        self._cleanups.append(lambda: self._drain(relay, config.drain_timeout))
         httpPort = None
         # Bound before the TLS port, so share URLs name its port from the first agent on.
         if config.http is not None:
@@ -217,7 +238,7 @@ class RelayService(Service):
             lambda: self.ready, MetricsResource(metrics_registry(self)), self.reactor
         )
         adminPort = await self._listen("--admin", config.admin, admin)
-        self._cleanups.append(adminPort.stopListening)
+        adminPorts.append(adminPort)
         poller = RevocationPoller(store, relay, self.reactor, config.revocation_poll, revision)
         poller.start()
         self._cleanups.append(poller.stop)
@@ -253,9 +274,19 @@ class RelayService(Service):
         port = await self._listen("--ssh", config.ssh, factory)
         bound.append(getattr(port.getHost(), "port", 22))
         # Last in, first run: stop listening, then end the connections.
-        self._cleanups.append(lambda: factory.disconnectAll("the relay is stopping"))
+        # Its connections drain with the links (L{_drain}), once it stopped listening.
         self._cleanups.append(port.stopListening)
         return port
+
+    def _drain(self, relay: Relay, timeout: float) -> Deferred[Any]:
+        """
+        Drain the links and the SSH connections side by side: sessions and channels in flight
+        may finish within C{timeout}, nothing new starts.
+        """
+        drains = [relay.closeAll(timeout)]
+        if self.sshFactory is not None:
+            drains.append(self.sshFactory.drain(timeout))
+        return gatherResults(drains)
 
     async def _listen(self, option: str, spec: str, factory: Any) -> Any:
         """

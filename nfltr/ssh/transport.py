@@ -63,6 +63,7 @@ from twisted.conch.ssh.transport import (
 from twisted.logger import Logger
 
 from nfltr import __version__
+from nfltr.wire import format_address
 
 from ._kexinit import (
     EXT_INFO_CLIENT,
@@ -400,7 +401,7 @@ class SecureTransport(SSHTransportBase):
             peer = self.transport.getPeer()  # type: ignore[union-attr]
         except AttributeError:  # no transport, or one without addresses
             return "?"
-        return f"{getattr(peer, 'host', peer)}:{getattr(peer, 'port', '')}"
+        return format_address(peer)
 
     def dataReceived(self, data: bytes) -> None:
         """

@@ -28,6 +28,8 @@ from nfltr.store._model import (
     UnknownAccount,
     UnknownKey,
 )
+from nfltr.store._owner import DirectoryInUse, OwnerLock
+from nfltr.store._owner import claim as claim_owner
 from nfltr.store._redis_url import (
     DEFAULT_COMMAND_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT,
@@ -45,6 +47,9 @@ from nfltr.store._ssh import InvalidSSHKey, SSHKey, SSHKeyInfo, parse_ssh_public
 from nfltr.store.interfaces import IRevocationFeed, IRevocationSubscription, IStore
 
 __all__ = [
+    "DirectoryInUse",
+    "OwnerLock",
+    "claim_owner",
     "DEFAULT_COMMAND_TIMEOUT",
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_PORT",

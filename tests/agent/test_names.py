@@ -4,12 +4,14 @@ Tests for L{nfltr.agent._names}: the agent's name and state directory.
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from nfltr.agent import agent_name, default_state_dir, random_name
+from nfltr.agent import ConfigError, agent_name, claim_name, default_state_dir, random_name
+from nfltr.store import OwnerLock
 from nfltr.wire.messages import MessageError, check_name
 
 
@@ -74,3 +76,40 @@ class NameTests(SynchronousTestCase):
         self.assertEqual(
             default_state_dir({"HOME": "/home/u"}), Path("/home/u/.local/state/nfltr/agent")
         )
+
+
+class ClaimNameTests(SynchronousTestCase):
+    """
+    L{claim_name}: one process per agent name in a state directory.
+    """
+
+    def test_sameNameRefused(self) -> None:
+        """
+        A second agent of the same name in the same state directory is refused with a
+        L{ConfigError} naming the agent, the holder's pid and what to do; another name in the
+        same directory is fine.
+        """
+        state = Path(self.mktemp())
+        state.mkdir()
+        held = claim_name(state, "web")
+        self.addCleanup(held.release)
+        with self.assertRaises(ConfigError) as caught:
+            claim_name(state, "web")
+        self.assertEqual(
+            str(caught.exception),
+            f"agent web (state directory {state}) is in use by another process "
+            f"(pid {os.getpid()}); stop it or give this one another --name or --state-dir",
+        )
+        other = claim_name(state, "db")
+        self.addCleanup(other.release)
+        self.assertIsInstance(other, OwnerLock)
+
+    def test_unusableDirectory(self) -> None:
+        """
+        A state directory that cannot be made is a L{ConfigError}, not an C{OSError}.
+        """
+        blocker = Path(self.mktemp())
+        blocker.write_text("a file, not a directory")
+        with self.assertRaises(ConfigError) as caught:
+            claim_name(blocker / "state", "web")
+        self.assertIn("cannot use the state directory", str(caught.exception))

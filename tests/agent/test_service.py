@@ -6,6 +6,7 @@ services, with real TLS end to end.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from twisted.internet import error
@@ -311,6 +312,40 @@ class ConnectorUseTests(SynchronousTestCase):
         f.agent.stopService()
         f.network.advance(60)
         self.assertTrue(f.services.stopped)
+
+
+class OwnerTests(SynchronousTestCase):
+    """
+    A running agent holds its name in its state directory.
+    """
+
+    def test_secondAgentOfOneName(self) -> None:
+        """
+        A second agent of the same name and state directory stops at start with one line
+        naming the first one's pid, and never dials; once the first stopped, the name is free.
+        """
+        f = AgentFixture(self)
+        second = AgentService(
+            f.network.clock, f.setup, f.announced.append, f.fatal.append,
+            endpoint=f.endpoint, connector=f.services,
+        )
+        second.startService()
+        [line] = f.fatal
+        self.assertIn("agent box (state directory", line)
+        self.assertIn(f"(pid {os.getpid()})", line)
+        self.assertIsNone(second.owner)
+        f.agent.stopService()
+        f.network.advance(60)
+        self.assertIsNone(f.agent.owner)
+        third = AgentService(
+            f.network.clock, f.setup, f.announced.append, f.fatal.append,
+            endpoint=f.endpoint, connector=f.services,
+        )
+        third.startService()
+        self.assertEqual(len(f.fatal), 1)
+        self.assertIsNotNone(third.owner)
+        third.stopService()
+        f.network.advance(60)
 
 
 class AnnounceTests(SynchronousTestCase):

@@ -25,10 +25,6 @@ class SSHDrainTests(SSHTestCase):
     SIGTERM on a relay with an C{ssh -L} session in flight.
     """
 
-    # The relay's stop runs SSHRelayFactory.disconnectAll until service.py
-    # runs SSHRelayFactory.drain (issue 23, bug 2): delete this line then.
-    skip = "the relay's stop does not drain SSH connections yet (service.py)"
-
     def setUp(self) -> None:
         super().setUp()
         self.service = self.stack.service()

@@ -36,7 +36,7 @@ from nfltr.relay.config import RelayConfig
 from nfltr.relay.relay_json import RelayInfo
 from nfltr.relay.service import RelayService
 from nfltr.sni.twisted import NOT_TLS_RESPONSE, ISpliceBackend
-from nfltr.store import SQLiteStoreCore
+from nfltr.store import DirectoryInUse, SQLiteStoreCore
 from nfltr.streams import AdmissionLimits
 from nfltr.tls import client_creator, spki_fingerprint
 from nfltr.wire import format_address
@@ -479,6 +479,55 @@ class RelayServiceTests(TestCase):
         )
         self.assertGreaterEqual(elapsed, drainTimeout)
         self.assertLess(elapsed, 1.5)
+
+    @asyncTest
+    async def test_readyzDuringDrain(self) -> None:
+        """
+        While the relay drains, its admin listener stays: C{/readyz} answers 503 (so a load
+        balancer sees the drain) until the drain is over, and only then does the port close.
+        """
+        core = SQLiteStoreCore(self.dataDir / "nfltr.sqlite3")
+        core.create_account("acme")
+        _, agentKey = core.create_key("acme")
+        _, clientKey = core.create_key("acme")
+        core.close()
+        info = await self.startRelay(drainTimeout=1.0)
+        ask = b"GET /readyz HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n"
+        self.assertTrue((await self.talk(info.admin, ask)).startswith(b"HTTP/1.1 200 "))
+        await self.dial(info, agent_hello(agentKey, "web", [TcpShare(3000)]))
+        await self.dial(info, client_hello(clientKey))
+        talker = Talker()
+        self.links[-1][0].openSession(client_target("web", 3000), talker)
+        self.assertEqual(await talker.say(b"before"), b"before")
+        stopped = self.service.stopService()
+        self.assertTrue((await self.talk(info.admin, ask)).startswith(b"HTTP/1.1 503 "))
+        await stopped
+        host, port = info.admin.rsplit(":", 1)
+        with self.assertRaises(ConnectionRefusedError):
+            await connectProtocol(TCP4ClientEndpoint(reactor, host, int(port)), Protocol())
+
+    @asyncTest
+    async def test_oneRelayPerDataDirectory(self) -> None:
+        """
+        A second relay on a data directory in use refuses to start, naming the holder's pid,
+        and leaves the first one's C{relay.json} alone; once the first stopped, it starts.
+        """
+        info = await self.startRelay()
+        first = self.service
+        second = RelayService(RelayConfig(self.dataDir, tls=LOOPBACK, admin=LOOPBACK), reactor)
+        second.startService()
+        with self.assertRaises(DirectoryInUse) as caught:
+            await second.whenReady()
+        self.assertIn(f"is in use by another process (pid {os.getpid()})", str(caught.exception))
+        await second.stopService()
+        state = self.dataDir / "relay.json"
+        self.assertEqual(json.loads(state.read_text())["tls"], info.tls)
+        await first.stopService()
+        self.service = RelayService(
+            RelayConfig(self.dataDir, tls=LOOPBACK, admin=LOOPBACK), reactor
+        )
+        self.service.startService()
+        await self.service.whenReady()
 
     @asyncTest
     async def test_revocationFromAnotherProcess(self) -> None:

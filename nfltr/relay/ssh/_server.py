@@ -37,6 +37,7 @@ from zope.interface import implementer
 from nfltr.ssh.channel import ForwardChannel
 from nfltr.ssh.transport import ServerTransport
 from nfltr.streams import Admission, source_of
+from nfltr.wire import format_address, peerText
 
 from ._auth import AccountKeyChecker, APIKeyPasswordChecker, SSHIdentity
 from ._user import STOPPING, ChannelRefused, RelayUser, SSHHub
@@ -96,8 +97,9 @@ class RelayConnection(connection.SSHConnection):
         try:
             super().packetReceived(messageNum, packet)
         except (KeyError, IndexError, struct.error, ValueError, TypeError) as e:
-            self._log.info("malformed SSH message {num} from {peer}: {error!r}",
-                           num=messageNum, peer=self.transport.getPeer(), error=e)
+            self._log.info("malformed SSH message {num} from {peer}: {error}",
+                           num=messageNum, peer=format_address(self.transport.getPeer()),
+                           error=peerText(f"{type(e).__name__}: {e}"))
             self.transport.sendDisconnect(
                 DISCONNECT_PROTOCOL_ERROR, f"malformed message {messageNum}".encode("ascii")
             )
@@ -311,7 +313,7 @@ class RelaySSHTransport(ServerTransport):
     def _cut(self) -> None:
         self._cutTimer = None
         _log.info("SSH connection from {peer} still open {grace:g}s after its disconnect: cut",
-                  peer=self.transport.getPeer(), grace=CLOSE_GRACE)
+                  peer=format_address(self.transport.getPeer()), grace=CLOSE_GRACE)
         self.transport.abortConnection()
 
     def _tooSlow(self) -> None:
