@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -21,6 +22,16 @@ from twisted.trial.unittest import SynchronousTestCase
 from nfltr.cli.processes import READY_TIMEOUT, Child, nfltr_command, wait_for_file
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def missing(*tools: str) -> str | None:
+    """
+    Why a test that runs C{tools} (programs from Debian packages, see .ci/run) must skip
+    here, or L{None} when all are installed.  For a class's C{skip} attribute, so a machine
+    without them skips with the reason instead of failing.
+    """
+    absent = [tool for tool in tools if shutil.which(tool) is None]
+    return f"not installed here: {', '.join(absent)} (see .ci/run)" if absent else None
 
 
 class Process(Child):

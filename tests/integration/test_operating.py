@@ -15,7 +15,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr.cli.processes import Child, wait_for_file
 
-from .harness import REPO, exchange, start_service, start_web_service
+from .harness import REPO, exchange, missing, start_service, start_web_service
 
 DOC = REPO / "docs" / "operating.md"
 LONG_RUNNING = {"relay": r"relay listening", "tcp": r"connected to the relay",
@@ -52,6 +52,8 @@ class OperatingDocTests(SynchronousTestCase):
     """
     The operator page's commands work as written.
     """
+
+    skip = missing('curl')
 
     def setUp(self) -> None:
         self.tmp = Path(self.mktemp()).absolute()

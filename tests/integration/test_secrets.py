@@ -11,7 +11,7 @@ from pathlib import Path
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from .harness import Stack, exchange
+from .harness import Stack, exchange, missing
 
 KEY_SECRET = "s3cr3t-pass-5b1"
 BEARER = "tok-bearer-77c2"
@@ -22,6 +22,8 @@ class SecretsTests(SynchronousTestCase):
     """
     API keys, Basic passwords, bearer tokens and required header values.
     """
+
+    skip = missing('curl')
 
     def test_noSecretInLogs(self) -> None:
         """

@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from websockets.sync.client import connect as ws_connect
 
-from .harness import StackTestCase, nfltr
+from .harness import StackTestCase, missing, nfltr
 from .web_service import pattern
 
 KIB, MIB = 1024, 1024 * 1024
@@ -236,6 +236,8 @@ class E2EEShareTests(PolicyBehaviour, StackTestCase):
     C{--mode e2ee}: the agent ends the visitor's TLS.
     """
 
+    skip = missing('curl')
+
     mode = "e2ee"
 
     def test_agentHoldsTheKey(self) -> None:
@@ -343,6 +345,8 @@ class InspectShareTests(PolicyBehaviour, StackTestCase):
     C{--mode inspect}: the relay ends TLS and proxies HTTP.
     """
 
+    skip = missing('curl')
+
     mode = "inspect"
 
     def test_forwardedHeaders(self) -> None:
@@ -361,6 +365,8 @@ class PassthroughShareTests(ShareBehaviour, StackTestCase):
     """
     C{--mode passthrough}: the service ends TLS with its own certificate.
     """
+
+    skip = missing('curl')
 
     mode = "passthrough"
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import shutil
 import socket
 import subprocess
 import threading
@@ -17,7 +16,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from .harness import Process, Stack, StackTestCase, exchange, run
+from .harness import Process, Stack, StackTestCase, exchange, missing, run
 from .service import pattern as service_pattern
 from .test_tcp_tunnel import rss
 from .web_service import pattern as web_pattern
@@ -114,9 +113,9 @@ class SSHTestCase(StackTestCase):
     A stack whose relay has an SSH port.
     """
 
+    skip = missing('ssh', 'curl')
+
     def setUp(self) -> None:
-        if shutil.which("ssh") is None:
-            self.skipTest("the OpenSSH client (ssh) is not installed")
         self.stack = Stack(Path(self.mktemp()).absolute(),
                            relay_extra=("--ssh", "tcp:0:interface=127.0.0.1"))
         self.addCleanup(self.stack.close)
