@@ -68,6 +68,7 @@ from .redirect import redirect_site
 from .relay_json import RelayInfo, remove_state_file, write_state_file
 from .revocation import RevocationPoller
 from .shares import ShareRegistry
+from .succession import SuccessorWatch, listen_after_predecessor
 from .tls_port import LOCAL_NAME, check_share_domain, own_names, tls_port_factory
 from .vhost import HostRouterFactory
 
@@ -136,6 +137,7 @@ class RelayService(Service):
         self.linkMemory = LinkMemory(config.link_memory, getattr(reactor, "seconds", None))
         self.certificate: RelayCertificate | None = None
         self.sshFactory: Any = None
+        self._adminPort: Any = None
         self._statePath: Path | None = None
         self._cleanups: list[Cleanup] = []
         self._starting: Deferred[RelayInfo] | None = None
@@ -187,7 +189,8 @@ class RelayService(Service):
         dataDir = Path(config.data_dir).absolute()
         dataDir.mkdir(mode=DATA_DIR_MODE, parents=True, exist_ok=True)
         # Before anything in it is read or written: a second relay here would share the
-        # database and remove the first one's relay.json when it stops.
+        # database and take over relay.json.  Released first when the relay stops (below), so
+        # a successor can start while this one drains.
         owner = claim_owner(
             dataDir / OWNER_LOCK, f"the data directory {dataDir}",
             "give this relay another --data-dir",
@@ -215,11 +218,13 @@ class RelayService(Service):
             store, self.reactor, self.shares, config.max_agents, self.shares.counters,
             peerDrainTimeout=config.peer_drain_timeout,
         )
-        adminPorts: list[Any] = []
         # Registered before the drain so that it runs after it (cleanups run last first): the
-        # admin listener answers /readyz with 503 for as long as the relay drains.
-        self._cleanups.append(lambda: adminPorts[0].stopListening() if adminPorts else None)
-        self._cleanups.append(lambda: self._drain(relay, config.drain_timeout))
+        # admin listener answers /readyz with 503 for as long as the relay drains, unless a
+        # successor takes the data directory meanwhile (L{nfltr.relay.succession}).
+        self._cleanups.append(self._closeAdmin)
+        self._cleanups.append(
+            lambda: self._drain(relay, config.drain_timeout, dataDir / OWNER_LOCK)
+        )
         httpPort = None
         # Bound before the TLS port, so share URLs name its port from the first agent on.
         if config.http is not None:
@@ -237,8 +242,13 @@ class RelayService(Service):
         admin = admin_site(
             lambda: self.ready, MetricsResource(metrics_registry(self)), self.reactor
         )
-        adminPort = await self._listen("--admin", config.admin, admin)
-        adminPorts.append(adminPort)
+        try:
+            adminPort = self._adminPort = await listen_after_predecessor(
+                self.reactor, lambda: self._endpoint(config.admin).listen(admin),
+                state_file_path(dataDir),
+            )
+        except CannotListenError as e:
+            raise ListenerError("--admin", config.admin, e) from None
         poller = RevocationPoller(store, relay, self.reactor, config.revocation_poll, revision)
         poller.start()
         self._cleanups.append(poller.stop)
@@ -246,6 +256,7 @@ class RelayService(Service):
         path = self._statePath = state_file_path(dataDir)
         write_state_file(path, info)
         self._cleanups.append(lambda: remove_state_file(path, info.pid))
+        self._cleanups.append(owner.release)
         self._announce(info)
         if config.ws_echo is not None:
             self.log.warn(
@@ -273,20 +284,29 @@ class RelayService(Service):
         self.sshFactory = factory
         port = await self._listen("--ssh", config.ssh, factory)
         bound.append(getattr(port.getHost(), "port", 22))
-        # Last in, first run: stop listening, then end the connections.
         # Its connections drain with the links (L{_drain}), once it stopped listening.
         self._cleanups.append(port.stopListening)
         return port
 
-    def _drain(self, relay: Relay, timeout: float) -> Deferred[Any]:
+    def _drain(self, relay: Relay, timeout: float, lock: Path) -> Deferred[Any]:
         """
         Drain the links and the SSH connections side by side: sessions and channels in flight
-        may finish within C{timeout}, nothing new starts.
+        may finish within C{timeout}, nothing new starts.  Meanwhile a successor that takes
+        the data directory's C{lock} gets the admin address.
         """
+        watch = SuccessorWatch(self.reactor, lock, self._closeAdmin)
+        watch.start()
         drains = [relay.closeAll(timeout)]
         if self.sshFactory is not None:
             drains.append(self.sshFactory.drain(timeout))
-        return gatherResults(drains)
+        return gatherResults(drains).addBoth(_passing(watch.stop))
+
+    def _closeAdmin(self) -> Deferred[Any] | None:
+        """
+        Stop the admin listener, if it listens (once).
+        """
+        port, self._adminPort = self._adminPort, None
+        return None if port is None else port.stopListening()
 
     async def _listen(self, option: str, spec: str, factory: Any) -> Any:
         """
@@ -397,6 +417,14 @@ class RelayService(Service):
         waiters, self._undoWaiters = self._undoWaiters, []
         for waiter in waiters:
             waiter.callback(None)
+
+
+def _passing(call: Callable[[], object]) -> Callable[[Any], Any]:
+    def run(result: Any) -> Any:
+        call()
+        return result
+
+    return run
 
 
 def _settled(outcome: RelayInfo | Failure) -> Deferred[RelayInfo]:

@@ -17,8 +17,8 @@ TLS_RECORD_PAYLOAD = 1 << 14
 #: service reads its requests (its TLS ends there).  The agent refuses such a
 #: share at start and the relay at publication, with these words.
 PASSTHROUGH_NO_CREDENTIALS = (
-    "a passthrough share's requests are read by nobody but the service (its TLS ends there), "
-    "so nobody on the path can check credentials"
+    "credentials need someone to read the requests: in passthrough only the service does "
+    "(its TLS ends there)"
 )
 
 

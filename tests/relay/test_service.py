@@ -510,7 +510,8 @@ class RelayServiceTests(TestCase):
     async def test_oneRelayPerDataDirectory(self) -> None:
         """
         A second relay on a data directory in use refuses to start, naming the holder's pid,
-        and leaves the first one's C{relay.json} alone; once the first stopped, it starts.
+        and leaves the first one's C{relay.json} alone; once the first is stopping (draining),
+        a successor starts.
         """
         info = await self.startRelay()
         first = self.service
@@ -522,12 +523,13 @@ class RelayServiceTests(TestCase):
         await second.stopService()
         state = self.dataDir / "relay.json"
         self.assertEqual(json.loads(state.read_text())["tls"], info.tls)
-        await first.stopService()
+        stopping = first.stopService()
         self.service = RelayService(
             RelayConfig(self.dataDir, tls=LOOPBACK, admin=LOOPBACK), reactor
         )
         self.service.startService()
         await self.service.whenReady()
+        await stopping
 
     @asyncTest
     async def test_revocationFromAnotherProcess(self) -> None:
