@@ -47,7 +47,7 @@ from twisted.python.threadpool import ThreadPool
 from nfltr import __version__
 from nfltr.link.memory import LinkMemory
 from nfltr.sni.twisted import SNIRouterFactory
-from nfltr.store import SQLiteStore, StoreError, claim_owner
+from nfltr.store import OwnerLock, SQLiteStore, StoreError, claim_owner
 from nfltr.streams import Admission
 from nfltr.tls import (
     PKIError,
@@ -68,7 +68,7 @@ from .redirect import redirect_site
 from .relay_json import RelayInfo, remove_state_file, write_state_file
 from .revocation import RevocationPoller
 from .shares import ShareRegistry
-from .succession import SuccessorWatch, listen_after_predecessor
+from .succession import SuccessorWatch, listen_after_predecessor, predecessor_pid
 from .tls_port import LOCAL_NAME, check_share_domain, own_names, tls_port_factory
 from .vhost import HostRouterFactory
 
@@ -188,14 +188,7 @@ class RelayService(Service):
         config = self.config
         dataDir = Path(config.data_dir).absolute()
         dataDir.mkdir(mode=DATA_DIR_MODE, parents=True, exist_ok=True)
-        # Before anything in it is read or written: a second relay here would share the
-        # database and take over relay.json.  Released first when the relay stops (below), so
-        # a successor can start while this one drains.
-        owner = claim_owner(
-            dataDir / OWNER_LOCK, f"the data directory {dataDir}",
-            "give this relay another --data-dir",
-        )
-        self._cleanups.append(owner.release)
+        owner, predecessor = self._claim(dataDir)
         domain = check_share_domain(config.share_domain)
         pki = ensure_relay_pki(dataDir, list(config.names), share_domain=domain)
         own = self.certificate = RelayCertificate(
@@ -242,13 +235,7 @@ class RelayService(Service):
         admin = admin_site(
             lambda: self.ready, MetricsResource(metrics_registry(self)), self.reactor
         )
-        try:
-            adminPort = self._adminPort = await listen_after_predecessor(
-                self.reactor, lambda: self._endpoint(config.admin).listen(admin),
-                state_file_path(dataDir),
-            )
-        except CannotListenError as e:
-            raise ListenerError("--admin", config.admin, e) from None
+        adminPort = await self._listenAdmin(admin, predecessor)
         poller = RevocationPoller(store, relay, self.reactor, config.revocation_poll, revision)
         poller.start()
         self._cleanups.append(poller.stop)
@@ -300,6 +287,36 @@ class RelayService(Service):
         if self.sshFactory is not None:
             drains.append(self.sshFactory.drain(timeout))
         return gatherResults(drains).addBoth(_passing(watch.stop))
+
+    def _claim(self, dataDir: Path) -> tuple[OwnerLock, int | None]:
+        """
+        Take the data directory for this relay, before anything in it is read or written: a
+        second relay here would share the database and take over relay.json.  The lock is
+        let go first when the relay stops, so a successor can start while this one drains.
+
+        @return: the lock, and the pid of a predecessor still draining, if there is one.
+        @raise DirectoryInUse: another relay runs on it.
+        """
+        predecessor = predecessor_pid(dataDir / OWNER_LOCK, os.getpid())
+        owner = claim_owner(
+            dataDir / OWNER_LOCK, f"the data directory {dataDir}",
+            "give this relay another --data-dir",
+        )
+        self._cleanups.append(owner.release)
+        return owner, predecessor
+
+    async def _listenAdmin(self, site: Any, predecessor: int | None) -> Any:
+        """
+        The admin listener, once a draining C{predecessor} let its address go.
+        """
+        spec = self.config.admin
+        try:
+            self._adminPort = await listen_after_predecessor(
+                self.reactor, lambda: self._endpoint(spec).listen(site), predecessor,
+            )
+        except CannotListenError as e:
+            raise ListenerError("--admin", spec, e) from None
+        return self._adminPort
 
     def _closeAdmin(self) -> Deferred[Any] | None:
         """

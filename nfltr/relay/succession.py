@@ -14,15 +14,16 @@ directory, with no signal and no lock held across processes:
   - the old relay, while it drains, reads the lock file every
     L{POLL_INTERVAL} seconds (L{SuccessorWatch}) and closes its admin
     listener as soon as another live process's pid is there;
-  - the successor, finding the admin address in use while C{relay.json}
-    still names a live predecessor, tries again every L{RETRY_INTERVAL}
-    seconds for at most L{HANDOVER_WAIT} (L{listen_after_predecessor}).
+  - the successor, finding the admin address in use while the process
+    whose pid it found in the lock file before taking it still lives, tries
+    again every L{RETRY_INTERVAL} seconds for at most L{HANDOVER_WAIT}
+    (L{listen_after_predecessor}).  (Not C{relay.json}: a stopping relay
+    removes it at once.)
 """
 
 from __future__ import annotations
 
 import errno
-import json
 import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -37,11 +38,14 @@ POLL_INTERVAL = 0.25
 RETRY_INTERVAL = 0.1
 #: Seconds a successor waits for its predecessor's admin listener at most.
 HANDOVER_WAIT = 5.0
-#: The most of a lock file or relay.json read here.
+#: The most of a lock file read here.
 MAX_READ = 64 * 1024
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """
+    Whether process C{pid} exists.
+    """
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -51,32 +55,28 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def successor_pid(lock: Path, own: int) -> int | None:
-    """
-    The pid of a live process other than C{own} that took the lock file C{lock}, if any.
-    """
+def _pid_in(lock: Path) -> int | None:
     try:
         text = lock.read_bytes()[:MAX_READ].decode("ascii", "replace").strip()
     except OSError:
         return None
-    if not text.isdigit() or int(text) == own:
-        return None
-    pid = int(text)
-    return pid if _alive(pid) else None
+    return int(text) if text.isdigit() and int(text) > 0 else None
 
 
-def predecessor_pid(state: Path, own: int) -> int | None:
+def successor_pid(lock: Path, own: int) -> int | None:
     """
-    The pid in C{relay.json} (C{state}) if it names a live process other than C{own}.
+    The pid of a live process other than C{own} that took the lock file C{lock}, if any.
     """
-    try:
-        info = json.loads(state.read_bytes()[:MAX_READ])
-    except (OSError, ValueError):
-        return None
-    pid = info.get("pid") if isinstance(info, dict) else None
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid == own or pid <= 0:
-        return None
-    return pid if _alive(pid) else None
+    pid = _pid_in(lock)
+    return pid if pid is not None and pid != own and alive(pid) else None
+
+
+def predecessor_pid(lock: Path, own: int) -> int | None:
+    """
+    Read before this process takes the lock file C{lock}: the pid of the live process other
+    than C{own} that held it last (a relay that let it go when it began to stop), if any.
+    """
+    return successor_pid(lock, own)
 
 
 class SuccessorWatch:
@@ -114,19 +114,19 @@ class SuccessorWatch:
 
 
 async def listen_after_predecessor(
-    reactor: Any, listen: Callable[[], Awaitable[Any]], state: Path, own: int | None = None,
+    reactor: Any, listen: Callable[[], Awaitable[Any]], predecessor: int | None,
 ) -> Any:
     """
-    C{listen()}, tried again while the address is in use and C{relay.json} (C{state}) names
-    a live predecessor, for at most L{HANDOVER_WAIT} seconds; any other failure at once.
+    C{listen()}, tried again while the address is in use and process C{predecessor} (see
+    L{predecessor_pid}) lives, for at most L{HANDOVER_WAIT} seconds; any other failure at once.
     """
-    own = os.getpid() if own is None else own
     deadline = reactor.seconds() + HANDOVER_WAIT
     while True:
         try:
             return await listen()
         except CannotListenError as e:
             in_use = isinstance(e.socketError, OSError) and e.socketError.errno == errno.EADDRINUSE
-            if not in_use or reactor.seconds() >= deadline or predecessor_pid(state, own) is None:
+            waiting = predecessor is not None and alive(predecessor)
+            if not in_use or not waiting or reactor.seconds() >= deadline:
                 raise
         await deferLater(reactor, RETRY_INTERVAL, lambda: None)

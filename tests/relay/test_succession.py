@@ -5,7 +5,6 @@ Tests for L{nfltr.relay.succession}: a relay and its successor hand the admin ad
 from __future__ import annotations
 
 import errno
-import json
 import os
 import subprocess
 import sys
@@ -77,21 +76,15 @@ class PidTests(SynchronousTestCase):
 
     def test_predecessor(self) -> None:
         """
-        C{relay.json} naming another live process is a predecessor; our own pid, a dead one,
-        a pid that is no integer, or a file that is no JSON object is none.
+        Read before taking the lock: the live previous holder other than us, as for a
+        successor.
         """
         other = OtherProcess(self)
-        own = os.getpid()
-        self.assertIsNone(predecessor_pid(self.state, own))
-        for value in ({"pid": own}, {"pid": True}, {"pid": "1"}, [1], {"pid": -1}):
-            self.state.write_text(json.dumps(value))
-            self.assertIsNone(predecessor_pid(self.state, own))
-        self.state.write_text("{not json")
-        self.assertIsNone(predecessor_pid(self.state, own))
-        self.state.write_text(json.dumps({"pid": other.pid}))
-        self.assertEqual(predecessor_pid(self.state, own), other.pid)
+        self.assertIsNone(predecessor_pid(self.lock, os.getpid()))
+        self.lock.write_text(f"{other.pid}\n")
+        self.assertEqual(predecessor_pid(self.lock, os.getpid()), other.pid)
         other.end()
-        self.assertIsNone(predecessor_pid(self.state, own))
+        self.assertIsNone(predecessor_pid(self.lock, os.getpid()))
 
 
 class WatchTests(SynchronousTestCase):
@@ -126,9 +119,9 @@ class ListenTests(SynchronousTestCase):
     """
 
     def setUp(self) -> None:
-        self.state = Path(self.mktemp())
         self.clock = Clock()
         self.tries = 0
+        self.predecessor: int | None = None
 
     def listener(self, failures: int, error: Exception | None = None) -> Any:
         def listen() -> Deferred[str]:
@@ -140,14 +133,14 @@ class ListenTests(SynchronousTestCase):
         return listen
 
     def attempt(self, listen: Any) -> Deferred[Any]:
-        return ensureDeferred(listen_after_predecessor(self.clock, listen, self.state))
+        return ensureDeferred(listen_after_predecessor(self.clock, listen, self.predecessor))
 
     def test_waitsForPredecessor(self) -> None:
         """
-        While the address is in use and C{relay.json} names a live predecessor, it tries
-        again every L{RETRY_INTERVAL} until the address is free.
+        While the address is in use and the predecessor lives, it tries again every
+        L{RETRY_INTERVAL} until the address is free.
         """
-        self.state.write_text(json.dumps({"pid": OtherProcess(self).pid}))
+        self.predecessor = OtherProcess(self).pid
         d = self.attempt(self.listener(3))
         self.assertNoResult(d)
         self.clock.pump([RETRY_INTERVAL] * 3)
@@ -156,11 +149,18 @@ class ListenTests(SynchronousTestCase):
 
     def test_givesUp(self) -> None:
         """
-        After L{HANDOVER_WAIT} seconds it fails with the address-in-use error.
+        After L{HANDOVER_WAIT} seconds it fails with the address-in-use error, and at once
+        once the predecessor is gone.
         """
-        self.state.write_text(json.dumps({"pid": OtherProcess(self).pid}))
+        other = OtherProcess(self)
+        self.predecessor = other.pid
         d = self.attempt(self.listener(10**6))
         self.clock.pump([RETRY_INTERVAL] * int(HANDOVER_WAIT / RETRY_INTERVAL + 2))
+        self.failureResultOf(d, CannotListenError)
+        d = self.attempt(self.listener(10**6))
+        self.assertNoResult(d)
+        other.end()
+        self.clock.advance(RETRY_INTERVAL)
         self.failureResultOf(d, CannotListenError)
 
     def test_noPredecessorFailsAtOnce(self) -> None:
@@ -169,7 +169,7 @@ class ListenTests(SynchronousTestCase):
         does any other listening error with one.
         """
         self.failureResultOf(self.attempt(self.listener(1)), CannotListenError)
-        self.state.write_text(json.dumps({"pid": OtherProcess(self).pid}))
+        self.predecessor = OtherProcess(self).pid
         refused = CannotListenError("127.0.0.1", 1, OSError(errno.EACCES, "denied"))
         self.tries = 0
         self.failureResultOf(self.attempt(self.listener(1, refused)), CannotListenError)
