@@ -88,6 +88,12 @@ def serve(make: Callable[[Foreground], IService], level: LogLevel) -> int:
 
     async def main(reactor: Any) -> None:
         def stop() -> None:
+            # On the next turn, not now: a service that fails inside startService (a data
+            # directory in use) asks before the reactor is running, when reactor.stop() would
+            # raise ReactorNotRunning and the process would stay up.
+            reactor.callLater(0, stopNow)
+
+        def stopNow() -> None:
             with suppress(ReactorNotRunning):
                 reactor.stop()
 

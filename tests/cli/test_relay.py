@@ -23,6 +23,7 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from nfltr.cli import main
 from nfltr.cli.relay import commandOptions
+from nfltr.store import claim_owner
 
 REPO = Path(__file__).resolve().parent.parent.parent
 LOOPBACK = "tcp:0:interface=127.0.0.1"
@@ -183,3 +184,26 @@ class ProcessTests(TestCase):
             return process.ended.addCallback(ended)
 
         return d.addCallback(spawn)
+
+    def test_dataDirectoryInUse(self) -> None:
+        """
+        A relay whose data directory another process holds exits 1 after one line naming the
+        holder, without a traceback (the refusal comes before the reactor runs: it must still
+        stop it).
+        """
+        dataDir = Path(self.mktemp()).absolute()
+        dataDir.mkdir(parents=True)
+        holder = claim_owner(dataDir / "relay.lock", "x", "y")
+        self.addCleanup(holder.release)
+        process = self.spawn("--data-dir", str(dataDir), "--tls", LOOPBACK, "--admin", LOOPBACK,
+                             "--http", "none")
+        process.listening.addErrback(lambda _: None)
+
+        def ended(code: int | None) -> None:
+            self.assertEqual(code, 1)
+            err = process.stderr.decode()
+            self.assertIn(f"the data directory {dataDir} is in use by another process", err)
+            self.assertNotIn("Traceback", err)
+
+        return process.ended.addCallback(ended)
+
