@@ -42,7 +42,7 @@ def register(subparsers: Subparsers) -> None:
 
 def commandOptions() -> Any:
     """
-    The relay's options, spelled for C{nfltr relay}.
+    The relay's options as C{twistd nfltr-relay} parses them, spelled for C{nfltr relay}.
     """
     from nfltr.cli.relay_options import RelayOptions
 
@@ -52,6 +52,23 @@ def commandOptions() -> Any:
     return RelayCommandOptions()
 
 
+def commandParser() -> argparse.ArgumentParser:
+    """
+    The argparse parser of C{nfltr relay}, from the relay's option table (the one
+    C{twistd nfltr-relay} reads too), so its help looks like every other command's.  Built
+    only when the relay runs: the other commands never import the relay's options.
+    """
+    from nfltr.cli.options import add_arguments, environment
+    from nfltr.cli.relay_options import RELAY_OPTIONS, RelayOptions
+
+    parser = argparse.ArgumentParser(
+        prog="nfltr relay", description=RelayOptions.longdesc, epilog=environment(RELAY_OPTIONS),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    add_arguments(parser, RELAY_OPTIONS)
+    return parser
+
+
 def run(args: argparse.Namespace) -> int:
     """
     Parse the options and run the relay until a signal.
@@ -59,28 +76,33 @@ def run(args: argparse.Namespace) -> int:
     from twisted.python import usage
 
     from nfltr.cli.foreground import serve
+    from nfltr.cli.options import option_values, parse_values
+    from nfltr.cli.relay_options import RELAY_OPTIONS, relay_config
 
-    options = commandOptions()
+    parser = commandParser()
     try:
-        options.parseOptions(args.options)
+        namespace = parser.parse_args(args.options)
+    except SystemExit as e:  # --help (0), or a usage error argparse printed (2)
+        return e.code if isinstance(e.code, int) else 0
+    try:
+        values = parse_values(option_values(namespace, RELAY_OPTIONS), RELAY_OPTIONS)
+        config = relay_config(values)
     except usage.UsageError as e:
         print(f"nfltr relay: error: {e}", file=sys.stderr)
         print("Try 'nfltr relay --help'.", file=sys.stderr)
         return 2
-    except SystemExit as e:  # --help
-        return e.code if isinstance(e.code, int) else 0
 
     def make(foreground: Foreground) -> MultiService:
         from nfltr.relay.service import RelayService
 
-        top = buildService(options.config, foreground.reactor)
+        top = buildService(config, foreground.reactor)
         relay = top.getServiceNamed(RelayService.name)
         assert isinstance(relay, RelayService)
         relay.whenReady().addErrback(foreground.failed)
         reload_on_sighup(relay, foreground.reactor)
         return top
 
-    return serve(make, options["log-level"])
+    return serve(make, values["log-level"])
 
 
 def buildService(config: RelayConfig, reactor: Any) -> MultiService:

@@ -41,25 +41,27 @@ class CommandLineTests(SynchronousTestCase):
 
     def test_help(self) -> None:
         """
-        C{--help} prints the relay's options, C{--log-level} included, and
-        exits 0.
+        C{--help} prints the relay's options, C{--log-level} included, with their defaults, in
+        argparse's format like every other command, and exits 0.
         """
         self.assertEqual(main(["relay", "--help"]), 0)
         out = self.stdout.getvalue()
-        self.assertTrue(out.startswith("Usage: nfltr relay [options]"), out)
+        self.assertTrue(out.startswith("usage: nfltr relay [-h]"), out)
+        self.assertIn("(default: tcp:9090:interface=127.0.0.1)", " ".join(out.split()))
         for option in ("--data-dir", "--tls", "--admin", "--name", "--revocation-poll",
                        "--drain-timeout", "--log-level"):
             self.assertIn(option, out)
 
     def test_badOption(self) -> None:
         """
-        An unknown option exits 2 with one error line and a hint, no traceback.
+        An unknown option exits 2 with the usage and one error line, as every other command
+        does, no traceback.
         """
         self.assertEqual(main(["relay", "--bogus"]), 2)
-        self.assertEqual(
-            self.stderr.getvalue(),
-            "nfltr relay: error: option --bogus not recognized\nTry 'nfltr relay --help'.\n",
-        )
+        err = self.stderr.getvalue()
+        self.assertTrue(err.startswith("usage: nfltr relay [-h]"), err)
+        self.assertTrue(err.endswith("nfltr relay: error: unrecognized arguments: --bogus\n"), err)
+        self.assertNotIn("Traceback", err)
 
     def test_badValue(self) -> None:
         """
