@@ -260,9 +260,13 @@ async def _keysList(store: Any, args: argparse.Namespace) -> None:
 async def _keysRevoke(store: Any, args: argparse.Namespace) -> None:
     info = await store.revoke_key(args.keyid)
     print(f"revoked API key {info.keyid} of account {info.account}")
+    when = (
+        "at once (they are told through the directory)" if args.directory
+        else "within their --revocation-poll (2 s unless set)"
+    )
     print(
-        "running relays close its links at their next revocation check"
-        + (" (at once if subscribed to this directory)" if args.directory else ""),
+        f"relays running on this store end the links and SSH connections that use this key "
+        f"{when}",
         file=sys.stderr,
     )
 
