@@ -11,7 +11,8 @@ routing of clients' sessions to them.
     name or share name, one check for native agents and SSH connections;
   - L{routing}: joining a client's session to an agent's;
   - L{router}: the TLS port's routes by server name (own names, shares);
-  - L{revocation}: polling the store for revoked keys;
+  - L{revocation}: polling the store for revoked keys, and listening to
+    its announcements; L{store_health}: the store's outages;
   - L{admin}: the admin web site; L{state}: C{relay.json};
     L{config}: settings and paths; L{_sniff}: link or not, after TLS.
 """

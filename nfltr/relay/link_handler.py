@@ -37,7 +37,7 @@ from zope.interface import implementer
 
 from nfltr.link import ErrorCode, RefusalReason, State, refusal
 from nfltr.link.twisted import LinkHandler, LinkProtocol, LinkSession, LinkUnavailable
-from nfltr.store import KeyInfo
+from nfltr.store import KeyInfo, StoreUnavailable
 from nfltr.wire import format_address, peerText
 from nfltr.wire.constants import MAX_DATA_LINKS
 from nfltr.wire.messages import (
@@ -128,7 +128,7 @@ class RelayLinkHandler(LinkHandler):
             self.refuse(RefusalReason.INVALID, str(e))
             return
         self.state = VERIFYING
-        d = self.relay.store.verify_key(self.hello.key)
+        d = self.relay.verifyKey(self.hello.key)
         d.addCallbacks(self._verified, self._verifyFailed)
         d.addErrback(self._unexpected)
 
@@ -237,10 +237,12 @@ class RelayLinkHandler(LinkHandler):
             self._welcomeClient(key)
 
     def _verifyFailed(self, failure: Failure) -> None:
-        # One source for the store: an outage is one line a minute, not one per dialer.
-        held = self.relay.logThrottle.allow("store", "verify")
-        if held is not None:
-            self.log.failure("cannot check an API key{note}", failure, note=held_note(held))
+        # An unavailable store was logged once for its outage (StoreHealth); another error
+        # is one line a minute, not one per dialer.
+        if not failure.check(StoreUnavailable):
+            held = self.relay.logThrottle.allow("store", "verify")
+            if held is not None:
+                self.log.failure("cannot check an API key{note}", failure, note=held_note(held))
         if self.state == VERIFYING:
             self.refuse(RefusalReason.UNAVAILABLE, STORE_UNAVAILABLE)
 
