@@ -175,6 +175,24 @@ class Relay:
             old.holder.refuse(RefusalReason.CONFLICT, REPLACED)
         return old
 
+    def reserveNames(self, account: str, names: Sequence[str]) -> Deferred[None]:
+        """
+        Before a claim: make sure no other account holds any of C{names}
+        wherever the lease table reaches, and keep them for C{account}
+        (L{ILeases.reserve}: at once on a relay of its own; across relays
+        and restarts on a Redis directory).  A directory found unavailable
+        marks the store down.
+
+        @return: fails with L{NameLeased} or L{StoreUnavailable}.
+        """
+        d = self.directory.leases.reserve(names, account, self.clock.seconds())
+
+        def failed(failure: Failure) -> Failure:
+            self.storeHealth.failed(failure)
+            return failure
+
+        return d.addErrback(failed)
+
     def releaseAgent(self, entry: AgentEntry) -> bool:
         """
         C{entry} gives its name up (its lease runs); whether it still held it.

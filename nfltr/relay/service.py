@@ -76,12 +76,13 @@ from .admin import admin_site
 from .backlog import with_backlog
 from .certs import RelayCertificate
 from .config import RelayConfig, database_path, state_file_path
-from .leases import Leases
+from .leases import ILeases, Leases
 from .link_handler import Relay
 from .metrics import MetricsResource, metrics_registry
 from .redirect import redirect_site
 from .relay_json import RelayInfo, remove_state_file, write_state_file
 from .revocation import RevocationListener, RevocationPoller
+from .shared_leases import SharedLeases
 from .shares import ShareRegistry
 from .store_health import StoreHealth
 from .tls_port import LOCAL_NAME, check_share_domain, own_names, tls_port_factory
@@ -268,12 +269,12 @@ class RelayService(Service):
         self.ready = True
         return info
 
-    def _openStore(self, dataDir: Path) -> tuple[IStore, StoreHealth, Leases]:
+    def _openStore(self, dataDir: Path) -> tuple[IStore, StoreHealth, ILeases]:
         """
         The key store (closed by the cleanups), its health and the lease
-        table: SQLite in C{dataDir}, in a thread pool of the service's, or
-        the Redis directory of C{--directory} (txredisapi is imported only
-        then); leases in memory.
+        table: SQLite in C{dataDir}, in a thread pool of the service's, and
+        leases in memory; or the Redis directory of C{--directory}, leases
+        kept there too (txredisapi is imported only then).
         """
         config = self.config
         address = config.directory
@@ -292,9 +293,14 @@ class RelayService(Service):
         redis = RedisStore(self.reactor, address)
         self._cleanups.append(redis.close)
         where = address.describe()
-        self.log.info("accounts and keys in the Redis directory {where}", where=where)
+        self.log.info("accounts, keys and name leases in the Redis directory {where}",
+                      where=where)
         health = self.storeHealth = StoreHealth(where, self.reactor)
-        return redis, health, Leases(config.lease_time)
+        leases = SharedLeases(redis.lease_table(), self.reactor, config.lease_time,
+                              health=health)
+        leases.start()
+        self._cleanups.append(leases.stop)
+        return redis, health, leases
 
     async def _firstRevision(self, store: IStore, health: StoreHealth) -> int | None:
         """

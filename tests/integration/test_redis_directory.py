@@ -128,6 +128,37 @@ class RelayOnRedisTests(SynchronousTestCase):
         self.addCleanup(stack.close)
         return stack
 
+    def agent(self, stack: RedisStack, key: str, name: str, port: int) -> Process:
+        """
+        Start an agent without waiting for it to connect.
+        """
+        return stack.start(
+            nfltr("tcp", str(port), "--name", name, "--state-dir",
+                  str(stack.tmp / f"agent-{name}-{time.monotonic_ns()}"), *stack.relay_args()),
+            f"agent {name}", {"NFLTR_KEY": key},
+        )
+
+    def test_leaseSurvivesRestart(self) -> None:
+        """
+        An agent name whose agent left is still its account's after the
+        relay restarted (the lease is in the directory, not in the relay's
+        memory): another account's agent is refused it, the account's own
+        gets it.
+        """
+        stack = self.stack()
+        aliceKey, bobKey = stack.key("alice"), stack.key("bob")
+        service = stack.service()
+        alice, _ = stack.agent(aliceKey, "web", service)
+        alice.stop()
+        stack.relay.wait_for(r"agent web \(account alice\) (disconnected|is draining)")
+        stack.close()
+        again = self.stack()
+        service = again.service()
+        bob = self.agent(again, bobKey, "web", service)
+        bob.wait_for(r"name web is leased to another account")
+        back = self.agent(again, aliceKey, "web", service)
+        back.wait_for(r"online|connected|welcome")
+
     def test_servedAndRevokedAtOnce(self) -> None:
         """
         Keys made with C{nfltr keys create --directory} serve an agent and a
