@@ -23,7 +23,7 @@ where leases outlive this relay and meet other relays':
 While the directory does not answer, established holders are untouched
 (nothing they do needs it).  A reservation then fails with
 L{StoreUnavailable}, unless this relay's own table shows every name as the
-account's: an agent of the account reconnecting here keeps its names.
+account's already.
 """
 
 from __future__ import annotations

@@ -146,9 +146,8 @@ class SharedLeasesTests(unittest.TestCase):
     async def test_directoryAway(self) -> None:
         """
         While the directory does not answer, a name this relay's own table
-        shows as the account's is reserved from it (an agent reconnecting
-        keeps its name); another fails with L{StoreUnavailable} and marks the
-        store down, one warning.
+        shows as the account's is reserved from that table; another fails
+        with L{StoreUnavailable} and marks the store down, one warning.
         """
         leases = self.relay("r1")
         await leases.reserve(["web"], "acme", 0)
