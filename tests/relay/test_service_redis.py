@@ -123,6 +123,23 @@ class RelayOnRedisTests(TestCase):
         answer = await collector.done
         return int(answer.split(b" ", 2)[1])
 
+    async def upgrade(self, info: RelayInfo, key: str) -> bytes:
+        """
+        The status line's start of a WebSocket upgrade to C{/link} with
+        C{key}.
+        """
+        lines = ["GET /link HTTP/1.1", "Host: localhost", "Upgrade: websocket",
+                 "Connection: Upgrade", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+                 "Sec-WebSocket-Version: 13", "Sec-WebSocket-Protocol: nfltr.link.v1",
+                 f"Authorization: Bearer {key}"]
+        host, port = info.tls.rsplit(":", 1)
+        endpoint = wrapClientTLS(
+            client_creator(host, ca_path=info.ca), TCP4ClientEndpoint(reactor, host, int(port))
+        )
+        collector = Collector(("\r\n".join(lines) + "\r\n\r\n").encode(), 12)
+        await connectProtocol(endpoint, collector)
+        return (await collector.done)[:12]
+
     async def readyWithin(self, info: RelayInfo, seconds: float) -> float:
         """
         Poll C{/readyz} until it answers 200; how long that took.
@@ -167,8 +184,9 @@ class RelayOnRedisTests(TestCase):
     async def test_downAtStart(self) -> None:
         """
         A relay whose Redis does not answer starts all the same: C{/readyz}
-        answers 503 and an agent is refused with C{unavailable} and the
-        message to try later, one warning logged for the outage.  Once Redis
+        answers 503, an agent is refused with C{unavailable} and the message
+        to try later, a WebSocket upgrade with 503, one warning logged for
+        the outage.  Once Redis
         is up, C{/readyz} answers 200 and agents are served, and
         revocations reach them.
         """
@@ -180,10 +198,12 @@ class RelayOnRedisTests(TestCase):
         self.assertEqual(turnedAway.controls, [
             {"type": "refused", "reason": "unavailable", "message": STORE_UNAVAILABLE},
         ])
+        self.assertEqual(await self.upgrade(info, A_KEY), b"HTTP/1.1 503")
         await server.start()
         self.addCleanup(server.stop)
         [(keyid, key)] = await self.keys(server.url, 1)
         await self.readyWithin(info, BACK_WITHIN)
+        self.assertEqual(await self.upgrade(info, key), b"HTTP/1.1 101")
         agent = await self.dial(info, agent_hello(key, "web", [TcpShare(3000)]))
         self.assertEqual(agent.controls[0]["type"], "welcome")
         self.assertEqual(len(self.warnings), 1)
