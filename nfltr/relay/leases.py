@@ -93,6 +93,13 @@ class ILeases(Interface):
             not show the names to be the account's.
         """
 
+    def forget(name: str, account: str) -> None:
+        """
+        Drop C{account}'s lease of C{name} here if no holder is left: the
+        name was claimed here, then found to be another account's where the
+        table is shared (a lease running here would refuse its owner).
+        """
+
     def sweep(now: float) -> None:
         """
         Forget the leases that ended.
@@ -189,6 +196,14 @@ class Leases:
             except NameLeased as e:
                 return fail(e)
         return succeed(None)
+
+    def forget(self, name: str, account: str) -> None:
+        """
+        See L{ILeases.forget}.
+        """
+        lease = self._leases.get(name)
+        if lease is not None and lease.account == account and lease.holders == 0:
+            del self._leases[name]
 
     def count(self, name: str) -> int:
         """

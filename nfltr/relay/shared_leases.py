@@ -117,6 +117,12 @@ class SharedLeases:
             self._unmark(name, account).addErrback(self._failed)
         return last
 
+    def forget(self, name: str, account: str) -> None:
+        """
+        See L{ILeases.forget}.
+        """
+        self.local.forget(name, account)
+
     def sweep(self, now: float) -> None:
         """
         See L{ILeases.sweep}.

@@ -285,6 +285,7 @@ class RelayUser(ConchUser):
                 self._claimAgent()
             else:
                 self.hub.relay.withdrawShares(self, forward.name)
+            self.hub.relay.directory.leases.forget(forward.name, self.identity.account)
             self.say(f"withdrawn -R {forward.address}:{forward.port}: "
                      f"{name_taken_message(forward.name)}", error=True)
 
