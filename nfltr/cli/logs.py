@@ -54,11 +54,22 @@ def verbosity(verbose: bool) -> LogLevel:
     return LogLevel.debug if verbose else DEFAULT_LEVEL
 
 
+#: Namespaces whose lines are per attempt, not events an operator acts on:
+#: shown at debug only.  Twisted's C{ClientService} says each reconnect
+#: attempt of a Redis connection at info; the outage itself is one warning
+#: (L{nfltr.relay.store_health}).
+QUIET_NAMESPACES = ("twisted.application.internet.ClientService",)
+
+
 def at_level(observer: ILogObserver, level: LogLevel) -> ILogObserver:
     """
-    C{observer}, given only the events at C{level} or above.
+    C{observer}, given only the events at C{level} or above (and, from the
+    L{QUIET_NAMESPACES}, at debug or at warn and above).
     """
     predicate = LogLevelFilterPredicate(defaultLogLevel=level)
+    quiet = level if level == LogLevel.debug else max(level, LogLevel.warn)
+    for namespace in QUIET_NAMESPACES:
+        predicate.setLogLevelForNamespace(namespace, quiet)
     return cast(ILogObserver, FilteringLogObserver(observer, [predicate]))
 
 

@@ -42,6 +42,7 @@ from nfltr.relay.config import (
 )
 from nfltr.relay.tls_port import check_share_domain
 from nfltr.ssh import SSHConfig, SSHConfigError
+from nfltr.store import InvalidRedisURL, RedisAddress, parse_redis_url
 from nfltr.streams import AdmissionLimits
 from nfltr.tls import PKIError, subject_alt_names
 from nfltr.wire.messages import is_port_text
@@ -164,6 +165,21 @@ def _backlog(value: object, option: str) -> int:
 def _dataDir(value: str | None, option: str) -> Path:
     path = Path(os.path.expanduser(value)) if value else default_data_dir()
     return path.absolute()
+
+
+def _directory(value: str | None, option: str) -> RedisAddress | None:
+    """
+    A Redis URL (L{parse_redis_url}), or L{None} when not given (SQLite in
+    the data directory).
+
+    @raise usage.UsageError: naming C{option}, never the password.
+    """
+    if value is None:
+        return None
+    try:
+        return parse_redis_url(value)
+    except InvalidRedisURL as e:
+        raise usage.UsageError(f"{option}: {e}") from None
 
 
 def _logLevel(value: str, option: str) -> Any:
@@ -304,6 +320,12 @@ RELAY_OPTIONS: tuple[Option, ...] = (
            "Where the relay keeps its certificates, database and relay.json "
            "[default: $XDG_DATA_HOME/nfltr/relay or ~/.local/share/nfltr/relay].",
            short="d", parse=_dataDir),
+    Option("directory", None,
+           "Keep accounts, API keys and SSH keys in this Redis directory, shared with other "
+           "relays and `nfltr keys --directory`: redis://HOST:PORT/DB, "
+           "rediss://HOST:PORT/DB?ca=FILE or redis+unix:///PATH?db=N (password in "
+           "NFLTR_REDIS_PASSWORD, or in the URL) [default: SQLite in the data directory].",
+           parse=_directory),
     Option("link-memory", None,
            "Bytes all links together may hold for their peers (what waits in session send "
            "queues and in full transports) before the links holding most have their sessions "
@@ -354,6 +376,7 @@ def relay_config(values: Mapping[str, Any]) -> RelayConfig:
         inspect_rate=None if rate is None else (rate, values["inspect-burst"]),
         ws_echo=values["ws-echo"], ssh=values["ssh"], ssh_config=_sshConfig(values),
         backlog=values["listen-backlog"], peer_drain_timeout=values["peer-drain-timeout"],
+        directory=values["directory"],
     )
 
 

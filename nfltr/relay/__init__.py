@@ -9,9 +9,11 @@ routing of clients' sessions to them.
   - L{directory}: agents by name, links by API key id;
   - L{names}, L{leases}: who may hold a name: one lease per name, agent
     name or share name, one check for native agents and SSH connections;
+    L{shared_leases}: the leases kept in a Redis directory too;
   - L{routing}: joining a client's session to an agent's;
   - L{router}: the TLS port's routes by server name (own names, shares);
-  - L{revocation}: polling the store for revoked keys;
+  - L{revocation}: polling the store for revoked keys, and listening to
+    its announcements; L{store_health}: the store's outages;
   - L{admin}: the admin web site; L{state}: C{relay.json};
     L{config}: settings and paths; L{_sniff}: link or not, after TLS.
 """

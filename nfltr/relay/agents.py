@@ -23,14 +23,15 @@ connections) claim, replace and release their names.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import Deferred, gatherResults
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 from nfltr.link import RefusalReason
-from nfltr.store import KeyInfo
+from nfltr.store import IStore, KeyInfo, StoreUnavailable
 from nfltr.wire import LogThrottle
 from nfltr.wire.messages import HttpShare
 
@@ -41,6 +42,7 @@ from .interfaces import IAgentHolder
 from .leases import Leases
 from .names import REPLACED, check_agent_claim
 from .shares import ShareRefused, ShareRegistry
+from .store_health import StoreHealth
 from .tcp_route import TCPRoute
 
 if TYPE_CHECKING:
@@ -60,23 +62,14 @@ def revoked_message(keyid: str) -> str:
     return f"API key {keyid} was revoked"
 
 
-class KeyVerifier(Protocol):
-    """
-    The part of a store the handlers use.
-    """
-
-    def verify_key(self, plaintext: str) -> Deferred[KeyInfo | None]:
-        """
-        See L{nfltr.store.SQLiteStore.verify_key}.
-        """
-
-
 class Relay:
     """
     What the link handlers and SSH connections of one relay share; see the
     module.
 
     @ivar store: checks API keys.
+    @ivar storeHealth: whether the store is up: while it is down, keys are
+        not checked (L{verifyKey} fails at once).
     @ivar directory: the connected agents and authenticated links.
     @ivar clock: the reactor's time.
     @ivar handlers: the handlers of every established link.
@@ -100,15 +93,17 @@ class Relay:
     log = Logger()
 
     def __init__(
-        self, store: KeyVerifier, clock: IReactorTime, shares: ShareRegistry | None = None,
+        self, store: IStore, clock: IReactorTime, shares: ShareRegistry | None = None,
         maxAgents: int | None = None, counters: RelayCounters | None = None,
         peerDrainTimeout: float | None = DEFAULT_PEER_DRAIN_TIMEOUT,
+        storeHealth: StoreHealth | None = None,
     ) -> None:
         """
         @param shares: its leases are the agent names' too (one table, one
             lease time: C{--lease-time}).
         """
         self.store = store
+        self.storeHealth = storeHealth or StoreHealth("the key store", clock)
         self.clock = clock
         self.shares = shares
         self.maxAgents = maxAgents
@@ -120,12 +115,30 @@ class Relay:
         self.peerDrainTimeout = peerDrainTimeout
         self.logThrottle = LogThrottle(clock.seconds)
 
+    def verifyKey(self, plaintext: str) -> Deferred[KeyInfo | None]:
+        """
+        The store's record of the API key C{plaintext} (L{IStore.verify_key});
+        while the store is down, a L{StoreUnavailable} failure at once, and a
+        failure that says the store is unavailable marks it down
+        (L{StoreHealth.failed}).
+        """
+        health = self.storeHealth
+        if not health.available:
+            return _unavailable(health.where)
+        d = self.store.verify_key(plaintext)
+
+        def failed(failure: Failure) -> Failure:
+            health.failed(failure)
+            return failure
+
+        return d.addErrback(failed)
+
     def checkKey(self, plaintext: str) -> Deferred[bool]:
         """
         Whether C{plaintext} is a valid API key, not revoked (for the
         WebSocket upgrade, before the link's own hello).
         """
-        d = self.store.verify_key(plaintext)
+        d = self.verifyKey(plaintext)
         return d.addCallback(
             lambda key: key is not None and not key.revoked
             and not self.directory.isRevoked(key.keyid)
@@ -161,6 +174,24 @@ class Relay:
         if old is not None and old.holder is not entry.holder:
             old.holder.refuse(RefusalReason.CONFLICT, REPLACED)
         return old
+
+    def reserveNames(self, account: str, names: Sequence[str]) -> Deferred[None]:
+        """
+        Before a claim: make sure no other account holds any of C{names}
+        wherever the lease table reaches, and keep them for C{account}
+        (L{ILeases.reserve}: at once on a relay of its own; across relays
+        and restarts on a Redis directory).  A directory found unavailable
+        marks the store down.
+
+        @return: fails with L{NameLeased} or L{StoreUnavailable}.
+        """
+        d = self.directory.leases.reserve(names, account, self.clock.seconds())
+
+        def failed(failure: Failure) -> Failure:
+            self.storeHealth.failed(failure)
+            return failure
+
+        return d.addErrback(failed)
 
     def releaseAgent(self, entry: AgentEntry) -> bool:
         """
@@ -228,3 +259,9 @@ class Relay:
                 count=len(links), timeout=timeout,
             )
         return gatherResults([link.drain(timeout) for link in links])
+
+
+def _unavailable(where: str) -> Deferred[Any]:
+    d: Deferred[Any] = Deferred()
+    d.errback(StoreUnavailable(f"the key store ({where}) is unavailable"))
+    return d

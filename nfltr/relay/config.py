@@ -4,8 +4,9 @@ The relay's settings and where it keeps its files.
 
 A relay's data directory holds C{tls/} (its CA, certificate and share CA,
 see L{nfltr.tls.ensure_relay_pki}), C{nfltr.sqlite3} (accounts and API
-keys), C{ssh/} (the SSH host keys, with C{--ssh}) and, while it runs,
-C{relay.json} (the addresses it bound).
+keys; none with a Redis directory, C{--directory}), C{ssh/} (the SSH host
+keys, with C{--ssh}) and, while it runs, C{relay.json} (the addresses it
+bound).
 """
 
 from __future__ import annotations
@@ -14,10 +15,14 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nfltr.link.memory import DEFAULT_LINK_MEMORY
 from nfltr.ssh import SSHConfig
 from nfltr.streams import AdmissionLimits
+
+if TYPE_CHECKING:
+    from nfltr.store import RedisAddress
 
 DEFAULT_TLS = "tcp:8443"
 DEFAULT_ADMIN = "tcp:9090:interface=127.0.0.1"
@@ -121,6 +126,9 @@ class RelayConfig:
     @ivar ws_echo: a path on the relay's own name where a WebSocket echo
         answers, for the Autobahn TestSuite (L{None}: none, as in
         production).
+    @ivar directory: the Redis directory that holds accounts, API keys and
+        SSH keys (C{--directory URL}, L{nfltr.store.RedisStore}); L{None}:
+        SQLite in C{data_dir}.
     """
 
     data_dir: Path
@@ -145,3 +153,4 @@ class RelayConfig:
     ssh_config: SSHConfig = field(default_factory=SSHConfig)
     backlog: int = DEFAULT_BACKLOG
     peer_drain_timeout: float | None = DEFAULT_DRAIN_TIMEOUT
+    directory: RedisAddress | None = None

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .interfaces import IAgentHolder
-from .leases import Leases
+from .leases import ILeases, Leases
 
 
 @dataclass(frozen=True, eq=False)
@@ -57,8 +57,8 @@ class Directory:
         turned away.
     """
 
-    def __init__(self, leases: Leases | None = None) -> None:
-        self.leases = leases if leases is not None else Leases()
+    def __init__(self, leases: ILeases | None = None) -> None:
+        self.leases: ILeases = leases if leases is not None else Leases()
         self._agents: dict[str, AgentEntry] = {}
         self._byKey: dict[str, set[IAgentHolder]] = {}
         self._revoked: set[str] = set()

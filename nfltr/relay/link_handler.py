@@ -10,7 +10,8 @@ A link's life, in L{RelayLinkHandler}::
 
 On the dialer's hello the relay checks the C{app} fields
 (L{nfltr.wire.messages.parse_dialer_hello}) and the API key (in the store, off
-the reactor thread), then answers with one control message: C{welcome}, or
+the reactor thread) and, for an agent, reserves its names
+(L{nfltr.relay.leases.ILeases.reserve}), then answers with one control message: C{welcome}, or
 C{refused} followed by a GOAWAY and the end of the connection.  Sessions a
 client opens before its welcome wait for the verdict.
 
@@ -37,7 +38,7 @@ from zope.interface import implementer
 
 from nfltr.link import ErrorCode, RefusalReason, State, refusal
 from nfltr.link.twisted import LinkHandler, LinkProtocol, LinkSession, LinkUnavailable
-from nfltr.store import KeyInfo
+from nfltr.store import KeyInfo, StoreUnavailable
 from nfltr.wire import format_address, peerText
 from nfltr.wire.constants import MAX_DATA_LINKS
 from nfltr.wire.messages import (
@@ -55,11 +56,13 @@ from nfltr.wire.messages import (
 from .agents import Relay, revoked_message
 from .directory import AgentEntry
 from .interfaces import LINK, HolderFigures, IAgentHolder
-from .names import ClaimRefused
+from .leases import NameLeased
+from .names import ClaimRefused, name_taken_message
 from .tcp_route import RouteRefused
 
 INVALID_KEY = "invalid API key"
 STORE_UNAVAILABLE = "the relay cannot check API keys now; try again later"
+NAMES_UNAVAILABLE = "the relay cannot check names now; try again later"
 AGENT_SESSIONS_REFUSED = "agents cannot open sessions"
 
 HELLO, VERIFYING, AGENT_READY, CLIENT_READY, DATA_READY, CLOSED = (
@@ -128,7 +131,7 @@ class RelayLinkHandler(LinkHandler):
             self.refuse(RefusalReason.INVALID, str(e))
             return
         self.state = VERIFYING
-        d = self.relay.store.verify_key(self.hello.key)
+        d = self.relay.verifyKey(self.hello.key)
         d.addCallbacks(self._verified, self._verifyFailed)
         d.addErrback(self._unexpected)
 
@@ -230,17 +233,19 @@ class RelayLinkHandler(LinkHandler):
         elif key.revoked or self.relay.directory.isRevoked(key.keyid):
             self.refuse(RefusalReason.REVOKED, revoked_message(key.keyid))
         elif hello.role == AGENT:
-            self._registerAgent(hello, key)
+            self._reserve(hello, key)
         elif hello.role == DATA:
             self._bindData(hello, key)
         else:
             self._welcomeClient(key)
 
     def _verifyFailed(self, failure: Failure) -> None:
-        # One source for the store: an outage is one line a minute, not one per dialer.
-        held = self.relay.logThrottle.allow("store", "verify")
-        if held is not None:
-            self.log.failure("cannot check an API key{note}", failure, note=held_note(held))
+        # An unavailable store was logged once for its outage (StoreHealth); another error
+        # is one line a minute, not one per dialer.
+        if not failure.check(StoreUnavailable):
+            held = self.relay.logThrottle.allow("store", "verify")
+            if held is not None:
+                self.log.failure("cannot check an API key{note}", failure, note=held_note(held))
         if self.state == VERIFYING:
             self.refuse(RefusalReason.UNAVAILABLE, STORE_UNAVAILABLE)
 
@@ -252,6 +257,43 @@ class RelayLinkHandler(LinkHandler):
         if self.link is not None and self.state != CLOSED:
             self.state = CLOSED
             self.link.transport.loseConnection()
+
+    def _reserve(self, hello: DialerHello, key: KeyInfo) -> None:
+        """
+        Reserve the agent's names (its own, its shares') for its account
+        before claiming them (L{Relay.reserveNames}: at once on a relay of
+        its own; across relays and restarts on a Redis directory); its
+        sessions keep waiting meanwhile.
+        """
+        assert hello.name is not None
+        names = [hello.name, *(share.name for share in hello.http)]
+        d = self.relay.reserveNames(key.account, names)
+        d.addCallbacks(lambda _: self._reserved(hello, key), self._reserveFailed)
+        d.addErrback(self._unexpected)
+
+    def _reserved(self, hello: DialerHello, key: KeyInfo) -> None:
+        if self.state != VERIFYING:
+            return  # the link was lost meanwhile
+        if self._linkDown():
+            self.state = CLOSED
+            self._pending = []
+            return
+        if self.relay.directory.isRevoked(key.keyid):
+            self.refuse(RefusalReason.REVOKED, revoked_message(key.keyid))
+            return
+        self._registerAgent(hello, key)
+
+    def _reserveFailed(self, failure: Failure) -> Failure | None:
+        if self.state != VERIFYING:
+            return None
+        leased = failure.value
+        if isinstance(leased, NameLeased):
+            self.refuse(RefusalReason.CONFLICT, name_taken_message(leased.args[0]))
+        elif failure.check(StoreUnavailable):
+            self.refuse(RefusalReason.UNAVAILABLE, NAMES_UNAVAILABLE)
+        else:
+            return failure
+        return None
 
     def _registerAgent(self, hello: DialerHello, key: KeyInfo) -> None:
         assert hello.name is not None

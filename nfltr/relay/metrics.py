@@ -30,6 +30,8 @@ bounded by the agents connected (and by C{--max-agents}).
 | C{nfltr_agent_sessions_open} | gauge | C{agent} |
 | C{nfltr_agent_link_bytes_total} | counter | C{agent}, C{direction} |
 | C{nfltr_agent_connected_since_seconds} | gauge | C{agent}, C{kind} (link, ssh) |
+| C{nfltr_store_available} | gauge | : 1 while the key store answers (L{nfltr.relay.store_health}) |
+| C{nfltr_store_outages_total} | counter | : outages of the key store seen |
 
 The per-agent series are read from each agent's holder only through
 L{nfltr.relay.interfaces.IAgentHolder.figures}, the same for a native
@@ -78,6 +80,7 @@ class RelayCollector(Collector):
         yield from self._ports(service)
         yield from self._agents(relay)
         yield from self._memory(getattr(service, "linkMemory", None))
+        yield from self._store(relay.storeHealth)
 
     def _links(self, relay: Any) -> Iterator[Metric]:
         agents = GaugeMetricFamily("nfltr_agents_connected", "Agents connected now.")
@@ -172,6 +175,15 @@ class RelayCollector(Collector):
                                       "Sessions refused at the link memory limit.")
         refused.add_metric([], memory.refused)
         yield refused
+
+    def _store(self, health: Any) -> Iterator[Metric]:
+        available = GaugeMetricFamily("nfltr_store_available",
+                                      "1 while the key store answers, else 0.")
+        available.add_metric([], 1 if health.available else 0)
+        yield available
+        outages = CounterMetricFamily("nfltr_store_outages", "Outages of the key store seen.")
+        outages.add_metric([], health.outages)
+        yield outages
 
     def _agents(self, relay: Any) -> Iterator[Metric]:
         rtt = GaugeMetricFamily("nfltr_agent_link_rtt_seconds",

@@ -33,7 +33,7 @@ from __future__ import annotations
 from nfltr.link import RefusalReason
 
 from .directory import AgentEntry, Directory
-from .leases import Leases, NameLeased
+from .leases import ILeases, NameLeased
 
 #: What a holder is told when a newer holder of its account takes one of its
 #: names (its agent name or a share's) over.
@@ -61,7 +61,7 @@ def name_taken_message(name: str) -> str:
     return f"name {name} is leased to another account"
 
 
-def check_name_free(leases: Leases, name: str, account: str, now: float) -> None:
+def check_name_free(leases: ILeases, name: str, account: str, now: float) -> None:
     """
     The one ownership rule: C{account} may take C{name} at C{now} unless
     another account holds its lease.

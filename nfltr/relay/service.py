@@ -4,7 +4,8 @@ L{RelayService}: one relay process's start-up and shut-down.
 
 Starting: create the data directory (0700), the PKI
 (L{nfltr.tls.ensure_relay_pki}), the key store (SQLite in a thread pool the
-service owns), then the listeners, each from an endpoint string: the TLS
+service owns or, with C{--directory}, a L{nfltr.store.RedisStore}), then the
+listeners, each from an endpoint string: the TLS
 listener and the admin web site, each with the relay's listen backlog
 (L{nfltr.relay.backlog}).  On the TLS listener an SNI router
 (L{nfltr.relay.tls_port.tls_port_factory}) reads each ClientHello without
@@ -12,7 +13,14 @@ ending TLS: the relay's own names go to its own TLS stack (the relay adds
 TLS itself, then tells link connections from other bytes, see
 L{nfltr.relay._sniff}), share names to their share (L{RelayService.shares}),
 others get an alert.  Once both are bound it writes C{relay.json}
-(L{nfltr.relay.relay_json}) and starts polling for revoked keys.
+(L{nfltr.relay.relay_json}) and starts polling for revoked keys (and, with
+a store that announces them, listening: L{nfltr.relay.revocation}).
+
+A Redis directory that does not answer at start does not stop the relay
+(established work needs nothing from it): the relay starts without a
+revision to poll from, refuses new links with C{STORE_UNAVAILABLE} and
+answers C{/readyz} with 503 until the store answers
+(L{nfltr.relay.store_health}); the same holds whenever it goes away later.
 
 Stopping undoes what was done, in reverse: C{relay.json} removed, polling
 stopped, the public listeners closed, links and SSH connections drained side
@@ -47,7 +55,15 @@ from twisted.python.threadpool import ThreadPool
 from nfltr import __version__
 from nfltr.link.memory import LinkMemory
 from nfltr.sni.twisted import SNIRouterFactory
-from nfltr.store import OwnerLock, SQLiteStore, StoreError, claim_owner
+from nfltr.store import (
+    IRevocationFeed,
+    IStore,
+    OwnerLock,
+    SQLiteStore,
+    StoreError,
+    StoreUnavailable,
+    claim_owner,
+)
 from nfltr.streams import Admission
 from nfltr.tls import (
     PKIError,
@@ -61,13 +77,15 @@ from .admin import admin_site
 from .backlog import with_backlog
 from .certs import RelayCertificate
 from .config import RelayConfig, database_path, state_file_path
-from .leases import Leases
+from .leases import ILeases, Leases
 from .link_handler import Relay
 from .metrics import MetricsResource, metrics_registry
 from .redirect import redirect_site
 from .relay_json import RelayInfo, remove_state_file, write_state_file
-from .revocation import RevocationPoller
+from .revocation import RevocationListener, RevocationPoller
+from .shared_leases import SharedLeases
 from .shares import ShareRegistry
+from .store_health import StoreHealth
 from .succession import SuccessorWatch, listen_after_predecessor, predecessor_pid
 from .tls_port import LOCAL_NAME, check_share_domain, own_names, tls_port_factory
 from .vhost import HostRouterFactory
@@ -115,7 +133,9 @@ class RelayService(Service):
     @ivar router: the TLS port's router factory (its C{refused} and
         C{routed} counters), once started.
     @ivar tlsAdmission: the TLS port's admission (its C{refused} counters).
-    @ivar ready: listening and not stopping (C{/readyz}).
+    @ivar ready: listening and not stopping (C{/readyz} also wants the
+        store up: L{storeHealth}).
+    @ivar storeHealth: whether the key store answers, once started.
     @ivar httpAdmission: the HTTP port's, if there is one.
     @ivar linkMemory: what the links hold for their peers, and its limit
         (C{--link-memory}), shared by every link the relay accepts.
@@ -133,6 +153,7 @@ class RelayService(Service):
         self.router: SNIRouterFactory | None = None
         self.tlsAdmission: Admission | None = None
         self.ready = False
+        self.storeHealth: StoreHealth | None = None
         self.httpAdmission: Admission | None = None
         self.linkMemory = LinkMemory(config.link_memory, getattr(reactor, "seconds", None))
         self.certificate: RelayCertificate | None = None
@@ -195,21 +216,16 @@ class RelayService(Service):
             config.cert or pki.cert, config.key or pki.key
         )
         creator = own.tls
+        store, health, leases = self._openStore(dataDir)
         self.shares = ShareRegistry(
-            ShareCA.load(pki, domain), self.reactor, own_names(config.names),
-            Leases(config.lease_time), self.shares.static,
-            operator=own if config.cert is not None else None,
+            ShareCA.load(pki, domain), self.reactor, own_names(config.names), leases,
+            self.shares.static, operator=own if config.cert is not None else None,
         )
         self.shares.inspectRate = config.inspect_rate
-        pool = ThreadPool(minthreads=STORE_THREADS, maxthreads=STORE_THREADS, name="nfltr-store")
-        pool.start()
-        self._cleanups.append(pool.stop)
-        store = SQLiteStore(database_path(dataDir), self.reactor, pool)
-        self._cleanups.append(store.close)
-        revision = await store.revision()
+        revision = await self._firstRevision(store, health)
         relay = self.relay = Relay(
             store, self.reactor, self.shares, config.max_agents, self.shares.counters,
-            peerDrainTimeout=config.peer_drain_timeout,
+            peerDrainTimeout=config.peer_drain_timeout, storeHealth=health,
         )
         # Registered before the drain so that it runs after it (cleanups run last first): the
         # admin listener answers /readyz with 503 for as long as the relay drains, unless a
@@ -233,12 +249,11 @@ class RelayService(Service):
         self.shares.port = config.public_port or tlsPort.getHost().port
         sshPort = await self._listenSSH(relay, store, dataDir)
         admin = admin_site(
-            lambda: self.ready, MetricsResource(metrics_registry(self)), self.reactor
+            lambda: self.ready and health.available, MetricsResource(metrics_registry(self)),
+            self.reactor,
         )
         adminPort = await self._listenAdmin(admin, predecessor)
-        poller = RevocationPoller(store, relay, self.reactor, config.revocation_poll, revision)
-        poller.start()
-        self._cleanups.append(poller.stop)
+        await self._watchRevocations(store, relay, health, revision)
         info = self._describe(pki, tlsPort, adminPort, httpPort, sshPort)
         path = self._statePath = state_file_path(dataDir)
         write_state_file(path, info)
@@ -253,7 +268,73 @@ class RelayService(Service):
         self.ready = True
         return info
 
-    async def _listenSSH(self, relay: Relay, store: SQLiteStore, dataDir: Path) -> Any:
+    def _openStore(self, dataDir: Path) -> tuple[IStore, StoreHealth, ILeases]:
+        """
+        The key store (closed by the cleanups), its health and the lease
+        table: SQLite in C{dataDir}, in a thread pool of the service's, and
+        leases in memory; or the Redis directory of C{--directory}, leases
+        kept there too (txredisapi is imported only then).
+        """
+        config = self.config
+        address = config.directory
+        if address is None:
+            pool = ThreadPool(minthreads=STORE_THREADS, maxthreads=STORE_THREADS,
+                              name="nfltr-store")
+            pool.start()
+            self._cleanups.append(pool.stop)
+            path = database_path(dataDir)
+            sqlite = SQLiteStore(path, self.reactor, pool)
+            self._cleanups.append(sqlite.close)
+            health = self.storeHealth = StoreHealth(str(path), self.reactor)
+            return sqlite, health, Leases(config.lease_time)
+        from nfltr.store import RedisStore
+
+        redis = RedisStore(self.reactor, address)
+        self._cleanups.append(redis.close)
+        where = address.describe()
+        self.log.info("accounts, keys and name leases in the Redis directory {where}",
+                      where=where)
+        health = self.storeHealth = StoreHealth(where, self.reactor)
+        leases = SharedLeases(redis.lease_table(), self.reactor, config.lease_time,
+                              health=health)
+        leases.start()
+        self._cleanups.append(leases.stop)
+        return redis, health, leases
+
+    async def _firstRevision(self, store: IStore, health: StoreHealth) -> int | None:
+        """
+        The store's revision, where polling for revocations starts; with a
+        Redis directory that does not answer, L{None} (the relay starts
+        without it, the store marked down: see the module).
+        """
+        try:
+            return await store.revision()
+        except StoreUnavailable as e:
+            if self.config.directory is None:
+                raise
+            health.failed(e)
+            return None
+
+    async def _watchRevocations(
+        self, store: IStore, relay: Relay, health: StoreHealth, revision: int | None,
+    ) -> None:
+        """
+        Poll for revocations and, from a store that announces them, listen
+        (subscribed before the relay says it is ready, if the store is up).
+        """
+        poller = RevocationPoller(store, relay, self.reactor, self.config.revocation_poll,
+                                  revision, health)
+        poller.start()
+        self._cleanups.append(poller.stop)
+        feed = IRevocationFeed(store, None)
+        if feed is not None:
+            listener = RevocationListener(feed, poller.revoked, self.reactor)
+            self._cleanups.append(listener.stop)
+            started = listener.start()
+            if health.available:
+                await started
+
+    async def _listenSSH(self, relay: Relay, store: IStore, dataDir: Path) -> Any:
         """
         The SSH port, if configured (conch is only imported then).
         """

@@ -51,7 +51,7 @@ from nfltr.wire.policy import Denial, SharePolicy
 from .certs import RelayCertificate
 from .counters import AGENT_UNAVAILABLE, HTTP, NOT_ALLOWED, ROUTED, SHARE, RelayCounters
 from .interfaces import IShareRoutes
-from .leases import Leases
+from .leases import ILeases, Leases
 from .names import ClaimRefused, check_name_free
 from .share_policy import AllowListFactory, allowed, enforcement_problem
 from .share_routes import ShareRoutes
@@ -167,7 +167,7 @@ class ShareRegistry:
 
     def __init__(
         self, ca: ShareCA | None, clock: interfaces.IReactorTime, own: Iterable[str],
-        leases: Leases | None = None, static: ShareRoutes | None = None,
+        leases: ILeases | None = None, static: ShareRoutes | None = None,
         operator: RelayCertificate | None = None,
     ) -> None:
         """
@@ -181,7 +181,7 @@ class ShareRegistry:
         self.ca = ca
         self.clock = clock
         self.own = frozenset(own)
-        self.leases = leases if leases is not None else Leases()
+        self.leases: ILeases = leases if leases is not None else Leases()
         self.port = HTTPS_PORT
         self.httpPort: int | None = None
         self.inspectRate: tuple[float, int] | None = None

@@ -6,7 +6,8 @@ Both stores provide L{IStore}: C{SQLiteStore} is the embedded default (one
 relay process, or several on one host sharing the file), its synchronous core
 C{SQLiteStoreCore} serves the command line; C{RedisStore} is the directory
 several relays share (L{parse_redis_url} reads where it is), and also
-provides L{IRevocationFeed}.  All raise the typed L{StoreError}s below.
+provides L{IRevocationFeed} and keeps name leases (C{lease_table}: an
+L{INameLeaseTable}).  All raise the typed L{StoreError}s below.
 
 C{RedisStore} is imported on first use: txredisapi imports the global
 reactor, which must not happen before twistd installs the one it was asked
@@ -21,6 +22,7 @@ from nfltr.store._model import (
     InvalidLabel,
     InvalidName,
     KeyInfo,
+    LeaseTaken,
     SchemaTooNew,
     StoreCorrupt,
     StoreError,
@@ -44,7 +46,12 @@ from nfltr.store._redis_url import (
 )
 from nfltr.store._sqlite import SCHEMA_VERSION, SQLiteStore, SQLiteStoreCore
 from nfltr.store._ssh import InvalidSSHKey, SSHKey, SSHKeyInfo, parse_ssh_public_key
-from nfltr.store.interfaces import IRevocationFeed, IRevocationSubscription, IStore
+from nfltr.store.interfaces import (
+    INameLeaseTable,
+    IRevocationFeed,
+    IRevocationSubscription,
+    IStore,
+)
 
 __all__ = [
     "DirectoryInUse",
@@ -57,6 +64,7 @@ __all__ = [
     "PASSWORD_ENV",
     "REVOKED_CHANNEL",
     "SCHEMA_VERSION",
+    "INameLeaseTable",
     "IRevocationFeed",
     "IRevocationSubscription",
     "IStore",
@@ -73,6 +81,7 @@ __all__ = [
     "InvalidSSHKey",
     "InvalidName",
     "KeyInfo",
+    "LeaseTaken",
     "SQLiteStore",
     "SQLiteStoreCore",
     "SSHKey",

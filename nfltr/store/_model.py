@@ -107,6 +107,18 @@ class StoreUnavailable(StoreError):
     """
 
 
+class LeaseTaken(StoreError):
+    """
+    Another account holds a name's lease in a shared lease table.
+
+    @ivar name: the name.
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"name {name} is leased to another account")
+        self.name = name
+
+
 class StoreCorrupt(StoreError):
     """
     The store holds data this nfltr cannot read: a record with a missing or

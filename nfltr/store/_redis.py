@@ -17,6 +17,8 @@ prefix (L{DEFAULT_PREFIX}, written C{P} below):
                                      label (absent: none), created_at
     P ssh-keys               zset    every fingerprint, by creation time
     P account-ssh:<name>     zset    an account's fingerprints, likewise
+    P lease:<name>           hash    a name's lease (L{lease_table},
+                                     L{nfltr.store._redis_leases})
 
 A sorted set with equal scores orders its members as text, so "by creation
 time, then by id" is one C{ZRANGE}.  Every change touching several keys is
@@ -54,6 +56,7 @@ from nfltr.store._model import (
     parse_key,
 )
 from nfltr.store._redis_client import RedisConnection
+from nfltr.store._redis_leases import RedisLeaseTable
 from nfltr.store._redis_records import (
     account_list,
     float_text,
@@ -71,7 +74,12 @@ from nfltr.store._redis_url import (
     RedisAddress,
 )
 from nfltr.store._ssh import InvalidSSHKey, SSHKeyInfo, parse_ssh_public_key
-from nfltr.store.interfaces import IRevocationFeed, IRevocationSubscription, IStore
+from nfltr.store.interfaces import (
+    INameLeaseTable,
+    IRevocationFeed,
+    IRevocationSubscription,
+    IStore,
+)
 
 _KEYID_ATTEMPTS = 5
 
@@ -451,6 +459,12 @@ class RedisStore:
 
         subscription.stopped.addBoth(forget)
         return subscription.started()
+
+    def lease_table(self) -> INameLeaseTable:
+        """
+        The name leases of this directory, on this store's connection.
+        """
+        return RedisLeaseTable(self._redis, self.prefix)
 
     def close(self) -> Deferred[None]:
         """

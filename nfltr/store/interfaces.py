@@ -11,7 +11,7 @@ L{nfltr.store.StoreUnavailable} when the data could not be reached at all.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from twisted.internet.defer import Deferred
 from zope.interface import Attribute, Interface
@@ -152,4 +152,38 @@ class IRevocationFeed(Interface):
 
         @return: fires with the subscription once it listens.
         @raise StoreUnavailable: it could not start listening in time.
+        """
+
+
+class INameLeaseTable(Interface):
+    """
+    Name leases where several relays see them (a Redis directory): which
+    account holds each name, and which relays have holders of it.  A relay
+    keeps its own table of its holders (L{nfltr.relay.leases.ILeases}) and
+    this one beside it, so that a name stays its account's across relays and
+    restarts.
+    """
+
+    def reserve(names: Sequence[str], account: str, relay: str, ttl: float) -> Deferred[None]:
+        """
+        At once for all C{names}: if another account holds one, change
+        nothing and fail; else hold each for C{account}, with C{relay} among
+        its relays, for at least C{ttl} seconds from now (the relay renews it
+        while it has holders).
+
+        @raise LeaseTaken: naming the first name another account holds.
+        @raise StoreUnavailable: the table could not be reached.
+        """
+
+    def release(name: str, account: str, relay: str, lease_time: float) -> Deferred[bool]:
+        """
+        C{relay} has no holder of C{name} any more; when no relay has one,
+        the lease runs for C{lease_time} seconds from now (0: it ends now).
+
+        @return: whether C{account} held the name.
+        """
+
+    def holder(name: str) -> Deferred[str | None]:
+        """
+        The account that holds C{name}, if any.
         """

@@ -4,7 +4,8 @@ The relay's WebSocket endpoint, on its own name after TLS (the link sniffer
 hands it every connection that is not a raw link): C{GET /link} with the
 subprotocol L{SUBPROTOCOL} and C{Authorization: Bearer KEY} upgrades to a
 link carried in binary messages, handled like any other link.  The key is
-checked before the upgrade (401 otherwise), then again by the link's hello.
+checked before the upgrade (401 otherwise; 503 with L{KEY_CHECK_UNAVAILABLE}
+while the relay's store does not answer), then again by the link's hello.
 
 With C{--ws-echo PATH} the same stack also serves a WebSocket echo on PATH,
 for the Autobahn TestSuite (off by default: never in production).
@@ -24,11 +25,16 @@ from autobahn.twisted.websocket import WebSocketServerFactory, WebSocketServerPr
 from autobahn.websocket.types import ConnectionDeny
 from twisted.internet import defer
 
+from nfltr.store import StoreError
+
 from .options import LINK_PATH, SUBPROTOCOL, configure_server
 from .transport import LinkOverWebSocket
 
 #: Checks an API key: fires with whether it is valid and not revoked.
 KeyCheck = Callable[[str], "defer.Deferred[bool]"]
+#: Why an upgrade is refused (503) while the key cannot be checked: the words
+#: a link's hello gets then.
+KEY_CHECK_UNAVAILABLE = "the relay cannot check API keys now; try again later"
 
 
 def bearer(value: str | None) -> str | None:
@@ -73,7 +79,12 @@ class RelayWebSocket(WebSocketServerProtocol):
                 raise ConnectionDeny(401, "invalid API key")
             return SUBPROTOCOL
 
-        return factory.checkKey(key).addCallback(checked)
+        def unchecked(failure: Any) -> Any:
+            if failure.check(StoreError):
+                raise ConnectionDeny(503, KEY_CHECK_UNAVAILABLE)
+            return failure
+
+        return factory.checkKey(key).addCallbacks(checked, unchecked)
 
     def onOpen(self) -> None:
         """

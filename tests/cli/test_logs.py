@@ -56,6 +56,20 @@ class LevelTests(SynchronousTestCase):
             observe(event(level, level.name))
         self.assertEqual(seen, ["info", "warn", "critical"])
 
+    def test_quietNamespaces(self) -> None:
+        """
+        A reconnecting client's line per attempt (Twisted's C{ClientService},
+        under a Redis connection) is shown at debug only; its warnings are
+        shown at info.
+        """
+        retry = "twisted.application.internet.ClientService"
+        for level, expected in ((LogLevel.info, ["warn"]), (LogLevel.debug, ["info", "warn"])):
+            seen: list[str] = []
+            observe = at_level(lambda e, seen=seen: seen.append(e["log_format"]), level)
+            for said in (LogLevel.info, LogLevel.warn):
+                observe({**event(said, said.name), "log_namespace": retry})
+            self.assertEqual(seen, expected)
+
 
 class LineTests(SynchronousTestCase):
     """

@@ -15,11 +15,12 @@ from twisted.internet.task import Clock
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.test.iosim import FakeTransport, IOPump, connect
+from zope.interface import implementer
 
 from nfltr.link import DIALER, LISTENER, PREAMBLE, FrameType, LinkConfig
 from nfltr.link.twisted import LinkProtocol
 from nfltr.relay.link_handler import Relay, RelayLinkHandler
-from nfltr.store import KeyInfo
+from nfltr.store import IStore, KeyInfo, SSHKeyInfo, StoreError, UnknownKey
 from nfltr.wire.messages import TcpShare, agent_hello, client_hello
 from tests.link.twisted_helpers import RecordingHandler
 
@@ -33,9 +34,11 @@ def key_text(keyid: str) -> str:
     return f"nfltr_{keyid}_" + "A" * 43
 
 
+@implementer(IStore)
 class FakeStore:
     """
-    Keys in memory, behind the store's Deferred API.
+    Keys in memory, behind the store's Deferred API (L{IStore}: what the
+    relay does not use fails with L{StoreError}).
 
     @ivar hold: C{verify_key} returns unfired Deferreds, kept in C{held}.
     @ivar error: C{verify_key} fails with it.
@@ -96,6 +99,40 @@ class FakeStore:
 
     def revoked_since(self, revision: int) -> Deferred[list[str]]:
         return succeed([k for rev, k in self.revocations if rev > revision])
+
+    def list_keys(self, account: str | None = None) -> Deferred[list[KeyInfo]]:
+        return succeed([k for k in self.keys.values() if account in (None, k.account)])
+
+    def revoke_key(self, keyid: str) -> Deferred[KeyInfo]:
+        if not any(k.keyid == keyid for k in self.keys.values()):
+            return fail(UnknownKey(keyid))
+        self.revoke(keyid)
+        return succeed(next(k for k in self.keys.values() if k.keyid == keyid))
+
+    def ssh_key_account(self, line: str) -> Deferred[str | None]:
+        return succeed(None)
+
+    def close(self) -> Deferred[None]:
+        return succeed(None)
+
+    def create_account(self, name: str) -> Deferred[Any]:
+        return fail(StoreError("the test store keeps no accounts"))
+
+    def list_accounts(self) -> Deferred[list[Any]]:
+        return succeed([])
+
+    def create_key(self, account: str, label: str | None = None) -> Deferred[Any]:
+        return fail(StoreError("the test store's keys come from addKey"))
+
+    def add_ssh_key(self, account: str, line: str, label: str | None = None
+                    ) -> Deferred[SSHKeyInfo]:
+        return fail(StoreError("the test store keeps no SSH keys"))
+
+    def list_ssh_keys(self, account: str | None = None) -> Deferred[list[SSHKeyInfo]]:
+        return succeed([])
+
+    def remove_ssh_key(self, fingerprint: str) -> Deferred[SSHKeyInfo]:
+        return fail(UnknownKey(fingerprint))
 
 
 class RecordingTransport(FakeTransport):

@@ -51,6 +51,22 @@ class LeasesTests(SynchronousTestCase):
         leases.claim("blog", "acme", 5)
         self.assertEqual(leases.holder("blog", 1000), "acme")
 
+    def test_forget(self) -> None:
+        """
+        C{forget} drops an account's lease that has no holder left, and
+        nothing else: a held name, another account's.
+        """
+        leases = Leases(10)
+        leases.claim("blog", "acme", 0)
+        leases.forget("blog", "acme")
+        self.assertEqual(leases.holder("blog", 1), "acme")
+        leases.release("blog", "acme", 1)
+        leases.forget("blog", "bravo")
+        self.assertEqual(leases.holder("blog", 1), "acme")
+        leases.forget("blog", "acme")
+        self.assertIsNone(leases.holder("blog", 1))
+        self.assertEqual(len(leases), 0)
+
     def test_zeroLease(self) -> None:
         """
         With a lease time of 0 a name is free as soon as it is released.

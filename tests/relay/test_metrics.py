@@ -14,11 +14,13 @@ from twisted.internet.address import IPv4Address
 from twisted.internet.protocol import Protocol
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
+from twisted.logger import Logger
 from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr.link.memory import MIN_LINK_MEMORY, LinkMemory
 from nfltr.relay.admin import admin_site
 from nfltr.relay.metrics import MetricsResource, metrics_registry
+from nfltr.store import StoreUnavailable
 from nfltr.streams import Admission
 from nfltr.wire.messages import client_target
 
@@ -138,6 +140,22 @@ class LinkMemoryMetricsTests(SynchronousTestCase):
         self.assertEqual(seen[("nfltr_link_memory_limit_bytes", ())], MIN_LINK_MEMORY)
         self.assertEqual(seen[("nfltr_links_pressed", ())], 1)
         self.assertEqual(seen[("nfltr_link_sessions_overloaded_total", ())], 3)
+
+    def test_store(self) -> None:
+        """
+        Whether the key store answers, and how many outages it had.
+        """
+        relay = RelayHarness().relay
+        relay.storeHealth.log = Logger(observer=lambda event: None)
+        service = SimpleNamespace(relay=relay, router=None, tlsAdmission=None,
+                                  httpAdmission=None)
+        seen = samples(metrics_registry(service))
+        self.assertEqual((seen[("nfltr_store_available", ())],
+                          seen[("nfltr_store_outages_total", ())]), (1, 0))
+        relay.storeHealth.failed(StoreUnavailable("gone"))
+        seen = samples(metrics_registry(service))
+        self.assertEqual((seen[("nfltr_store_available", ())],
+                          seen[("nfltr_store_outages_total", ())]), (0, 1))
 
 
 class AdminTests(SynchronousTestCase):

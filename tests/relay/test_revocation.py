@@ -1,14 +1,21 @@
 """
-Tests for L{nfltr.relay.revocation}: the store is polled on a Clock.
+Tests for L{nfltr.relay.revocation}: the store is polled on a Clock, and
+announcements come from an in-memory feed.
 """
 
 from __future__ import annotations
 
-from twisted.internet.defer import Deferred
+from collections.abc import Callable
+
+from twisted.internet.defer import Deferred, fail, succeed
 from twisted.logger import Logger
 from twisted.trial.unittest import SynchronousTestCase
+from zope.interface import implementer
+from zope.interface.verify import verifyObject
 
-from nfltr.relay.revocation import RevocationPoller
+from nfltr.relay.revocation import RevocationListener, RevocationPoller
+from nfltr.relay.store_health import StoreHealth
+from nfltr.store import IRevocationFeed, IRevocationSubscription, StoreUnavailable
 
 from .helpers import RelayHarness
 
@@ -120,3 +127,196 @@ class RevocationPollerTests(SynchronousTestCase):
         self.poller.stop()
         self.h.clock.advance(10.0)
         self.assertEqual(self.h.store.revisionCalls, 0)
+
+
+class PollerStartTests(SynchronousTestCase):
+    """
+    A poller that starts without a revision, and one whose store goes down.
+    """
+
+    def setUp(self) -> None:
+        self.h = RelayHarness()
+        self.keyA = self.h.store.addKey(A_KEY, "acme")
+        self.keyB = self.h.store.addKey(B_KEY, "bravo")
+        self.health = StoreHealth("the test store", self.h.clock)
+        self.logged: list[dict] = []
+        self.health.log = Logger(observer=self.logged.append)
+
+    def poller(self, revision: int | None) -> RevocationPoller:
+        poller = RevocationPoller(self.h.store, self.h.relay, self.h.clock, 10.0, revision,
+                                  self.health, retry=1.0)
+        poller.log = Logger(observer=self.logged.append)
+        poller.start()
+        self.addCleanup(poller.stop)
+        return poller
+
+    def test_firstReadingIsTheStart(self) -> None:
+        """
+        Without a revision to start from (the store was down at start), the
+        first reading is the start: keys revoked before it are not acted on
+        (a key check after it sees them revoked), keys revoked after are.
+        """
+        self.h.store.revoke(A_KEY)
+        poller = self.poller(None)
+        self.h.clock.advance(10.0)
+        self.assertEqual(poller.revision, 1)
+        self.assertFalse(self.h.relay.directory.isRevoked(A_KEY))
+        agent = self.h.agent(self.keyB, "api")
+        self.h.store.revoke(B_KEY)
+        self.h.clock.advance(10.0)
+        self.h.run()
+        self.assertTrue(agent.closed)
+        self.assertEqual(poller.revision, 2)
+
+    def test_retryWhileDown(self) -> None:
+        """
+        While the store is unavailable the poll runs every C{retry} seconds,
+        logs nothing of its own (the outage is one warning), and the first
+        reading that succeeds marks the store up; then it is back to its
+        interval.
+        """
+        self.poller(0)
+        self.h.store.revisionError = StoreUnavailable("gone")
+        self.h.clock.advance(10.0)
+        self.assertFalse(self.health.available)
+        self.h.clock.advance(1.0)
+        self.h.clock.advance(1.0)
+        self.assertEqual(self.h.store.revisionCalls, 3)
+        self.assertEqual(len(self.logged), 1)
+        self.h.store.revisionError = None
+        self.h.clock.advance(1.0)
+        self.assertTrue(self.health.available)
+        self.assertEqual(self.h.store.revisionCalls, 4)
+        self.h.clock.advance(9.9)
+        self.assertEqual(self.h.store.revisionCalls, 4)
+        self.h.clock.advance(0.1)
+        self.assertEqual(self.h.store.revisionCalls, 5)
+
+    def test_revokedOnce(self) -> None:
+        """
+        A key announced, then found by the poll, is turned away once: one
+        line about it.
+        """
+        poller = self.poller(0)
+        agent = self.h.agent(self.keyA, "web")
+        poller.revoked(A_KEY)
+        self.h.run()
+        self.assertTrue(agent.closed)
+        self.h.store.revoke(A_KEY)
+        self.h.clock.advance(10.0)
+        revoked = [m for m in self.h.messages() if "was revoked: closing" in m]
+        self.assertEqual(revoked, [f"API key {A_KEY} was revoked: closing 1 link(s)"])
+
+
+@implementer(IRevocationSubscription)
+class MemorySubscription:
+    channel = "nfltr:revoked"
+
+    def __init__(self, feed: MemoryFeed) -> None:
+        self.feed = feed
+
+    def stop(self) -> Deferred[None]:
+        self.feed.listeners.clear()
+        self.feed.stops += 1
+        return succeed(None)
+
+
+@implementer(IRevocationFeed)
+class MemoryFeed:
+    """
+    Announcements in memory; C{error} makes subscribing fail.
+    """
+
+    def __init__(self) -> None:
+        self.listeners: list[Callable[[str], object]] = []
+        self.error: Exception | None = None
+        self.stops = 0
+
+    def subscribe_revocations(
+        self, callback: Callable[[str], object]
+    ) -> Deferred[IRevocationSubscription]:
+        if self.error is not None:
+            return fail(self.error)
+        self.listeners.append(callback)
+        return succeed(MemorySubscription(self))
+
+    def announce(self, keyid: str) -> None:
+        for listener in list(self.listeners):
+            listener(keyid)
+
+
+class RevocationListenerTests(SynchronousTestCase):
+    """
+    L{RevocationListener} ends a key's links as its revocation is announced.
+    """
+
+    def setUp(self) -> None:
+        self.h = RelayHarness()
+        self.keyA = self.h.store.addKey(A_KEY, "acme")
+        self.feed = MemoryFeed()
+        self.poller = RevocationPoller(self.h.store, self.h.relay, self.h.clock, 3600.0, 0)
+        self.listener = self.listen()
+
+    def listen(self) -> RevocationListener:
+        listener = RevocationListener(self.feed, self.poller.revoked, self.h.clock, retry=5.0)
+        self.logged: list[dict] = []
+        listener.log = Logger(observer=self.logged.append)
+        return listener
+
+    def test_feed(self) -> None:
+        """
+        The in-memory feed these tests use provides the interfaces.
+        """
+        self.assertTrue(verifyObject(IRevocationFeed, self.feed))
+        self.assertTrue(verifyObject(IRevocationSubscription, MemorySubscription(self.feed)))
+
+    def test_atOnce(self) -> None:
+        """
+        An announced revocation ends the key's agent at once, with no poll:
+        the clock does not move.
+        """
+        self.successResultOf(self.listener.start())
+        agent = self.h.agent(self.keyA, "web")
+        self.feed.announce(A_KEY)
+        self.h.run()
+        self.assertEqual(
+            agent.controls[-1],
+            {"type": "refused", "reason": "revoked", "message": f"API key {A_KEY} was revoked"},
+        )
+        self.assertTrue(agent.closed)
+        self.assertEqual(self.h.store.revisionCalls, 0)
+
+    def test_retried(self) -> None:
+        """
+        A subscription that cannot start is tried again every C{retry}
+        seconds, with one warning for the streak.
+        """
+        self.feed.error = StoreUnavailable("gone")
+        self.successResultOf(self.listener.start())
+        self.h.clock.advance(5.0)
+        self.assertIsNone(self.listener.subscription)
+        self.assertEqual(len(self.logged), 1)
+        self.assertEqual(self.logged[0]["error"], "gone")
+        self.feed.error = None
+        self.h.clock.advance(4.9)
+        self.assertIsNone(self.listener.subscription)
+        self.h.clock.advance(0.1)
+        self.assertIsNotNone(self.listener.subscription)
+        self.assertEqual(len(self.feed.listeners), 1)
+
+    def test_stop(self) -> None:
+        """
+        Stopping ends the subscription; one that was waiting to be tried
+        again is not.
+        """
+        self.successResultOf(self.listener.start())
+        self.successResultOf(self.listener.stop())
+        self.assertEqual((self.feed.listeners, self.feed.stops), ([], 1))
+        waiting = self.listen()
+        self.feed.error = StoreUnavailable("gone")
+        self.successResultOf(waiting.start())
+        self.successResultOf(waiting.stop())
+        self.feed.error = None
+        self.h.clock.advance(60.0)
+        self.assertIsNone(waiting.subscription)
+        self.assertEqual(self.feed.listeners, [])

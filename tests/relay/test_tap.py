@@ -234,6 +234,30 @@ class LimitAndCertificateOptionTests(SynchronousTestCase):
             error = self.assertRaises(usage.UsageError, parse, "--peer-drain-timeout", value)
             self.assertIn("--peer-drain-timeout", str(error))
 
+    def test_directory(self) -> None:
+        """
+        C{--directory} is a Redis URL, parsed at once: none by default (SQLite
+        in the data directory); a malformed one is a usage error naming the
+        option and never the password.
+        """
+        config = parse().config
+        assert config is not None
+        self.assertIsNone(config.directory)
+        self.patch(os, "environ", {"NFLTR_REDIS_PASSWORD": "from-env"})
+        config = parse("--directory", "redis+unix:///run/redis/redis.sock?db=2").config
+        assert config is not None and config.directory is not None
+        self.assertEqual((config.directory.path, config.directory.db),
+                         ("/run/redis/redis.sock", 2))
+        self.assertEqual(config.directory.password, "from-env")
+        config = parse("--directory", "rediss://:s3cret@redis.internal:6380/1?ca=/ca.pem").config
+        assert config is not None and config.directory is not None
+        self.assertEqual((config.directory.host, config.directory.port, config.directory.tls),
+                         ("redis.internal", 6380, True))
+        for value in ("http://redis.internal/", "redis://:s3cret@/0", "redis://h:99999/0"):
+            error = self.assertRaises(usage.UsageError, parse, "--directory", value)
+            self.assertIn("--directory", str(error))
+            self.assertNotIn("s3cret", str(error))
+
     def test_linkMemory(self) -> None:
         """
         C{--link-memory}: 256 MiB by default; bytes with K, M or G, or none;

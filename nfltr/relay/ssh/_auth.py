@@ -12,8 +12,9 @@ signature algorithm without SHA-1.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from twisted.conch.error import ValidPublicKey
 from twisted.conch.ssh import keys
@@ -21,9 +22,14 @@ from twisted.cred.checkers import ICredentialsChecker
 from twisted.cred.credentials import ISSHPrivateKey, IUsernamePassword
 from twisted.cred.error import UnauthorizedLogin
 from twisted.internet.defer import Deferred
+from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from nfltr.store import KeyInfo
+from nfltr.relay.store_health import StoreHealth
+from nfltr.store import IStore, KeyInfo
+
+#: Why a login is refused while the store is down.
+STORE_UNAVAILABLE = "the relay cannot check keys now; try again later"
 
 #: Signature algorithms a client may sign its login with: no C{ssh-rsa}
 #: (SHA-1).
@@ -49,22 +55,6 @@ class SSHIdentity:
     credential: str
 
 
-class SSHKeyStore(Protocol):
-    """
-    The part of a store the checkers use.
-    """
-
-    def ssh_key_account(self, line: str) -> Deferred[str | None]:
-        """
-        See L{nfltr.store.SQLiteStoreCore.ssh_key_account}.
-        """
-
-    def verify_key(self, plaintext: str) -> Deferred[KeyInfo | None]:
-        """
-        See L{nfltr.store.SQLiteStoreCore.verify_key}.
-        """
-
-
 def _user(raw: bytes) -> str:
     try:
         return raw.decode("ascii")
@@ -80,8 +70,12 @@ class AccountKeyChecker:
 
     credentialInterfaces = (ISSHPrivateKey,)
 
-    def __init__(self, store: SSHKeyStore) -> None:
+    def __init__(self, store: IStore, health: StoreHealth | None = None) -> None:
+        """
+        @param health: whether the store is up (L{None}: not watched).
+        """
         self.store = store
+        self.health = health
 
     def requestAvatarId(self, credentials: Any) -> Deferred[Any]:
         """
@@ -96,7 +90,7 @@ class AccountKeyChecker:
             line = key.toString("OPENSSH").decode("ascii")
         except (keys.BadKeyError, ValueError, TypeError) as e:
             return _fail(UnauthorizedLogin(f"unreadable public key: {e}"))
-        d = self.store.ssh_key_account(line)
+        d = _checked(self.health, lambda: self.store.ssh_key_account(line))
 
         def verdict(account: str | None) -> SSHIdentity:
             if account is None:
@@ -121,12 +115,14 @@ class APIKeyPasswordChecker:
 
     credentialInterfaces = (IUsernamePassword,)
 
-    def __init__(self, store: SSHKeyStore, isRevoked: Any) -> None:
+    def __init__(self, store: IStore, isRevoked: Any, health: StoreHealth | None = None) -> None:
         """
         @param isRevoked: whether the relay saw a key id revoked.
+        @param health: whether the store is up (L{None}: not watched).
         """
         self.store = store
         self.isRevoked = isRevoked
+        self.health = health
 
     def requestAvatarId(self, credentials: Any) -> Deferred[Any]:
         """
@@ -136,7 +132,7 @@ class APIKeyPasswordChecker:
             password = credentials.password.decode("ascii")
         except UnicodeDecodeError:
             return _fail(UnauthorizedLogin("not an API key"))
-        d = self.store.verify_key(password)
+        d = _checked(self.health, lambda: self.store.verify_key(password))
 
         def verdict(info: KeyInfo | None) -> SSHIdentity:
             if info is None or info.revoked or self.isRevoked(info.keyid):
@@ -144,6 +140,24 @@ class APIKeyPasswordChecker:
             return SSHIdentity(info.account, _user(credentials.username), info.keyid)
 
         return d.addCallback(verdict)
+
+
+def _checked(health: StoreHealth | None, call: Callable[[], Deferred[Any]]) -> Deferred[Any]:
+    """
+    C{call()}, which asks the store, unless the store is down: then, or if
+    the call finds it unavailable, L{UnauthorizedLogin} with
+    L{STORE_UNAVAILABLE} (the outage is logged once, by C{health}, not once
+    per login).
+    """
+    if health is not None and not health.available:
+        return _fail(UnauthorizedLogin(STORE_UNAVAILABLE))
+
+    def failed(failure: Failure) -> Failure:
+        if health is not None and health.failed(failure):
+            return Failure(UnauthorizedLogin(STORE_UNAVAILABLE))
+        return failure
+
+    return call().addErrback(failed)
 
 
 def _fail(error: Exception) -> Deferred[Any]:

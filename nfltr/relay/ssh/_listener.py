@@ -12,6 +12,7 @@ from typing import Any
 
 from nfltr.ssh import SSHConfig
 from nfltr.ssh.hostkeys import load_or_create_host_keys
+from nfltr.store import IStore
 from nfltr.streams import Admission
 
 from ._server import SSHRelayFactory
@@ -19,7 +20,7 @@ from ._user import SSHHub
 
 
 def ssh_factory(
-    relay: Any, config: SSHConfig, store: Any, keyDir: Path, clock: Any,
+    relay: Any, config: SSHConfig, store: IStore, keyDir: Path, clock: Any,
     address: Callable[[], tuple[str, int]], admission: Admission | None = None,
 ) -> SSHRelayFactory:
     """

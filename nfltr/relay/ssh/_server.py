@@ -36,6 +36,7 @@ from zope.interface import implementer
 
 from nfltr.ssh.channel import ForwardChannel
 from nfltr.ssh.transport import ServerTransport
+from nfltr.store import IStore
 from nfltr.streams import Admission, source_of
 from nfltr.wire import format_address, peerText
 
@@ -388,16 +389,17 @@ class SSHRelayFactory(factory.SSHFactory):
     }
     noisy = False
 
-    def __init__(self, hub: SSHHub, hostKeys: dict[bytes, Any], store: Any,
+    def __init__(self, hub: SSHHub, hostKeys: dict[bytes, Any], store: IStore,
                  admission: Admission | None = None) -> None:
         self.hub = hub
         self.admission = admission
         self.privateKeys = hostKeys
         self.publicKeys = {kind: key.public() for kind, key in hostKeys.items()}
         self.primes = None
-        checkers: list[Any] = [AccountKeyChecker(store)]
+        health = hub.relay.storeHealth
+        checkers: list[Any] = [AccountKeyChecker(store, health)]
         if hub.config.password_auth:
-            checkers.append(APIKeyPasswordChecker(store, hub.relay.directory.isRevoked))
+            checkers.append(APIKeyPasswordChecker(store, hub.relay.directory.isRevoked, health))
         self.portal = Portal(RelayRealm(hub), checkers)
         self.connections: set[RelaySSHTransport] = set()
         self.draining = False

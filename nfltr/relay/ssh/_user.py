@@ -45,7 +45,8 @@ from nfltr.link import RefusalReason
 from nfltr.link.twisted import LinkUnavailable
 from nfltr.relay.directory import AgentEntry
 from nfltr.relay.interfaces import SSH, HolderFigures, IAgentHolder
-from nfltr.relay.names import ClaimRefused
+from nfltr.relay.leases import NameLeased
+from nfltr.relay.names import ClaimRefused, name_taken_message
 from nfltr.relay.shares import ShareRefused
 from nfltr.relay.tcp_route import RouteRefused
 from nfltr.ssh import SSHConfig
@@ -262,7 +263,33 @@ class RelayUser(ConchUser):
             return False
         self.forwards.add(forward)
         self.say(note)
+        self._reserve(forward)
         return (True, fw.pack_port(forward.port)) if port == 0 else True
+
+    def _reserve(self, forward: fw.Forward) -> None:
+        """
+        Reserve the name C{forward} holds in the relay's lease table
+        (C{Relay.reserveNames}).  conch answers a global request at once, so
+        with a shared table (a Redis directory) this runs after the claim:
+        a name another account holds in the directory is then withdrawn,
+        and the status display says why.
+        """
+        d = self.hub.relay.reserveNames(self.identity.account, [forward.name])
+
+        def refused(failure: Any) -> None:
+            if not failure.check(NameLeased):
+                return  # the directory is away: the claim here stands
+            if self.gone or self.forwards.remove(forward.address, forward.port) is None:
+                return
+            if forward.kind == fw.TCP:
+                self._claimAgent()
+            else:
+                self.hub.relay.withdrawShares(self, forward.name)
+            self.hub.relay.directory.leases.forget(forward.name, self.identity.account)
+            self.say(f"withdrawn -R {forward.address}:{forward.port}: "
+                     f"{name_taken_message(forward.name)}", error=True)
+
+        d.addErrback(refused)
 
     def global_cancel_tcpip_forward(self, data: bytes) -> bool:
         """

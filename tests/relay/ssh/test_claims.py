@@ -8,13 +8,15 @@ C{_claimAgent}): the relay's one ownership rule, shared with native agents
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from pathlib import Path
 
 from twisted.internet import error
+from twisted.internet.defer import Deferred, fail
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from nfltr.relay.leases import Leases
+from nfltr.relay.leases import Leases, NameLeased
 from nfltr.relay.names import name_taken_message
 from nfltr.relay.shares import ShareRegistry
 from nfltr.relay.ssh._auth import SSHIdentity
@@ -126,3 +128,69 @@ class ClaimTests(SynchronousTestCase):
         self.assertEqual(self.h.relay.revoke(ALICE), 1)
         self.assertEqual(conn.disconnects, [f"API key {ALICE} was revoked".encode()])
         self.assertEqual(self.h.relay.shares.sharesOf("alice"), [])
+
+
+class DirectoryLeases(Leases):
+    """
+    This relay's table, with a shared table's verdict beside it: the names
+    in C{elsewhere} are another account's in the directory.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(LEASE)
+        self.elsewhere: set[str] = set()
+
+    def reserve(self, names: Sequence[str], account: str, now: float) -> Deferred[None]:
+        for name in names:
+            if name in self.elsewhere:
+                return fail(NameLeased(name))
+        return super().reserve(names, account, now)
+
+
+class DirectoryClaimTests(SynchronousTestCase):
+    """
+    C{ssh -R} is answered before the name is reserved in a shared lease
+    table (conch replies at once): a name another account holds there is
+    withdrawn after the answer, and the status display says why.
+    """
+
+    def setUp(self) -> None:
+        clock = Clock()
+        pki = ensure_relay_pki(Path(self.mktemp()), [], share_domain="localhost")
+        self.leases = DirectoryLeases()
+        self.leases.elsewhere.add("blog")
+        registry = ShareRegistry(ShareCA.load(pki, "localhost"), clock, {"localhost"},
+                                 self.leases)
+        self.h = RelayHarness(shares=registry, clock=clock)
+        self.hub = SSHHub(self.h.relay, SSHConfig(), clock, lambda: ("relay.test", 2222))
+        self.user = RelayUser(SSHIdentity("alice", "blog", "ssh:alice"), self.hub)
+        self.user.conn = FakeConnection()
+
+    def test_agentName(self) -> None:
+        """
+        A TCP forward under an agent name the directory gives another
+        account: the name is released again, its lease here dropped, the
+        forward forgotten.
+        """
+        answer = self.user.global_tcpip_forward(forward(b"localhost", 0))
+        self.assertIsNot(answer, False)
+        (port,) = struct.unpack(">L", answer[1])
+        self.assertIsNone(self.h.relay.directory.agent("blog"))
+        self.assertEqual(len(self.user.forwards), 0)
+        self.assertEqual(self.user.notes[-1].split(": ", 1)[1],
+                         f"{name_taken_message('blog')}")
+        self.assertIn(f"withdrawn -R localhost:{port}", self.user.notes[-1])
+        self.assertIsNone(self.leases.holder("blog", 0))
+
+    def test_share(self) -> None:
+        """
+        A share the directory gives another account is withdrawn: no route
+        is left, and no lease here that would refuse its owner; a share the
+        directory does not give away is kept.
+        """
+        self.assertTrue(self.user.global_tcpip_forward(forward(b"blog", 80)))
+        self.assertIsNone(self.h.relay.shares.route("blog"))
+        self.assertIsNone(self.leases.holder("blog", 0))
+        self.assertIn(name_taken_message("blog"), self.user.notes[-1])
+        self.assertTrue(self.user.global_tcpip_forward(forward(b"notes", 80)))
+        self.assertIsNotNone(self.h.relay.shares.route("notes"))

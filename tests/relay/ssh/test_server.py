@@ -16,6 +16,7 @@ from twisted.cred.credentials import SSHPrivateKey, UsernamePassword
 from twisted.cred.error import UnauthorizedLogin
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.task import Clock
+from twisted.logger import Logger
 from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr.link.twisted import LinkUnavailable
@@ -23,11 +24,18 @@ from nfltr.relay.directory import AgentEntry
 from nfltr.relay.leases import Leases
 from nfltr.relay.link_handler import Relay
 from nfltr.relay.shares import ShareRegistry
-from nfltr.relay.ssh._auth import AccountKeyChecker, APIKeyPasswordChecker, SSHIdentity
+from nfltr.relay.ssh._auth import (
+    STORE_UNAVAILABLE,
+    AccountKeyChecker,
+    APIKeyPasswordChecker,
+    SSHIdentity,
+)
 from nfltr.relay.ssh._session import StatusSession
 from nfltr.relay.ssh._user import ChannelRefused, RelayUser, SSHHub
+from nfltr.relay.store_health import StoreHealth
 from nfltr.ssh import SSHConfig
 from nfltr.ssh.channel import ForwardChannel
+from nfltr.store import StoreUnavailable
 from nfltr.tls import ShareCA, ensure_relay_pki
 from nfltr.wire.messages import http_target
 from tests.relay.helpers import FakeStore
@@ -282,6 +290,28 @@ class CheckerTests(SynchronousTestCase):
         revoked.add("0123456789ab")
         checker.requestAvatarId(UsernamePassword(b"u", text.encode())).addBoth(results.append)
         self.assertTrue(results[-1].check(UnauthorizedLogin))
+
+    def test_storeDown(self) -> None:
+        """
+        A login the store cannot check (it is unavailable) is refused with
+        the message to try later, and marks the store down; while it is
+        down, logins are refused without asking it.
+        """
+        store = FakeStore()
+        text = store.addKey("0123456789ab", "alice")
+        store.error = StoreUnavailable("Redis did not answer within 5 s")
+        health = StoreHealth("the test store", Clock())
+        health.log = Logger(observer=lambda event: None)
+        checker = APIKeyPasswordChecker(store, set().__contains__, health)
+        results: list[Any] = []
+        checker.requestAvatarId(UsernamePassword(b"u", text.encode())).addBoth(results.append)
+        self.assertTrue(results[-1].check(UnauthorizedLogin))
+        self.assertEqual(str(results[-1].value), STORE_UNAVAILABLE)
+        self.assertFalse(health.available)
+        store.error, store.hold = None, True
+        checker.requestAvatarId(UsernamePassword(b"u", text.encode())).addBoth(results.append)
+        self.assertEqual(str(results[-1].value), STORE_UNAVAILABLE)
+        self.assertEqual(store.held, [])
 
 
 def _ed25519() -> bytes:
