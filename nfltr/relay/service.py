@@ -235,7 +235,7 @@ class RelayService(Service):
         self.shares.port = config.public_port or tlsPort.getHost().port
         sshPort = await self._listenSSH(relay, store, dataDir)
         admin = admin_site(
-            lambda: self.ready, MetricsResource(metrics_registry(self)), self.reactor
+            lambda: self.ready, MetricsResource(lambda: metrics_registry(self)), self.reactor
         )
         adminPort = await self._listen("--admin", config.admin, admin)
         adminPorts.append(adminPort)
