@@ -7,7 +7,7 @@ C{/usr/sbin/sshd} exists.
 
     python -m bench.memory [--mib 256] [--big 500] [--requests 5000] [--new 300]
                            [--settle 20] [--variant NAME:tree=DIR,VAR=VALUE]...
-                           [--no-ssh] [--json FILE]
+                           [--no-ssh] [--maps] [--json FILE]
 
 Each stack is one tunnel on 127.0.0.1 (ports chosen by the kernel, data in a
 temporary directory): C{nfltr relay}, C{nfltr tcp PORT} (the agent, default
@@ -87,6 +87,26 @@ def parse_kib(text: str) -> dict[str, int]:
         if sep and len(parts) == 2 and parts[1] == "kB":  # noqa: PLR2004
             sizes[name] = int(parts[0])
     return sizes
+
+
+def rss_by_mapping(pid: int, top: int = 12) -> list[tuple[str, int]]:
+    """
+    C{pid}'s resident KiB by what is mapped (a file's name, C{[heap]},
+    C{[anon]} for anonymous mappings), largest first, C{top} of them and
+    the rest summed as C{other}.
+    """
+    sizes: dict[str, int] = {}
+    name = "[anon]"
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            head = line.split(maxsplit=5)
+            if head and "-" in head[0] and len(head) >= 5 and ":" not in head[0]:  # noqa: PLR2004
+                name = head[5].strip() if len(head) == 6 else "[anon]"  # noqa: PLR2004
+                name = Path(name).name if name.startswith("/") else name
+            elif line.startswith("Rss:"):
+                sizes[name] = sizes.get(name, 0) + int(line.split()[1])
+    ranked = sorted(sizes.items(), key=lambda kv: -kv[1])
+    return [*ranked[:top], ("other", sum(v for _, v in ranked[top:]))]
 
 
 def tree_memory(root: int) -> dict[str, int]:
@@ -201,6 +221,7 @@ def measure(stack: Stack, load: Load, idle: float, settle: float) -> dict[str, A
             readings[role][phase] = tree_memory(proc.pid)
 
     read("idle")
+    mappings = {role: rss_by_mapping(proc.pid) for role, proc in stack.roles.items()}
     loaded = run_load(stack.port, load)
     time.sleep(1.0)
     read("after")
@@ -209,7 +230,7 @@ def measure(stack: Stack, load: Load, idle: float, settle: float) -> dict[str, A
     for proc in stack.roles.values():
         proc.check()
     return {"stack": stack.name, "notes": stack.notes, "load": loaded,
-            "memory_kib": readings, "machine": window.close()}
+            "memory_kib": readings, "idle_mappings_kib": mappings, "machine": window.close()}
 
 
 def markdown(results: list[dict[str, Any]], settle: float) -> str:
@@ -249,6 +270,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--variant", action="append", default=[], metavar="NAME:SETTINGS",
                    help="another nfltr stack: tree=DIR and/or VAR=VALUE, comma-separated")
     p.add_argument("--no-ssh", action="store_true", help="leave OpenSSH out")
+    p.add_argument("--maps", action="store_true",
+                   help="also print each process's idle RSS by mapping (file, heap, anonymous)")
     p.add_argument("--json", type=Path, help="also write the results here")
     args = p.parse_args(argv)
     try:
@@ -300,6 +323,16 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         service.stop()
     doc["seconds"] = round(time.monotonic() - started, 1)
+    report(doc, args)
+    if args.json:
+        args.json.write_text(json.dumps(doc, indent=2) + "\n")
+    return 0
+
+
+def report(doc: dict[str, Any], args: argparse.Namespace) -> None:
+    """
+    Print a run's table and notes.
+    """
     print(markdown(doc["results"], args.settle))
     if "openssh_skipped" in doc:
         print(f"\nOpenSSH left out: {doc['openssh_skipped']}")
@@ -307,9 +340,11 @@ def main(argv: list[str] | None = None) -> int:
         machine = result["machine"]
         print(f"{result['stack']}: load {result['load']}; others' CPU {machine['other_cores']}"
               f" cores, load average {machine['load_before']} -> {machine['load_after']}")
-    if args.json:
-        args.json.write_text(json.dumps(doc, indent=2) + "\n")
-    return 0
+    if args.maps:
+        for result in doc["results"]:
+            for role, mappings in result["idle_mappings_kib"].items():
+                listed = ", ".join(f"{name} {kib / MIB:.1f}" for name, kib in mappings)
+                print(f"{result['stack']} {role} idle RSS by mapping (MiB): {listed}")
 
 
 if __name__ == "__main__":
