@@ -1,16 +1,20 @@
 """
-Tests for L{bench.memory} and L{bench._memory_load}: the readings from
-C{/proc}, the table, the options, and the service and load run directly
-(no tunnel, a small load).  (The benchmark itself is not run here.)
+Tests for L{bench.memory}, L{bench._memory_load} and L{bench.import_memory}:
+the readings from C{/proc}, the table, the options, the service and load
+run directly (no tunnel, a small load), and the charging of imports.  (The
+benchmarks themselves are not run here.)
 """
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
 
 from twisted.trial.unittest import SynchronousTestCase
 
 from bench._memory_load import Load, Service, probe, run_load
+from bench.import_memory import ChargingFinder, library
 from bench.memory import markdown, parse_args, parse_kib, smaps_rollup, tree_memory
 
 
@@ -108,3 +112,41 @@ class LoadTests(SynchronousTestCase):
                                               connections=2, new=5, deadline=30))
         self.assertEqual(set(figures), {"bulk_seconds", "big_seconds", "keep_alive_seconds",
                                         "new_connections_seconds"})
+
+
+class ImportMemoryTests(SynchronousTestCase):
+    """
+    L{bench.import_memory}: each module is charged what its own execution
+    added, grouped by library.
+    """
+
+    def test_library(self) -> None:
+        """
+        Twisted's, cryptography's and nfltr's modules are summed per
+        subpackage, others per top-level package.
+        """
+        self.assertEqual(
+            [library(m) for m in ("twisted.internet.tcp", "nfltr.tls._contexts", "h11._util",
+                                  "cryptography.x509.base", "sqlite3")],
+            ["twisted.internet", "nfltr.tls", "h11", "cryptography.x509", "sqlite3"],
+        )
+
+    def test_charges(self) -> None:
+        """
+        A module imported through the finder is charged; one that makes an
+        8 MiB buffer is charged at least most of it.
+        """
+        directory = self.mktemp()
+        os.makedirs(directory)
+        with open(os.path.join(directory, "bench_memory_big.py"), "w") as f:
+            f.write("DATA = b'x' * (8 * 1024 * 1024)\n")
+        self.addCleanup(sys.modules.pop, "bench_memory_big", None)
+        sys.path.insert(0, directory)
+        self.addCleanup(sys.path.remove, directory)
+        finder = ChargingFinder()
+        sys.meta_path.insert(0, finder)
+        try:
+            importlib.import_module("bench_memory_big")
+        finally:
+            sys.meta_path.remove(finder)
+        self.assertGreater(finder.costs["bench_memory_big"], 6 * 1024)
