@@ -136,7 +136,8 @@ sys.exit(main(sys.argv[1:]))
 #: Modules, or families of modules, that cost resident memory and that some
 #: processes need and others do not (docs/benchmarks.md, "Memory").
 WATCHED = (
-    "twisted.conch", "autobahn", "txaio", "prometheus_client", "txredisapi", "h11", "sqlite3",
+    "twisted.conch", "twisted.web", "autobahn", "txaio", "prometheus_client", "txredisapi", "h11",
+    "sqlite3",
     "nfltr.relay", "nfltr.store._sqlite", "nfltr.ws.server", "nfltr.http",
 )
 
@@ -161,10 +162,11 @@ def loaded(process: Any) -> set[str]:
 class ProcessImportsTests(SynchronousTestCase):
     """
     What each kind of nfltr process loads, read from real processes on
-    loopback once they are up (a relay without C{--ssh}, never scraped, that
-    no WebSocket reached; an agent and a connector in their default
-    configuration, e2ee, connected by the raw link): every process loads
-    only what it uses, so a module that reaches one by accident fails here.
+    loopback once they are up (a relay in its default configuration: no
+    C{--ssh}, no HTTP port, an admin listener nobody asked anything yet, no
+    WebSocket; an agent and a connector in theirs, e2ee, connected by the
+    raw link): every process loads only what it uses, so a module that
+    reaches one by accident fails here.
     """
 
     def setUp(self) -> None:
@@ -172,15 +174,16 @@ class ProcessImportsTests(SynchronousTestCase):
 
         reporting = [sys.executable, "-c", REPORTING.format(watched=WATCHED)]
         self.reporting = reporting
-        self.stack = Stack(Path(self.mktemp()).absolute(), reporting)
+        # No HTTP port (the default): its redirect site is twisted.web's.
+        self.stack = Stack(Path(self.mktemp()).absolute(), reporting, ("--http", "none"))
         self.addCleanup(self.stack.close)
 
     def test_processes(self) -> None:
         """
         The relay loads the relay, its store (SQLite) and the HTTP proxy
-        (its HTTP port and inspected shares), and none of conch, autobahn,
+        (for inspected shares), and none of conch, twisted.web, autobahn,
         txaio, prometheus_client or txredisapi; once C{/metrics} is served,
-        prometheus_client.  The agent (C{nfltr tcp}) and the connector
+        twisted.web and prometheus_client.  The agent (C{nfltr tcp}) and the connector
         (C{nfltr tcp-connect}) load nothing of the relay, its SQLite store or
         the relay's WebSocket side, no HTTP proxy, and none of those
         libraries (nor sqlite3).
@@ -209,4 +212,4 @@ class ProcessImportsTests(SynchronousTestCase):
         admin = stack.info["admin"]
         with urllib.request.urlopen(f"http://{admin}/metrics", timeout=30) as response:
             self.assertIn(b"nfltr_agents_connected 1.0", response.read())
-        self.assertIn("prometheus_client", loaded(stack.relay))
+        self.assertLessEqual({"twisted.web", "prometheus_client"}, loaded(stack.relay))

@@ -48,7 +48,7 @@ from nfltr import __version__
 from nfltr.link.memory import LinkMemory
 from nfltr.sni.twisted import SNIRouterFactory
 from nfltr.store import SQLiteStore, StoreError, claim_owner
-from nfltr.streams import Admission
+from nfltr.streams import Admission, FirstUseFactory
 from nfltr.tls import (
     PKIError,
     RelayPKI,
@@ -57,14 +57,11 @@ from nfltr.tls import (
 )
 from nfltr.wire import format_address
 
-from .admin import admin_site
 from .backlog import with_backlog
 from .certs import RelayCertificate
 from .config import RelayConfig, database_path, state_file_path
 from .leases import Leases
 from .link_handler import Relay
-from .metrics import MetricsResource, metrics_registry
-from .redirect import redirect_site
 from .relay_json import RelayInfo, remove_state_file, write_state_file
 from .revocation import RevocationPoller
 from .shares import ShareRegistry
@@ -223,6 +220,8 @@ class RelayService(Service):
         httpPort = None
         # Bound before the TLS port, so share URLs name its port from the first agent on.
         if config.http is not None:
+            from .redirect import redirect_site  # here: twisted.web (see _adminSite)
+
             fallback = config.names[0] if config.names else LOCAL_NAME
             site = redirect_site(fallback, lambda: self.shares.port, self.reactor)
             front = HostRouterFactory(self.shares.plainRoute, site, self.reactor)
@@ -234,10 +233,7 @@ class RelayService(Service):
         self._cleanups.append(tlsPort.stopListening)
         self.shares.port = config.public_port or tlsPort.getHost().port
         sshPort = await self._listenSSH(relay, store, dataDir)
-        admin = admin_site(
-            lambda: self.ready, MetricsResource(lambda: metrics_registry(self)), self.reactor
-        )
-        adminPort = await self._listen("--admin", config.admin, admin)
+        adminPort = await self._listen("--admin", config.admin, FirstUseFactory(self._adminSite))
         adminPorts.append(adminPort)
         poller = RevocationPoller(store, relay, self.reactor, config.revocation_poll, revision)
         poller.start()
@@ -254,6 +250,18 @@ class RelayService(Service):
             )
         self.ready = True
         return info
+
+    def _adminSite(self) -> Any:
+        """
+        The admin listener's site, made for its first connection: twisted.web
+        (and prometheus_client, on the first C{/metrics}) is loaded then, not
+        when the relay starts (resident memory: docs/benchmarks.md, "Memory").
+        """
+        from .admin import admin_site
+        from .metrics import MetricsResource, metrics_registry
+
+        metrics = MetricsResource(lambda: metrics_registry(self))
+        return admin_site(lambda: self.ready, metrics, self.reactor)
 
     async def _listenSSH(self, relay: Relay, store: SQLiteStore, dataDir: Path) -> Any:
         """
