@@ -172,9 +172,14 @@ def makeService(options: Options) -> IService:
         if reactor.running:
             reactor.stop()
 
-    from nfltr.netio import tune_process
+    from nfltr.netio import heap_trimmer, tune_process
 
-    return plugin_service(options, tune_process(reactor), fatal, done)
+    tuned = tune_process(reactor)
+    top = plugin_service(options, tuned, fatal, done)
+    trimmer = heap_trimmer(tuned)
+    if trimmer is not None:
+        trimmer.setServiceParent(top)
+    return top
 
 
 def plugin_service(options: Options, reactor: Any, fatal: Callable[[str], None],

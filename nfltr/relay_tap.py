@@ -47,13 +47,17 @@ def makeService(options: Options) -> MultiService:
     """
     from twisted.internet import reactor
 
-    from nfltr.netio import tune_process
+    from nfltr.netio import heap_trimmer, tune_process
     from nfltr.relay.service import RelayService
 
     assert options.config is not None
     top = TwistdService(options.parent, options["log-level"])
-    tree = buildService(options.config, tune_process(reactor))
+    tuned = tune_process(reactor)
+    tree = buildService(options.config, tuned)
     tree.setServiceParent(top)
+    trimmer = heap_trimmer(tuned)
+    if trimmer is not None:
+        trimmer.setServiceParent(top)
     relay = tree.getServiceNamed(RelayService.name)
     assert isinstance(relay, RelayService)
 

@@ -3,15 +3,20 @@ What importing nfltr does: nothing for the package itself and the sans-I/O
 codecs; OpenSSL's configuration (L{nfltr.tls._openssl_config}) for
 L{nfltr.tls}, which every entry point imports before anything loads
 OpenSSL.  Each check runs in a fresh interpreter, as each nfltr process
-starts.
+starts.  And what each kind of process (relay, agent, connector) has loaded
+once it runs: only what it uses.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -110,3 +115,101 @@ class ConfiguredTests(SynchronousTestCase):
             "print(tls.OPENSSL_CONFIGURED if tls else 'nfltr.tls not imported')"
         )
         self.assertEqual(run_python(code).splitlines()[-1], "True")
+
+
+#: Runs C{nfltr ARGS} (C{sys.argv[1:]}) like C{python -m nfltr}; on SIGUSR1
+#: it prints the modules loaded so far of L{WATCHED}, as one JSON line.
+REPORTING = """
+import json, signal, sys
+WATCHED = {watched!r}
+
+def report(signum, frame):
+    loaded = sorted({{w for w in WATCHED for n in list(sys.modules) if n == w
+                     or n.startswith(w + ".")}})
+    print("loaded:", json.dumps(loaded), flush=True)
+
+signal.signal(signal.SIGUSR1, report)
+from nfltr.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+#: Modules, or families of modules, that cost resident memory and that some
+#: processes need and others do not (docs/benchmarks.md, "Memory").
+WATCHED = (
+    "twisted.conch", "twisted.web", "autobahn", "txaio", "prometheus_client", "txredisapi", "h11",
+    "sqlite3",
+    "nfltr.relay", "nfltr.store._sqlite", "nfltr.ws.server", "nfltr.http",
+)
+
+
+def loaded(process: Any) -> set[str]:
+    """
+    What of L{WATCHED} C{process} (running L{REPORTING}) has loaded now.
+    """
+    import signal
+
+    count = sum(1 for line in process.lines if line.startswith("loaded: "))
+    os.kill(process.popen.pid, signal.SIGUSR1)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        lines = [line for line in process.lines if line.startswith("loaded: ")]
+        if len(lines) > count:
+            return set(json.loads(lines[-1].split(" ", 1)[1]))
+        time.sleep(0.05)
+    raise AssertionError(f"{process.name} did not report:\n{process.output()}")
+
+
+class ProcessImportsTests(SynchronousTestCase):
+    """
+    What each kind of nfltr process loads, read from real processes on
+    loopback once they are up (a relay in its default configuration: no
+    C{--ssh}, no HTTP port, an admin listener nobody asked anything yet, no
+    WebSocket; an agent and a connector in theirs, e2ee, connected by the
+    raw link): every process loads only what it uses, so a module that
+    reaches one by accident fails here.
+    """
+
+    def setUp(self) -> None:
+        from tests.integration.harness import Stack
+
+        reporting = [sys.executable, "-c", REPORTING.format(watched=WATCHED)]
+        self.reporting = reporting
+        # No HTTP port (the default): its redirect site is twisted.web's.
+        self.stack = Stack(Path(self.mktemp()).absolute(), reporting, ("--http", "none"))
+        self.addCleanup(self.stack.close)
+
+    def test_processes(self) -> None:
+        """
+        The relay loads the relay, its store (SQLite) and the HTTP proxy
+        (for inspected shares), and none of conch, twisted.web, autobahn,
+        txaio, prometheus_client or txredisapi; once C{/metrics} is served,
+        twisted.web and prometheus_client.  The agent (C{nfltr tcp}) and the connector
+        (C{nfltr tcp-connect}) load nothing of the relay, its SQLite store or
+        the relay's WebSocket side, no HTTP proxy, and none of those
+        libraries (nor sqlite3).
+        """
+        import urllib.request
+
+        stack = self.stack
+        self.assertEqual(loaded(stack.relay), {"nfltr.relay", "nfltr.store._sqlite", "sqlite3",
+                                               "h11", "nfltr.http"})
+        key = stack.key("imports")
+        port = stack.service()
+        agent = stack.start([*self.reporting, "tcp", str(port), "--name", "imports",
+                             "--state-dir", str(stack.tmp / "agent"), *stack.relay_args()],
+                            "agent", {"NFLTR_KEY": key})
+        pin = agent.wait_for(r"(sha256:[0-9a-f]{64})").group(1)
+        agent.wait_for("connected to the relay")
+        connector = stack.start([*self.reporting, "tcp-connect", "imports", str(port), "--listen",
+                                 "127.0.0.1:0", "--pin", pin, *stack.relay_args()],
+                                "connector", {"NFLTR_KEY": key})
+        local = int(connector.wait_for(r"listening on [\d.]+:(\d+)").group(1))
+        with socket.create_connection(("127.0.0.1", local), timeout=30) as sock:
+            sock.sendall(b"ECHO\nhello")
+            self.assertEqual(sock.recv(5), b"hello")
+        self.assertEqual(loaded(agent), set())
+        self.assertEqual(loaded(connector), set())
+        admin = stack.info["admin"]
+        with urllib.request.urlopen(f"http://{admin}/metrics", timeout=30) as response:
+            self.assertIn(b"nfltr_agents_connected 1.0", response.read())
+        self.assertLessEqual({"twisted.web", "prometheus_client"}, loaded(stack.relay))

@@ -10,7 +10,7 @@ text as text, binary as binary), then asks it to write its reports
 (C{/updateReports?agent=NAME}), one case at a time.
 
 The protocol is an autobahn L{WebSocketClientProtocol} with the logger of
-L{nfltr.ws.client.ClientWebSocket} (fixed at info), its factory a
+L{nfltr.ws._client_protocol.ClientWebSocket} (fixed at info), its factory a
 L{WebSocketClientFactory} configured by L{nfltr.ws.options.configure_client}
 (every option nfltr's agents and connectors run with), offering the
 subprotocol nfltr offers, and connected through a client endpoint as

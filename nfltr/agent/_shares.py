@@ -23,6 +23,9 @@ development server expects (C{--host-header rewrite}); C{preserve} keeps the
 visitor's, any other value is sent as given.  The visitor's is kept in
 C{X-Forwarded-Host}.  Once the relay gave the share's URL, a request naming
 another host than the share's gets 421.
+
+The HTTP proxy (and h11) is imported by the first share that proxies, not
+by every agent: C{nfltr tcp} never holds it.
 """
 
 from __future__ import annotations
@@ -30,14 +33,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from cryptography.hazmat.primitives.asymmetric import ec
 from twisted.internet import defer
 from twisted.logger import Logger
 
-from nfltr.http import BackendPool, HTTPProxyFactory
 from nfltr.link import ErrorCode
 from nfltr.link.twisted import LinkSession
 from nfltr.tls import (
@@ -64,6 +66,9 @@ from nfltr.wire.policy import SharePolicy, visitor_ip
 
 from ._local import splice_local
 from ._settings import ConfigError
+
+if TYPE_CHECKING:
+    from nfltr.http import BackendPool, HTTPProxyFactory
 
 REWRITE, PRESERVE = "rewrite", "preserve"
 SHARE_KEY_FILE = "share.key"
@@ -175,6 +180,8 @@ class ShareServer:
         self.proxy: HTTPProxyFactory | None = None
         self.relayed: HTTPProxyFactory | None = None
         if option.mode in (E2EE, INSPECT):
+            from nfltr.http import BackendPool, HTTPProxyFactory
+
             self.pool = BackendPool(_PortBackend(connector, option.port), reactor)
             # In e2ee the agent is the only hop that reads requests: it checks
             # them (an open policy too: it refuses duplicate credentials).

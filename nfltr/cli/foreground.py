@@ -81,7 +81,7 @@ def serve(make: Callable[[Foreground], IService], level: LogLevel) -> int:
     from twisted.internet.error import ReactorNotRunning
 
     from nfltr.cli.logs import log_to
-    from nfltr.netio import tune_process
+    from nfltr.netio import heap_trimmer, tune_process
 
     log_to(sys.stderr, level)
     foregrounds: list[Foreground] = []
@@ -99,9 +99,11 @@ def serve(make: Callable[[Foreground], IService], level: LogLevel) -> int:
 
         foreground = Foreground(tune_process(reactor), stop)
         foregrounds.append(foreground)
-        service = make(foreground)
-        service.startService()
-        reactor.addSystemEventTrigger("before", "shutdown", service.stopService)
+        trimmer = heap_trimmer(foreground.reactor)
+        for service in (make(foreground), trimmer):
+            if service is not None:
+                service.startService()
+                reactor.addSystemEventTrigger("before", "shutdown", service.stopService)
         await Deferred()  # until the reactor stops
 
     code: object = 0

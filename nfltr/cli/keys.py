@@ -27,7 +27,6 @@ their own process).
 from __future__ import annotations
 
 import argparse
-import sqlite3
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from datetime import UTC, datetime
@@ -124,6 +123,8 @@ def _runner(action: Action, create: bool = False) -> Callable[[argparse.Namespac
     """
 
     def run(args: argparse.Namespace) -> int:
+        import sqlite3  # here: every command imports this module (agents need no SQLite)
+
         from nfltr.store import StoreError
 
         try:

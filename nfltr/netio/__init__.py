@@ -8,7 +8,8 @@ settings (with their C{NFLTR_*} switches) that choose all of it.
 Each command calls L{install_reactor} before anything imports the reactor
 (twistd chooses its own), and each command and twistd plugin calls
 L{tune_process} once, before building its services, and gives them the
-reactor it returns, which carries the settings.
+reactor it returns, which carries the settings; it runs the service
+L{heap_trimmer} gives beside them.
 
 Other layers use the tuning through these names only:
 
@@ -22,9 +23,9 @@ L{nfltr.netio.internals} lists the private names of Twisted, pyOpenSSL and
 conch that nfltr relies on.
 """
 
-from nfltr.netio._malloc import tune_malloc
+from nfltr.netio._malloc import HeapTrimmer, tune_malloc
 from nfltr.netio._poll import EPollReactor, after_events, install_reactor
-from nfltr.netio._reactor import TunedReactor, io_settings, tune_process
+from nfltr.netio._reactor import TunedReactor, heap_trimmer, io_settings, tune_process
 from nfltr.netio._settings import IOSettings
 from nfltr.netio._tcp import Client, Connector, Port, Server, WriteNowMixin, send_now
 
@@ -32,12 +33,14 @@ __all__ = [
     "Client",
     "Connector",
     "EPollReactor",
+    "HeapTrimmer",
     "IOSettings",
     "Port",
     "Server",
     "TunedReactor",
     "WriteNowMixin",
     "after_events",
+    "heap_trimmer",
     "install_reactor",
     "io_settings",
     "send_now",

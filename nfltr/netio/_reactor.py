@@ -18,13 +18,14 @@ from __future__ import annotations
 import inspect
 import os
 import socket
-from typing import Any
+from typing import Any, cast
 
+from twisted.internet.interfaces import IReactorTime
 from twisted.internet.posixbase import PosixReactorBase
 from twisted.logger import Logger
 from zope.interface import directlyProvides, providedBy
 
-from ._malloc import tune_malloc
+from ._malloc import HeapTrimmer, trimmable_libc, tune_malloc
 from ._settings import IOSettings
 from ._tcp import Connector, Port
 
@@ -109,6 +110,23 @@ def tune_process(reactor: Any, environ: Any = None) -> Any:
     if isinstance(reactor, TunedReactor) or not isinstance(reactor, PosixReactorBase):
         return reactor
     return TunedReactor(reactor, chosen)
+
+
+def heap_trimmer(reactor: Any, libc: object | None = None) -> HeapTrimmer | None:
+    """
+    The service that gives a process's free heap back to the kernel
+    (L{HeapTrimmer}), for C{reactor} as L{tune_process} returned it: each
+    command and twistd plugin runs it beside its services.  L{None} if the
+    reactor's settings turn it off (C{NFLTR_HEAP_TRIM=0}), if the reactor is
+    not a real one (tests' fakes), or if the C library is not glibc.
+
+    @param libc: the C library (default: this process's).
+    """
+    if not isinstance(reactor, TunedReactor) or not reactor.settings.heap_trim:
+        return None
+    usable = trimmable_libc(libc)
+    # A TunedReactor provides its reactor's interfaces (directlyProvides), IReactorTime too.
+    return None if usable is None else HeapTrimmer(cast(IReactorTime, reactor), usable)
 
 
 _DEFAULTS = IOSettings()

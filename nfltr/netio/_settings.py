@@ -19,6 +19,8 @@ for working around a kernel or library that misbehaves:
     1 MiB; Twisted's is 128 KiB);
   - C{NFLTR_MALLOC_TUNING=0}: leave glibc's malloc thresholds alone (see
     L{nfltr.netio.tune_malloc});
+  - C{NFLTR_HEAP_TRIM=0}: keep the heap glibc holds free instead of giving
+    it back to the kernel every few seconds (L{nfltr.netio.HeapTrimmer});
   - C{NFLTR_TLS_BATCH=0}: Twisted's own memory-BIO TLS (one record per
     C{SSL_write}, small writes held for a reactor turn) instead of
     L{nfltr.tls.BatchingTLSProtocol};
@@ -55,6 +57,8 @@ class IOSettings:
     @ivar read_size: bytes one read may return.
     @ivar send_limit: bytes one queued send may offer the kernel.
     @ivar malloc_tuning: raise glibc's mmap and trim thresholds at start.
+    @ivar heap_trim: give the free heap back to the kernel every few
+        seconds (the commands and twistd plugins run a L{HeapTrimmer}).
     @ivar tls_batch: nfltr's batching TLS protocol rather than Twisted's.
     @ivar tls_direct: that protocol calls OpenSSL directly once the
         handshake is done.
@@ -68,6 +72,7 @@ class IOSettings:
     read_size: int = 256 * KIB
     send_limit: int = 1 * MIB
     malloc_tuning: bool = True
+    heap_trim: bool = True
     tls_batch: bool = True
     tls_direct: bool = True
     tls_release_buffers: bool = True
@@ -93,6 +98,7 @@ class IOSettings:
             read_size=_size(environ, "NFLTR_READ_SIZE", defaults.read_size),
             send_limit=_size(environ, "NFLTR_SEND_LIMIT", defaults.send_limit),
             malloc_tuning=_flag(environ, "NFLTR_MALLOC_TUNING", defaults.malloc_tuning),
+            heap_trim=_flag(environ, "NFLTR_HEAP_TRIM", defaults.heap_trim),
             tls_batch=_flag(environ, "NFLTR_TLS_BATCH", defaults.tls_batch),
             tls_direct=_flag(environ, "NFLTR_TLS_DIRECT", defaults.tls_direct),
             tls_release_buffers=_flag(

@@ -40,28 +40,56 @@ no C{rtt} series).
 
 Session outcomes: C{routed}, C{not_found}, C{not_allowed} (an allow list),
 C{agent_unavailable} (the agent's link is draining or gone).
+
+prometheus_client is imported when C{/metrics} is first served
+(L{MetricsResource} is given a function that makes the registry), not when
+the relay starts: a relay nobody scrapes never holds it (resident memory:
+docs/benchmarks.md, "Memory").
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, cast
 
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
-from prometheus_client.registry import Collector
 from twisted.web import resource
 from twisted.web.server import Request
 
 from .link_handler import AGENT_READY, CLIENT_READY, DATA_READY
 
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.core import Metric
+    from prometheus_client.registry import Collector
+
 ROLES = {AGENT_READY: "agent", DATA_READY: "data", CLIENT_READY: "client"}
 
 
-class RelayCollector(Collector):
+def _gauge(*args: Any, **kwargs: Any) -> Any:
     """
-    Reads a running L{nfltr.relay.service.RelayService}'s state.
+    A prometheus_client C{GaugeMetricFamily} (imported on first use, see
+    the module).
+    """
+    from prometheus_client.core import GaugeMetricFamily
+
+    return GaugeMetricFamily(*args, **kwargs)
+
+
+def _counter(*args: Any, **kwargs: Any) -> Any:
+    """
+    A prometheus_client C{CounterMetricFamily} (imported on first use).
+    """
+    from prometheus_client.core import CounterMetricFamily
+
+    return CounterMetricFamily(*args, **kwargs)
+
+
+class RelayCollector:
+    """
+    Reads a running L{nfltr.relay.service.RelayService}'s state: a
+    prometheus_client C{Collector} (its one method, C{collect}), written
+    without the base class so that this module loads without
+    prometheus_client.
     """
 
     def __init__(self, service: Any) -> None:
@@ -83,12 +111,12 @@ class RelayCollector(Collector):
         yield from self._store(relay.storeHealth)
 
     def _links(self, relay: Any) -> Iterator[Metric]:
-        agents = GaugeMetricFamily("nfltr_agents_connected", "Agents connected now.")
+        agents = _gauge("nfltr_agents_connected", "Agents connected now.")
         agents.add_metric([], relay.directory.counts()[0])
         yield agents
-        links = GaugeMetricFamily("nfltr_links", "Links by the role of their dialer.",
+        links = _gauge("nfltr_links", "Links by the role of their dialer.",
                                   labels=["role"])
-        sessions = GaugeMetricFamily("nfltr_sessions_open", "Sessions open on links.",
+        sessions = _gauge("nfltr_sessions_open", "Sessions open on links.",
                                      labels=["role"])
         byRole = {"agent": [0, 0], "data": [0, 0], "client": [0, 0], "pending": [0, 0]}
         bytesIn, bytesOut = relay.counters.closedBytesIn, relay.counters.closedBytesOut
@@ -107,23 +135,23 @@ class RelayCollector(Collector):
                 sessions.add_metric([role], open_)
         yield links
         yield sessions
-        traffic = CounterMetricFamily("nfltr_link_bytes", "Bytes on links, framing included.",
+        traffic = _counter("nfltr_link_bytes", "Bytes on links, framing included.",
                                       labels=["direction"])
         traffic.add_metric(["in"], bytesIn)
         traffic.add_metric(["out"], bytesOut)
         yield traffic
 
     def _counters(self, counters: Any) -> Iterator[Metric]:
-        sessions = CounterMetricFamily(
+        sessions = _counter(
             "nfltr_sessions", "Sessions by kind and routing outcome.", labels=["kind", "outcome"]
         )
         for (kind, outcome), count in counters.sessions.items():
             sessions.add_metric([kind, outcome], count)
         yield sessions
-        connects = CounterMetricFamily("nfltr_agent_connects", "Agents welcomed.")
+        connects = _counter("nfltr_agent_connects", "Agents welcomed.")
         connects.add_metric([], counters.agentConnects)
         yield connects
-        refused = CounterMetricFamily(
+        refused = _counter(
             "nfltr_dialers_refused", "Agents and clients turned away.", labels=["reason"]
         )
         for reason, count in counters.refusals.items():
@@ -133,19 +161,19 @@ class RelayCollector(Collector):
     def _ports(self, service: Any) -> Iterator[Metric]:
         router = service.router
         if router is not None:
-            routed = CounterMetricFamily(
+            routed = _counter(
                 "nfltr_tls_port_connections", "TLS port connections routed.", labels=["route"]
             )
             for route, count in router.routed.items():
                 routed.add_metric([route], count)
             yield routed
-            refused = CounterMetricFamily(
+            refused = _counter(
                 "nfltr_tls_port_refused", "TLS port connections refused.", labels=["reason"]
             )
             for reason, count in router.refused.items():
                 refused.add_metric([reason], count)
             yield refused
-        admission = CounterMetricFamily(
+        admission = _counter(
             "nfltr_admission_refused", "Connections refused before a byte was read.",
             labels=["port", "reason"],
         )
@@ -158,42 +186,42 @@ class RelayCollector(Collector):
     def _memory(self, memory: Any) -> Iterator[Metric]:
         if memory is None:
             return
-        held = GaugeMetricFamily("nfltr_link_memory_bytes",
+        held = _gauge("nfltr_link_memory_bytes",
                                  "Bytes links hold for their peers, unsent.")
         held.add_metric([], memory.held)
         yield held
         if memory.limit is not None:
-            limit = GaugeMetricFamily("nfltr_link_memory_limit_bytes",
+            limit = _gauge("nfltr_link_memory_limit_bytes",
                                       "The limit on what links hold (--link-memory).")
             limit.add_metric([], memory.limit)
             yield limit
-        pressed = GaugeMetricFamily("nfltr_links_pressed",
+        pressed = _gauge("nfltr_links_pressed",
                                     "Links over their share of the link memory limit.")
         pressed.add_metric([], memory.pressed)
         yield pressed
-        refused = CounterMetricFamily("nfltr_link_sessions_overloaded",
+        refused = _counter("nfltr_link_sessions_overloaded",
                                       "Sessions refused at the link memory limit.")
         refused.add_metric([], memory.refused)
         yield refused
 
     def _store(self, health: Any) -> Iterator[Metric]:
-        available = GaugeMetricFamily("nfltr_store_available",
+        available = _gauge("nfltr_store_available",
                                       "1 while the key store answers, else 0.")
         available.add_metric([], 1 if health.available else 0)
         yield available
-        outages = CounterMetricFamily("nfltr_store_outages", "Outages of the key store seen.")
+        outages = _counter("nfltr_store_outages", "Outages of the key store seen.")
         outages.add_metric([], health.outages)
         yield outages
 
     def _agents(self, relay: Any) -> Iterator[Metric]:
-        rtt = GaugeMetricFamily("nfltr_agent_link_rtt_seconds",
+        rtt = _gauge("nfltr_agent_link_rtt_seconds",
                                 "Last round-trip time of an agent's link.", labels=["agent"])
-        open_ = GaugeMetricFamily("nfltr_agent_sessions_open", "Sessions open to an agent.",
+        open_ = _gauge("nfltr_agent_sessions_open", "Sessions open to an agent.",
                                   labels=["agent"])
-        traffic = CounterMetricFamily("nfltr_agent_link_bytes",
+        traffic = _counter("nfltr_agent_link_bytes",
                                       "Bytes on an agent's link, framing included.",
                                       labels=["agent", "direction"])
-        since = GaugeMetricFamily("nfltr_agent_connected_since_seconds",
+        since = _gauge("nfltr_agent_connected_since_seconds",
                                   "When an agent's link or SSH connection connected (Unix time).",
                                   labels=["agent", "kind"])
         for name, holder in relay.agentHolders():
@@ -214,26 +242,38 @@ def metrics_registry(service: Any) -> CollectorRegistry:
     """
     A registry (not the global one) with the relay's collector.
     """
+    from prometheus_client import CollectorRegistry
+
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(RelayCollector(service))
+    registry.register(cast("Collector", RelayCollector(service)))
     return registry
 
 
 class MetricsResource(resource.Resource):
     """
     C{GET /metrics}: the registry in Prometheus' text format.
+
+    @ivar registry: the registry once made (by the first C{GET}, from the
+        function given).
     """
 
     isLeaf = True
 
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(self, registry: CollectorRegistry | Callable[[], CollectorRegistry]) -> None:
         super().__init__()
-        self.registry = registry
+        self._make = registry if callable(registry) else None
+        self.registry = None if callable(registry) else registry
 
     def render_GET(self, request: Request) -> bytes:
         """
         The metrics, now.
         """
+        from prometheus_client import generate_latest
+        from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+        if self.registry is None:
+            assert self._make is not None
+            self.registry = self._make()
         request.setHeader(b"content-type", CONTENT_TYPE_LATEST.encode("ascii"))
         request.setHeader(b"cache-control", b"no-store")
         return generate_latest(self.registry)

@@ -64,7 +64,7 @@ from nfltr.store import (
     StoreUnavailable,
     claim_owner,
 )
-from nfltr.streams import Admission
+from nfltr.streams import Admission, FirstUseFactory
 from nfltr.tls import (
     PKIError,
     RelayPKI,
@@ -73,14 +73,11 @@ from nfltr.tls import (
 )
 from nfltr.wire import format_address
 
-from .admin import admin_site
 from .backlog import with_backlog
 from .certs import RelayCertificate
 from .config import RelayConfig, database_path, state_file_path
 from .leases import ILeases, Leases
 from .link_handler import Relay
-from .metrics import MetricsResource, metrics_registry
-from .redirect import redirect_site
 from .relay_json import RelayInfo, remove_state_file, write_state_file
 from .revocation import RevocationListener, RevocationPoller
 from .shared_leases import SharedLeases
@@ -159,6 +156,7 @@ class RelayService(Service):
         self.certificate: RelayCertificate | None = None
         self.sshFactory: Any = None
         self._adminPort: Any = None
+        self._health: StoreHealth | None = None
         self._statePath: Path | None = None
         self._cleanups: list[Cleanup] = []
         self._starting: Deferred[RelayInfo] | None = None
@@ -237,6 +235,8 @@ class RelayService(Service):
         httpPort = None
         # Bound before the TLS port, so share URLs name its port from the first agent on.
         if config.http is not None:
+            from .redirect import redirect_site  # here: twisted.web (see _adminSite)
+
             fallback = config.names[0] if config.names else LOCAL_NAME
             site = redirect_site(fallback, lambda: self.shares.port, self.reactor)
             front = HostRouterFactory(self.shares.plainRoute, site, self.reactor)
@@ -248,11 +248,8 @@ class RelayService(Service):
         self._cleanups.append(tlsPort.stopListening)
         self.shares.port = config.public_port or tlsPort.getHost().port
         sshPort = await self._listenSSH(relay, store, dataDir)
-        admin = admin_site(
-            lambda: self.ready and health.available, MetricsResource(metrics_registry(self)),
-            self.reactor,
-        )
-        adminPort = await self._listenAdmin(admin, predecessor)
+        self._health = health
+        adminPort = await self._listenAdmin(FirstUseFactory(self._adminSite), predecessor)
         await self._watchRevocations(store, relay, health, revision)
         info = self._describe(pki, tlsPort, adminPort, httpPort, sshPort)
         path = self._statePath = state_file_path(dataDir)
@@ -333,6 +330,22 @@ class RelayService(Service):
             started = listener.start()
             if health.available:
                 await started
+
+    def _adminSite(self) -> Any:
+        """
+        The admin listener's site, made for its first connection: twisted.web
+        (and prometheus_client, on the first C{/metrics}) is loaded then, not
+        when the relay starts (resident memory: docs/benchmarks.md, "Memory").
+        C{/readyz} is ready while the relay runs and its store answers.
+        """
+        from .admin import admin_site
+        from .metrics import MetricsResource, metrics_registry
+
+        def ready() -> bool:
+            return self.ready and (self._health is None or self._health.available)
+
+        metrics = MetricsResource(lambda: metrics_registry(self))
+        return admin_site(ready, metrics, self.reactor)
 
     async def _listenSSH(self, relay: Relay, store: IStore, dataDir: Path) -> Any:
         """

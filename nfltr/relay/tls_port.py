@@ -42,7 +42,7 @@ from nfltr.sni.twisted import (
     SNIRouterFactory,
 )
 from nfltr.tls import PKIError, subject_alt_names, tls_factory
-from nfltr.ws.server import relay_websocket_factory
+from nfltr.ws.lazy import relay_websocket_factory
 
 from ._sniff import SniffingFactory
 from .config import RelayConfig

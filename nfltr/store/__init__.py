@@ -11,7 +11,8 @@ L{INameLeaseTable}).  All raise the typed L{StoreError}s below.
 
 C{RedisStore} is imported on first use: txredisapi imports the global
 reactor, which must not happen before twistd installs the one it was asked
-for.
+for.  The SQLite store (and C{sqlite3}) is imported on first use too: agents
+use this package for L{OwnerLock} alone.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -44,7 +45,6 @@ from nfltr.store._redis_url import (
     RedisAddress,
     parse_redis_url,
 )
-from nfltr.store._sqlite import SCHEMA_VERSION, SQLiteStore, SQLiteStoreCore
 from nfltr.store._ssh import InvalidSSHKey, SSHKey, SSHKeyInfo, parse_ssh_public_key
 from nfltr.store.interfaces import (
     INameLeaseTable,
@@ -95,6 +95,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from nfltr.store._redis import RedisStore
+    from nfltr.store._sqlite import SCHEMA_VERSION, SQLiteStore, SQLiteStoreCore
 
 
 def __getattr__(name: str) -> Any:
@@ -102,4 +103,8 @@ def __getattr__(name: str) -> Any:
         from nfltr.store._redis import RedisStore
 
         return RedisStore
+    if name in ("SCHEMA_VERSION", "SQLiteStore", "SQLiteStoreCore"):
+        from nfltr.store import _sqlite
+
+        return getattr(_sqlite, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

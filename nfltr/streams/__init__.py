@@ -11,7 +11,9 @@ Stream plumbing every role uses:
     L{AdmissionLimits} and the L{TokenBucket} they use
     (L{nfltr.streams._admission});
   - L{nfltr.streams.windowed}: the writer's side of backpressure that the
-    link's sessions and the SSH port's channels share.
+    link's sessions and the SSH port's channels share;
+  - L{FirstUseFactory}: a factory made on its first connection, so that a
+    listener loads its libraries on first use (L{nfltr.streams._lazy}).
 """
 
 from nfltr.streams._admission import (
@@ -24,6 +26,7 @@ from nfltr.streams._admission import (
     AdmissionLimits,
     TokenBucket,
 )
+from nfltr.streams._lazy import FirstUseFactory
 from nfltr.streams._prefix import AdmittingFactory, PrefixReader, source_of
 from nfltr.streams._splice import SpliceEnd, splice
 
@@ -37,6 +40,7 @@ __all__ = [
     "AdmissionLimits",
     "TokenBucket",
     "AdmittingFactory",
+    "FirstUseFactory",
     "PrefixReader",
     "source_of",
     "SpliceEnd",

@@ -17,8 +17,16 @@ from twisted.internet.testing import MemoryReactorClock
 from twisted.logger import LogLevel, globalLogPublisher
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
-from nfltr.netio import IOSettings, Port, TunedReactor, io_settings, tune_process
+from nfltr.netio import (
+    IOSettings,
+    Port,
+    TunedReactor,
+    heap_trimmer,
+    io_settings,
+    tune_process,
+)
 from nfltr.netio import _reactor as module
+from nfltr.netio._malloc import trimmable_libc
 
 
 class TunedReactorTests(TestCase):
@@ -267,3 +275,33 @@ class TuneProcessTests(SynchronousTestCase):
         warnings = [e for e in events if e.get("log_level") == LogLevel.warn]
         self.assertEqual(len(warnings), 1)
         self.assertIn("NFLTR_WRITE_NOW", str(warnings[0]["error"]))
+
+
+class HeapTrimmerChoiceTests(SynchronousTestCase):
+    """
+    L{heap_trimmer}: a trimmer for a tuned reactor on glibc, unless
+    C{NFLTR_HEAP_TRIM=0}; none for tests' fakes.
+    """
+
+    def test_tunedReactor(self) -> None:
+        """
+        A tuned real reactor on glibc gets a trimmer on that reactor, not
+        started.
+        """
+        if trimmable_libc() is None:
+            raise self.skipTest("not glibc 2.33 or later")
+        tuned = TunedReactor(reactor, IOSettings())
+        trimmer = heap_trimmer(tuned)
+        assert trimmer is not None
+        self.assertIs(trimmer.clock, tuned)
+        self.assertFalse(trimmer.running)
+
+    def test_off(self) -> None:
+        """
+        C{NFLTR_HEAP_TRIM=0}, a fake reactor or a C library that cannot
+        trim: no trimmer.
+        """
+        off = TunedReactor(reactor, IOSettings.from_environ({"NFLTR_HEAP_TRIM": "0"}))
+        self.assertIsNone(heap_trimmer(off))
+        self.assertIsNone(heap_trimmer(Clock()))
+        self.assertIsNone(heap_trimmer(TunedReactor(reactor, IOSettings()), object()))

@@ -22,9 +22,9 @@ class IOSettingsTests(SynchronousTestCase):
         s = IOSettings.from_environ({})
         self.assertEqual(s, IOSettings())
         self.assertEqual(
-            (s.write_now, s.read_size, s.send_limit, s.malloc_tuning, s.tls_batch,
+            (s.write_now, s.read_size, s.send_limit, s.malloc_tuning, s.heap_trim, s.tls_batch,
              s.tls_release_buffers, s.fast_poll),
-            (True, 256 * 1024, 1024 * 1024, True, True, True, True),
+            (True, 256 * 1024, 1024 * 1024, True, True, True, True, True),
         )
 
     def test_switches(self) -> None:
@@ -34,12 +34,12 @@ class IOSettingsTests(SynchronousTestCase):
         """
         s = IOSettings.from_environ({
             "NFLTR_WRITE_NOW": "0", "NFLTR_READ_SIZE": "65536", "NFLTR_SEND_LIMIT": " 131072 ",
-            "NFLTR_MALLOC_TUNING": "off", "NFLTR_TLS_BATCH": "False",
+            "NFLTR_MALLOC_TUNING": "off", "NFLTR_HEAP_TRIM": "0", "NFLTR_TLS_BATCH": "False",
             "NFLTR_TLS_RELEASE_BUFFERS": "no", "NFLTR_FAST_POLL": "0",
         })
         self.assertEqual(s, IOSettings(
             write_now=False, read_size=65536, send_limit=131072, malloc_tuning=False,
-            tls_batch=False, tls_release_buffers=False, fast_poll=False,
+            heap_trim=False, tls_batch=False, tls_release_buffers=False, fast_poll=False,
         ))
 
     def test_emptyIsDefault(self) -> None:
