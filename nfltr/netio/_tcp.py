@@ -137,7 +137,9 @@ class Server(WriteNowMixin, tcp.Server):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.tune(self.server.settings)  # type: ignore[attr-defined]  # our Port's
+        port = self.server
+        # Accepted by our Port, which holds the settings; Twisted's own has none.
+        self.tune(port.settings if isinstance(port, Port) else IOSettings())
 
 
 class Client(WriteNowMixin, tcp.Client):
