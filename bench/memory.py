@@ -50,7 +50,10 @@ from typing import Any
 from ._memory_load import Load, Service, probe, run_load
 from ._stack import Proc, Processes, Tunnel, free_port, tree_state
 from ._system import BenchError
+
+# /proc/PID/status's VmHWM lines read like smaps_rollup's: NAME: N kB.
 from .peers.accounting import Window, table, tree
+from .peers.accounting import parse_smaps_rollup as parse_kib
 from .tunnel import parse_variant
 
 SSHD = "/usr/sbin/sshd"
@@ -74,19 +77,6 @@ def smaps_rollup(pid: int) -> dict[str, int]:
         "uss": sizes.get("Private_Clean", 0) + sizes.get("Private_Dirty", 0),
         "anon": sizes.get("Anonymous", 0), "hwm": status.get("VmHWM", 0),
     }
-
-
-def parse_kib(text: str) -> dict[str, int]:
-    """
-    The C{NAME: N kB} lines of a C{/proc} file, by name.
-    """
-    sizes = {}
-    for line in text.splitlines():
-        name, sep, rest = line.partition(":")
-        parts = rest.split()
-        if sep and len(parts) == 2 and parts[1] == "kB":  # noqa: PLR2004
-            sizes[name] = int(parts[0])
-    return sizes
 
 
 def rss_by_mapping(pid: int, top: int = 12) -> list[tuple[str, int]]:
