@@ -7,6 +7,14 @@ L{nfltr.http._exchange}) and a thin Twisted adapter (L{nfltr.http.proxy},
 L{nfltr.http.flow}), with backend connections (L{nfltr.http.backend}) and a
 pool of keep-alive ones (L{nfltr.http.pool}).
 
+Two paths, chosen by the factory: the stream path (the default;
+L{nfltr.http.stream} on the sans-I/O L{nfltr.http._stream}, heads read
+strictly by L{nfltr.http._heads}, chunked bodies framed by
+L{nfltr.http._chunked}) reads request heads only as far as the share needs
+and copies every other byte as it came, holding one service connection per
+visitor connection; the full proxy (C{stream=False}) parses and writes
+every message again with h11.
+
 Use: L{HTTPProxyFactory}C{(backend, clock, ...)}, then C{proxyFor(visitor)}
 for each visitor connection (or listen on the factory directly); the backend
 is an L{IBackend} or a L{BackendPool} around one.

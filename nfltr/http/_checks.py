@@ -32,6 +32,7 @@ it serves answers a request for any other name 421 (RFC 9110 section
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from http import HTTPStatus
 
 import h11
@@ -72,10 +73,18 @@ def requestAuthority(request: h11.Request) -> bytes | None:
     The authority a request names: an absolute-form target's, else its
     C{Host}'s; L{None} if neither.
     """
-    absolute = absoluteForm(request.target)
+    return authorityOf(request.target, request.headers)
+
+
+def authorityOf(target: bytes, headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:
+    """
+    The authority a request with C{target} and C{headers} names (see
+    L{requestAuthority}).
+    """
+    absolute = absoluteForm(target)
     if absolute is not None:
         return absolute[0]
-    return next((value for name, value in request.headers if name == b"host"), None)
+    return next((value for name, value in headers if name.lower() == b"host"), None)
 
 
 def hostName(authority: bytes | None) -> str | None:
@@ -110,13 +119,21 @@ def requestRefusal(request: h11.Request, hosts: frozenset[str] | None) -> HTTPSt
         b"content-length" in headers or request.http_version < b"1.1"
     ):
         return HTTPStatus.BAD_REQUEST
-    target = request.target
+    return targetRefusal(request.method, request.target, requestAuthority(request), hosts)
+
+
+def targetRefusal(
+    method: bytes, target: bytes, authority: bytes | None, hosts: frozenset[str] | None,
+) -> HTTPStatus | None:
+    """
+    Why a request for C{target} (naming C{authority}) must not go on, or
+    L{None}: the target and host rules of the module.
+    """
     if target == b"*":
-        if request.method != b"OPTIONS":
+        if method != b"OPTIONS":
             return HTTPStatus.BAD_REQUEST
     elif not target.startswith(b"/") and absoluteForm(target) is None:
         return HTTPStatus.BAD_REQUEST
-    authority = requestAuthority(request)
     if authority is not None and _AUTHORITY.fullmatch(authority) is None:
         return HTTPStatus.BAD_REQUEST
     if hosts is not None and hostName(authority) not in hosts:

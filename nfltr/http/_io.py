@@ -110,15 +110,13 @@ class ExchangeIO(Protocol):
         """
 
 
-def errorResponse(
-    status: HTTPStatus | int, head: bool = False,
-    extra: Sequence[tuple[bytes, bytes]] = (),
-) -> list[h11.Response | h11.Data | h11.EndOfMessage]:
+def errorParts(
+    status: HTTPStatus | int, extra: Sequence[tuple[bytes, bytes]] = (),
+) -> tuple[HTTPStatus, list[tuple[bytes, bytes]], bytes]:
     """
-    The events of a short C{text/plain} error response that closes the
-    connection.
+    A short C{text/plain} error response that closes the connection: its
+    status, headers and body.
 
-    @param head: the request was a C{HEAD}: no body.
     @param extra: more headers (a C{WWW-Authenticate} challenge, say).
     """
     status = HTTPStatus(status)
@@ -129,6 +127,19 @@ def errorResponse(
         (b"Connection", b"close"),
         *extra,
     ]
+    return status, headers, body
+
+
+def errorResponse(
+    status: HTTPStatus | int, head: bool = False,
+    extra: Sequence[tuple[bytes, bytes]] = (),
+) -> list[h11.Response | h11.Data | h11.EndOfMessage]:
+    """
+    The events of L{errorParts}' response.
+
+    @param head: the request was a C{HEAD}: no body.
+    """
+    status, headers, body = errorParts(status, extra)
     events: list[h11.Response | h11.Data | h11.EndOfMessage] = [
         h11.Response(status_code=status.value, headers=headers, reason=status.phrase)
     ]
@@ -136,6 +147,16 @@ def errorResponse(
         events.append(h11.Data(data=body))
     events.append(h11.EndOfMessage())
     return events
+
+
+def errorBytes(status: HTTPStatus | int, extra: Sequence[tuple[bytes, bytes]] = ()) -> bytes:
+    """
+    The bytes of L{errorParts}' response, for the stream path.
+    """
+    status, headers, body = errorParts(status, extra)
+    lines = [b"HTTP/1.1 %d %s\r\n" % (status.value, status.phrase.encode("ascii"))]
+    lines += [b"%s: %s\r\n" % field for field in headers]
+    return b"".join([*lines, b"\r\n", body])
 
 
 def forwardedRequest(

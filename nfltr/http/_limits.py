@@ -18,6 +18,9 @@ IDLE_TIMEOUT = 60.0
 #: Seconds a request in flight may go without a byte moving either way
 #: (from the visitor, from the backend, or drained by the visitor).
 EXCHANGE_TIMEOUT = 300.0
+#: Requests of one visitor connection the stream path sends on before their
+#: responses are out (pipelining).
+MAX_PIPELINED = 16
 #: Idle keep-alive connections a pool keeps per backend.
 POOL_MAX_IDLE = 64
 #: Seconds an idle pooled connection is kept before it is closed.
@@ -45,6 +48,9 @@ class HTTPLimits:
         drained by the visitor): then the backend connection is dropped and
         the visitor gets C{504}, or its connection is cut if its response
         had begun.  A slow response is not cut as long as bytes move.
+    @ivar max_pipelined: requests of one visitor connection the stream path
+        (L{nfltr.http._stream}) sends to the service before their responses
+        are out; beyond that the visitor is not read until one is.
     @ivar pool_max_idle: idle keep-alive connections a pool keeps; beyond
         that the oldest is closed.
     @ivar pool_idle_timeout: seconds an idle pooled connection is kept.
@@ -55,6 +61,7 @@ class HTTPLimits:
     idle_timeout: float | None = IDLE_TIMEOUT
     exchange_timeout: float | None = EXCHANGE_TIMEOUT
     pool_max_idle: int | None = POOL_MAX_IDLE
+    max_pipelined: int = MAX_PIPELINED
     pool_idle_timeout: float | None = POOL_IDLE_TIMEOUT
 
     def __post_init__(self) -> None:
@@ -62,6 +69,9 @@ class HTTPLimits:
             value = getattr(self, name)
             if value is not None and (type(value) is not int or value < 0):
                 raise ValueError(f"{name} must be a non-negative integer or None, not {value!r}")
+        if type(self.max_pipelined) is not int or self.max_pipelined < 1:
+            raise ValueError(
+                f"max_pipelined must be a positive integer, not {self.max_pipelined!r}")
         for name in ("idle_timeout", "exchange_timeout", "pool_idle_timeout"):
             value = getattr(self, name)
             if value is not None and not value > 0:

@@ -2,13 +2,14 @@
 """
 Flow control for the HTTP proxy: a L{Valve} pauses a transport for several
 reasons at once, a L{ValveProducer} lets a transport pause another through
-its valve, and after an upgrade a L{BackendSpliceEnd} joins the backend
+its valve, L{PausesBackend} pauses the backend connection in use while the
+visitor reads too slowly, and after an upgrade a L{BackendSpliceEnd} joins the backend
 connection to the visitor as L{nfltr.streams.splice} does.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from twisted.internet import interfaces
 from zope.interface import implementer
@@ -71,6 +72,66 @@ class ValveProducer:
     def stopProducing(self) -> None:
         """
         Nothing: the consumer's protocol gets C{connectionLost} next.
+        """
+
+
+#: Why a backend connection's transport is paused: the visitor is full.
+PEER_FULL = "peer full"
+
+
+class UsesBackend(Protocol):
+    """
+    A visitor connection's proxy, as L{PausesBackend} sees it.
+    """
+
+    @property
+    def backend(self) -> Any:
+        """
+        The backend connection in use (with a C{valve}), or L{None}.
+        """
+
+    def moved(self) -> None:
+        """
+        A byte moved.
+        """
+
+
+@implementer(interfaces.IPushProducer)
+class PausesBackend:
+    """
+    Registered on the visitor's transport: pauses the backend connection in
+    use through its valve (one taken while the visitor is still full is
+    paused by its taker, who reads L{paused}).
+
+    @ivar paused: the visitor is full now.
+    """
+
+    def __init__(self, proxy: UsesBackend) -> None:
+        self.proxy = proxy
+        self.paused = False
+
+    def pauseProducing(self) -> None:
+        """
+        The visitor reads too slowly.
+        """
+        self.paused = True
+        backend = self.proxy.backend
+        if backend is not None and backend.valve is not None:
+            backend.valve.pause(PEER_FULL)
+
+    def resumeProducing(self) -> None:
+        """
+        The visitor caught up.
+        """
+        self.proxy.moved()
+        self.paused = False
+        backend = self.proxy.backend
+        if backend is not None and backend.valve is not None:
+            backend.valve.resume(PEER_FULL)
+
+    def stopProducing(self) -> None:
+        """
+        Nothing: the visitor's C{connectionLost} follows.
         """
 
 

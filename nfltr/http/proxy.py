@@ -34,47 +34,12 @@ from nfltr.streams import SpliceEnd
 from ._exchange import Exchange, Gate, Phase
 from ._limits import DEFAULT_LIMITS, HTTPLimits
 from .backend import BackendConnection, IBackend
-from .flow import BackendSpliceEnd, Valve, ValveProducer
+from .flow import PEER_FULL, BackendSpliceEnd, PausesBackend, Valve, ValveProducer
 from .pool import BackendPool
+from .stream import StreamProxyProtocol
 
 # Reasons a transport is paused (see Valve).
-_PEER_FULL = "peer full"
 _EXCHANGE = "exchange"
-
-
-@implementer(interfaces.IPushProducer)
-class _PausesBackend:
-    """
-    Registered on the visitor's transport: pauses the backend connection in
-    use (and any taken while the visitor is still full).
-    """
-
-    def __init__(self, proxy: HTTPProxyProtocol) -> None:
-        self.proxy = proxy
-
-    def pauseProducing(self) -> None:
-        """
-        The visitor reads too slowly.
-        """
-        self.proxy.visitorFull = True
-        backend = self.proxy.backend
-        if backend is not None and backend.valve is not None:
-            backend.valve.pause(_PEER_FULL)
-
-    def resumeProducing(self) -> None:
-        """
-        The visitor caught up.
-        """
-        self.proxy.moved()
-        self.proxy.visitorFull = False
-        backend = self.proxy.backend
-        if backend is not None and backend.valve is not None:
-            backend.valve.resume(_PEER_FULL)
-
-    def stopProducing(self) -> None:
-        """
-        Nothing: the visitor's C{connectionLost} follows.
-        """
 
 
 @implementer(interfaces.IHalfCloseableProtocol)
@@ -87,7 +52,6 @@ class HTTPProxyProtocol(Protocol):
     @ivar exchange: the visitor connection's requests and responses.
     @ivar source: where backend connections come from and go back to.
     @ivar backend: the backend connection in use, if any.
-    @ivar visitorFull: the visitor's transport asked us to pause.
     @ivar raw: after a switch of protocols, the splice end of the visitor.
     """
 
@@ -109,7 +73,7 @@ class HTTPProxyProtocol(Protocol):
             hosts=factory.hosts,
         )
         self.backend: BackendConnection | None = None
-        self.visitorFull = False
+        self._pauser = PausesBackend(self)
         self.raw: SpliceEnd | None = None
         self._ownsSource = ownsSource
         self._valve: Valve | None = None
@@ -128,7 +92,7 @@ class HTTPProxyProtocol(Protocol):
         Take part in flow control; wait for a request.
         """
         self._valve = Valve(self.transport)
-        self.transport.registerProducer(_PausesBackend(self), True)
+        self.transport.registerProducer(self._pauser, True)
         self._producing = True
         self.exchange.start()
 
@@ -340,9 +304,9 @@ class HTTPProxyProtocol(Protocol):
         assert self._valve is not None
         self.backend = backend
         backend.user = self
-        backend.transport.registerProducer(ValveProducer(self._valve, _PEER_FULL), True)
-        if self.visitorFull and backend.valve is not None:
-            backend.valve.pause(_PEER_FULL)
+        backend.transport.registerProducer(ValveProducer(self._valve, PEER_FULL), True)
+        if self._pauser.paused and backend.valve is not None:
+            backend.valve.pause(PEER_FULL)
 
     def _detach(self) -> BackendConnection | None:
         backend, self.backend = self.backend, None
@@ -350,11 +314,11 @@ class HTTPProxyProtocol(Protocol):
             return None
         backend.user = None
         if self._valve is not None:
-            self._valve.resume(_PEER_FULL)
+            self._valve.resume(PEER_FULL)
         if not backend.closed:
             backend.transport.unregisterProducer()
             if backend.valve is not None:
-                backend.valve.resume(_PEER_FULL)
+                backend.valve.resume(PEER_FULL)
         return backend
 
     def backendData(self, data: bytes) -> None:
@@ -409,10 +373,15 @@ class HTTPProxyFactory(Factory):
         limits: HTTPLimits = DEFAULT_LIMITS,
         gate: Gate | None = None,
         hosts: Iterable[str] | None = None,
+        stream: bool = True,
     ) -> None:
         """
         @param gate: checks each request before it is forwarded (see
             L{nfltr.http.Exchange}); a share's policy, say.
+        @param stream: visitor connections take the stream path
+            (L{nfltr.http.stream}: heads read and checked, every other byte
+            copied as it came); off, the full proxy (L{HTTPProxyProtocol}:
+            every message parsed and written again by h11).
         @param hosts: the host names requests may name (see
             L{nfltr.http.Exchange}); L{None}: any.  Settable later, for
             the visitor connections that follow.
@@ -425,8 +394,9 @@ class HTTPProxyFactory(Factory):
         self.forwarded = forwarded
         self.scheme = scheme
         self.limits = limits
+        self.stream = stream
 
-    def proxyFor(self, visitor: str | None) -> HTTPProxyProtocol:
+    def proxyFor(self, visitor: str | None) -> HTTPProxyProtocol | StreamProxyProtocol:
         """
         A new proxy for one visitor connection.
 
@@ -438,9 +408,11 @@ class HTTPProxyFactory(Factory):
         else:
             source = BackendPool(self.backend, self.clock, replace(self.limits, pool_max_idle=1))
             owns = True
+        if self.stream:
+            return StreamProxyProtocol(self, source, visitor, owns)
         return HTTPProxyProtocol(self, source, visitor, owns)
 
-    def buildProtocol(self, addr: Any) -> HTTPProxyProtocol:
+    def buildProtocol(self, addr: Any) -> HTTPProxyProtocol | StreamProxyProtocol:
         """
         A proxy for a connection from C{addr}.
         """

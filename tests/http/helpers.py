@@ -19,6 +19,7 @@ from twisted.internet.protocol import Protocol
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
+from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
 
 _EOF = object()
@@ -418,8 +419,15 @@ class Harness:
         limits: Any = None,
         highWater: int = 64 * 1024,
         readSize: int = 16 * 1024,
+        stream: bool | None = None,
         **options: Any,
     ) -> None:
+        """
+        @param stream: the proxy takes the stream path, else the full one;
+            by default, as L{defaultStream} says (see L{onStreamPath}).
+        """
+        if stream is None:
+            stream = self.defaultStream
         from nfltr.http import BackendPool, HTTPLimits, HTTPProxyFactory
 
         self.network = Network(highWater=highWater, readSize=readSize)
@@ -429,10 +437,14 @@ class Harness:
             assert handler is not None
             serve = lambda: ScriptedServer(handler)  # noqa: E731
         self.backend = FakeBackend(self.network, serve)
+        self.visitors: list[Visitor] = []
         self.pool = BackendPool(self.backend, self.clock, limits) if pool else None
         self.factory = HTTPProxyFactory(
-            self.pool or self.backend, self.clock, limits=limits, **options
+            self.pool or self.backend, self.clock, limits=limits, stream=stream, **options
         )
+
+    #: Whether harnesses take the stream path unless told.
+    defaultStream = False
 
     def visit(self, data: bytes = b"", address: Any = VISITOR_ADDRESS) -> tuple[Visitor, Any]:
         """
@@ -440,6 +452,7 @@ class Harness:
         network has run.
         """
         visitor = Visitor(data)
+        self.visitors.append(visitor)
         proxy = self.factory.buildProtocol(address)
         self.network.connect(proxy, visitor, address)
         self.network.run()
@@ -451,3 +464,15 @@ class Harness:
         """
         visitor.transport.write(data)
         self.network.run()
+
+
+class OnStreamPath(SynchronousTestCase):
+    """
+    Mixed into a copy of a test case of the full proxy's behaviour, runs
+    it on the stream path: the behaviour that both paths share is tested
+    once, run per path.
+    """
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.patch(Harness, "defaultStream", True)

@@ -453,6 +453,10 @@ def canonical(raw: bytes) -> bool:
         elif isinstance(event, h11.EndOfMessage):
             server.send(h11.Response(status_code=200, headers=[(b"Content-Length", b"0")]))
             server.send(h11.EndOfMessage())
+            if server.their_state is h11.MUST_CLOSE:
+                # An HTTP/1.0 request (h11 keeps no HTTP/1.0 connection
+                # alive): nothing may follow it.
+                return not server.trailing_data[0]
             server.start_next_cycle()
 
 

@@ -72,9 +72,11 @@ class Visit:
 
     def error(self) -> str | None:
         """
-        The C{net::ERR_...} error Chromium reported, if any.
+        The C{net::ERR_...} error Chromium reported, if any: in its log, or
+        (Chromium 150 logs none) in the error page it showed.
         """
-        match = re.search(r"net::(ERR_[A-Z_]+)", self.log)
+        match = re.search(r"net::(ERR_[A-Z_]+)", self.log) or re.search(
+            r"\"errorCode\":\"net::(ERR_[A-Z_]+)\"", self.dom)
         return match.group(1) if match else None
 
     def describe(self) -> str:
