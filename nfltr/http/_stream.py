@@ -46,17 +46,15 @@ from collections import deque
 from collections.abc import Sequence
 from http import HTTPStatus
 
-from ._checks import absoluteForm, authorityOf, targetRefusal
 from ._chunked import ChunkedBody, ChunkError
-from ._exchange import RETRYABLE, Gate, Refusal
-from ._headers import isUpgrade, requestHeaders, setHeader
+from ._exchange import RETRYABLE, Gate
+from ._headers import isUpgrade
 from ._heads import (
     CHUNKED,
     HEAD_END,
     NONE,
     UNTIL_CLOSE,
     HeadError,
-    RequestHead,
     ResponseHead,
     forwardedHead,
     parseRequestHead,
@@ -65,6 +63,7 @@ from ._heads import (
 )
 from ._io import errorBytes
 from ._limits import DEFAULT_LIMITS, HTTPLimits
+from ._rules import RequestRules
 from ._streamio import SentRequest, StreamIO
 
 _RESPONSE_END = re.compile(rb"\r?\n\r?\n")
@@ -101,10 +100,8 @@ class StreamExchange:
         self.io = io
         self.state = HEAD
         self.pending: deque[SentRequest] = deque()
-        self._visitor, self._host, self._forwarded, self._scheme = visitor, host, forwarded, scheme
-        self._gate = gate
-        self._hosts = None if hosts is None else frozenset(
-            h.lower().removesuffix(".") for h in hosts)
+        self._rules = RequestRules(visitor=visitor, host=host, forwarded=forwarded,
+                                   scheme=scheme, gate=gate, hosts=hosts)
         self._limits = limits
         self._in = b""
         self._left = 0
@@ -241,7 +238,7 @@ class StreamExchange:
         except HeadError as e:
             self._refuse(e.status)
             return False
-        refusal = self._check(head)
+        refusal = self._rules.refusal(head)
         if refusal is not None:
             self._refuse(*refusal)
             return False
@@ -253,37 +250,10 @@ class StreamExchange:
         self._left = head.length if head.length != CHUNKED else 0
         self._chunks = ChunkedBody() if head.length == CHUNKED else None
         self.state = BODY
-        self._send(self._forwardedHead(head))
+        self._send(self._rules.forwarded(head))
         if not self._left and self._chunks is None and self.state == BODY:
             self._requestEnded()
         return True
-
-    def _check(self, head: RequestHead) -> tuple[int, tuple[tuple[bytes, bytes], ...]] | None:
-        if head.method == b"CONNECT":
-            return HTTPStatus.METHOD_NOT_ALLOWED, ()
-        authority = authorityOf(head.target, head.headers)
-        status = targetRefusal(head.method, head.target, authority, self._hosts)
-        if status is not None:
-            return status, ()
-        if self._gate is not None:
-            refusal: Refusal | None = self._gate(head.headers, self._visitor)
-            if refusal is not None:
-                return refusal.status, refusal.headers
-        return None
-
-    def _forwardedHead(self, head: RequestHead) -> bytes:
-        headers, target = head.headers, head.target
-        absolute = absoluteForm(target)
-        if absolute is not None:
-            authority, target = absolute
-            headers = setHeader(headers, b"Host", authority)
-        headers = requestHeaders(headers, visitor=self._visitor, host=self._host,
-                                 forwarded=self._forwarded, scheme=self._scheme)
-        if head.version == b"1.0":
-            # This hop keeps its connection if the service will, whatever
-            # the visitor does with its own.
-            headers.append((b"Connection", b"keep-alive"))
-        return head.serialize(headers, target)
 
     def _readBody(self) -> bool:
         """
