@@ -16,6 +16,9 @@ C{ITransitClient}).
     what a client's session towards an agent's port goes through, whether
     the client is a native link (C{tcp-connect}) or an SSH C{-L}/C{-W}.
   - L{IShareRoutes}: the shares reachable by name on the TLS port.
+  - L{IPresence}: what the claim place tells the replicas that share a
+    directory about the agents and shares it holds
+    (L{nfltr.relay.cluster.presence}).
 """
 
 from __future__ import annotations
@@ -27,14 +30,20 @@ from twisted.internet.interfaces import IProtocol, ITransport
 from zope.interface import Attribute, Interface
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from nfltr.link import RefusalReason
     from nfltr.sni.twisted import Route
 
-Kind = Literal["link", "ssh"]
-#: The holder kinds: a native agent's link, an SSH connection.
+    from .directory import AgentEntry
+
+Kind = Literal["link", "ssh", "replica"]
+#: The holder kinds: a native agent's link, an SSH connection, an agent
+#: another replica holds (reached over the replica link).
 LINK: Kind = "link"
 SSH: Kind = "ssh"
-KINDS: tuple[Kind, ...] = (LINK, SSH)
+REPLICA: Kind = "replica"
+KINDS: tuple[Kind, ...] = (LINK, SSH, REPLICA)
 
 
 @dataclass(frozen=True)
@@ -68,7 +77,7 @@ class IAgentHolder(Interface):
     nothing yet.
     """
 
-    kind = Attribute("L{LINK} or L{SSH}: what kind of connection holds the agent.")
+    kind = Attribute("L{LINK}, L{SSH} or L{REPLICA}: what kind of connection holds the agent.")
 
     def canOpen() -> bool:
         """
@@ -141,4 +150,40 @@ class IShareRoutes(Interface):
         as their C{xn--} A-label): what precedes the share domain in the
         server name.  Called once per visitor connection, on the reactor
         thread: answer at once, from memory.
+        """
+
+
+class IPresence(Interface):
+    """
+    What the relay's one claim place (L{nfltr.relay.agents.Relay}) tells the
+    other replicas of a cluster about the agents and shares this relay
+    holds: L{nfltr.relay.cluster.presence.RedisPresence} writes it to the
+    shared directory; a relay of its own tells nobody
+    (L{nfltr.relay.cluster.presence.NoPresence}).  Every call returns at
+    once: writing happens in the background, and a failure never reaches
+    the holder.
+    """
+
+    replica = Attribute("This replica's id (empty for a relay of its own).")
+
+    def agentClaimed(entry: AgentEntry, shares: Sequence[str]) -> None:
+        """
+        C{entry} holds its name on this replica now (its holder publishes the
+        shares called C{shares}).
+        """
+
+    def agentReleased(entry: AgentEntry) -> None:
+        """
+        C{entry} gave its name up.
+        """
+
+    def sharesPublished(account: str, shares: Sequence[tuple[str, str]]) -> None:
+        """
+        A holder of C{account} publishes C{shares} (name, mode) on this
+        replica now.
+        """
+
+    def sharesWithdrawn(names: Sequence[str]) -> None:
+        """
+        The shares C{names} are no longer published here.
         """

@@ -1,0 +1,18 @@
+# -*- test-case-name: tests.relay.cluster -*-
+"""
+Several relays as one: replicas that share a Redis directory
+(C{--directory}) and talk to each other over the replica link
+(C{--replica-listen}).
+
+The cluster code lives here, under the relay, because it is the relay's: it
+extends the relay's contracts (L{nfltr.relay.interfaces}: an agent held by
+another replica is one more L{IAgentHolder} kind) and reaches the relay's one
+claim place and one TCP route; the store keeps only what Redis holds
+(L{nfltr.store.IPresenceTable}).
+
+  - L{nfltr.relay.cluster.presence}: which replica holds each agent and share,
+    in the directory, with a TTL the holder refreshes.
+
+Importing this package loads nothing: each module is imported where it is
+used (the relay's claim place imports only the presence module).
+"""
