@@ -39,7 +39,7 @@ from .cluster.presence import NoPresence
 from .config import DEFAULT_DRAIN_TIMEOUT
 from .counters import RelayCounters
 from .directory import AgentEntry, Directory
-from .interfaces import IAgentHolder, IPresence
+from .interfaces import IAgentHolder, IPresence, IRemoteRoutes
 from .leases import Leases
 from .names import REPLACED, check_agent_claim
 from .shares import ShareRefused, ShareRegistry
@@ -91,6 +91,8 @@ class Relay:
         logged.
     @ivar presence: what the other replicas of a cluster are told of the
         agents and shares claimed here (L{NoPresence}: a relay of its own).
+    @ivar remote: the routes to agents other replicas of a cluster hold
+        (L{None}: a relay of its own).
     """
 
     log = Logger()
@@ -118,6 +120,7 @@ class Relay:
         self.peerDrainTimeout = peerDrainTimeout
         self.logThrottle = LogThrottle(clock.seconds)
         self.presence: IPresence = NoPresence()
+        self.remote: IRemoteRoutes | None = None
 
     def verifyKey(self, plaintext: str) -> Deferred[KeyInfo | None]:
         """

@@ -16,6 +16,8 @@ C{ITransitClient}).
     what a client's session towards an agent's port goes through, whether
     the client is a native link (C{tcp-connect}) or an SSH C{-L}/C{-W}.
   - L{IShareRoutes}: the shares reachable by name on the TLS port.
+  - L{IRemoteRoutes}: the routes to agents other replicas of a cluster hold
+    (L{nfltr.relay.cluster.routes.RemoteRoutes}).
   - L{IPresence}: what the claim place tells the replicas that share a
     directory about the agents and shares it holds
     (L{nfltr.relay.cluster.presence}).
@@ -24,7 +26,7 @@ C{ITransitClient}).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from twisted.internet.interfaces import IProtocol, ITransport
 from zope.interface import Attribute, Interface
@@ -33,9 +35,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from nfltr.link import RefusalReason
+    from nfltr.link.twisted import LinkSession
     from nfltr.sni.twisted import Route
-
-    from .directory import AgentEntry
 
 Kind = Literal["link", "ssh", "replica"]
 #: The holder kinds: a native agent's link, an SSH connection, an agent
@@ -166,15 +167,15 @@ class IPresence(Interface):
 
     replica = Attribute("This replica's id (empty for a relay of its own).")
 
-    def agentClaimed(entry: AgentEntry, shares: Sequence[str]) -> None:
+    def agentClaimed(entry: Any, shares: Sequence[str]) -> None:
         """
-        C{entry} holds its name on this replica now (its holder publishes the
-        shares called C{shares}).
+        C{entry} (an L{nfltr.relay.directory.AgentEntry}) holds its name on
+        this replica now (its holder publishes the shares called C{shares}).
         """
 
-    def agentReleased(entry: AgentEntry) -> None:
+    def agentReleased(entry: Any) -> None:
         """
-        C{entry} gave its name up.
+        C{entry} (an L{nfltr.relay.directory.AgentEntry}) gave its name up.
         """
 
     def sharesPublished(account: str, shares: Sequence[tuple[str, str]]) -> None:
@@ -186,4 +187,19 @@ class IPresence(Interface):
     def sharesWithdrawn(names: Sequence[str]) -> None:
         """
         The shares C{names} are no longer published here.
+        """
+
+
+class IRemoteRoutes(Interface):
+    """
+    The routes to agents other replicas of a cluster hold (the directory
+    says which), for the clients of this one.
+    """
+
+    def routeTCP(session: LinkSession, key: str, account: str, name: str, port: int) -> None:
+        """
+        Route C{session}, a client's (of C{account}, logged in with C{key})
+        to C{name}:C{port}, an agent this replica does not hold: accept it
+        spliced to a session at the replica that holds it, or refuse it in
+        the one TCP route's words; now or later.
         """

@@ -6,6 +6,9 @@ Certificates, fingerprints and TLS settings.
     CA, server certificate and share CA, and an agent's end-to-end key;
   - L{spki_fingerprint} and L{parse_fingerprint} define the one fingerprint
     format (C{sha256:<hex of SHA-256 of the SubjectPublicKeyInfo>});
+  - L{init_cluster_ca} and L{ClusterCA} make and load the CA that makes
+    relays replicas of one cluster, L{ReplicaTLS} their replica link's
+    mutual TLS;
   - L{server_context_factory} and L{client_creator} make the connection
     creators Twisted's TLS takes; L{peer_fingerprint} reads a finished
     handshake's peer key;
@@ -31,6 +34,14 @@ from nfltr.tls._batching import (  # noqa: E402 - after OpenSSL's configuration
     BatchingTLSProtocol,
     TLSClientEndpoint,
     tls_factory,
+)
+from nfltr.tls._cluster import (  # noqa: E402
+    CLUSTER_CA_CERT,
+    CLUSTER_CA_KEY,
+    REPLICA_NAME,
+    ClusterCA,
+    ReplicaTLS,
+    init_cluster_ca,
 )
 from nfltr.tls._contexts import (  # noqa: E402
     CertificateRejected,
@@ -69,6 +80,12 @@ from nfltr.tls._shares import (  # noqa: E402
 
 __all__ = [
     "OPENSSL_CONFIGURED",
+    "CLUSTER_CA_CERT",
+    "CLUSTER_CA_KEY",
+    "REPLICA_NAME",
+    "ClusterCA",
+    "ReplicaTLS",
+    "init_cluster_ca",
     "BatchingTLSFactory",
     "BatchingTLSProtocol",
     "TLSClientEndpoint",

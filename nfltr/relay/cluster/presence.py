@@ -11,6 +11,7 @@ them):
     agent:<name>   account, ports (comma list), plain (comma list: ports
                    shared without end-to-end TLS), shares (comma list)
     share:<name>   account, mode
+    replica:<id>   address (HOST:PORT of its replica link)
 
 Bounds (each a keyword of L{RedisPresence}):
 
@@ -46,15 +47,12 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from nfltr.link import RefusalReason
 from nfltr.store import IPresenceTable, StoreError
 from nfltr.wire.messages import MessageError, check_name, check_port
 
 from ..interfaces import IPresence
-from ..names import REPLACED
 
 if TYPE_CHECKING:
-    from ..agents import Relay
     from ..directory import AgentEntry
     from ..store_health import StoreHealth
 
@@ -238,6 +236,19 @@ class RedisPresence:
 
     # -- lookups ----------------------------------------------------------------
 
+    def register(self, address: str) -> None:
+        """
+        Say where this replica's replica link listens (C{HOST:PORT}), with the
+        TTL of every record: replicas find each other through the directory.
+        """
+        self._write(REPLICA, self.replica, {"address": address})
+
+    def replicaAddress(self, replica: str) -> Deferred[str | None]:
+        """
+        Where replica C{replica}'s replica link listens, if it is registered.
+        """
+        return self._lookup(REPLICA, replica, lambda name, fields: fields["address"])
+
     def agent(self, name: str) -> Deferred[AgentPresence | None]:
         """
         Where the directory says agent C{name} is held (L{None}: nowhere, or
@@ -259,7 +270,7 @@ class RedisPresence:
             return None if fields is None else parse(name, fields)
 
         def bad(failure: Failure) -> Failure | None:
-            if failure.check(ValueError) or (
+            if failure.check(ValueError, KeyError) or (
                 failure.check(StoreError) and not self._outage(failure)
             ):
                 self.log.warn("presence record {kind}:{name} ignored: {error}",
@@ -351,23 +362,3 @@ class RedisPresence:
                               name=name)
                 self.lost(kind, name)
 
-
-def replaced_elsewhere(relay: Relay) -> Callable[[str, str], None]:
-    """
-    What L{RedisPresence.lost} does in a relay: the local holder of an agent
-    or share whose record another replica took (a newer holder of the name
-    connected there) is turned away with C{REPLACED}, as one relay turns
-    away the holder a newer one replaces.
-    """
-
-    def lost(kind: str, name: str) -> None:
-        holder: Any = None
-        if kind == AGENT:
-            entry = relay.directory.agent(name)
-            holder = None if entry is None else entry.holder
-        elif kind == SHARE and relay.shares is not None:
-            holder = relay.shares.holderOf(name)
-        if holder is not None:
-            holder.refuse(RefusalReason.CONFLICT, REPLACED)
-
-    return lost

@@ -17,6 +17,7 @@ from zope.interface.verify import verifyObject
 
 from nfltr.link import RefusalReason
 from nfltr.relay.agents import Relay
+from nfltr.relay.cluster.node import replaced_elsewhere
 from nfltr.relay.cluster.presence import (
     AGENT,
     SHARE,
@@ -24,7 +25,6 @@ from nfltr.relay.cluster.presence import (
     NoPresence,
     RedisPresence,
     SharePresence,
-    replaced_elsewhere,
 )
 from nfltr.relay.directory import AgentEntry
 from nfltr.relay.interfaces import HolderFigures, IAgentHolder, IPresence

@@ -1,0 +1,138 @@
+# -*- test-case-name: tests.relay.cluster.test_replica_link -*-
+"""
+The holding replica's side of the replica link: L{ReplicaLinkHandler} takes
+the sessions another replica forwards and opens each on the local holder of
+its agent or share, spliced (L{nfltr.relay.tcp_route.SessionEnd}: bytes,
+credit and half-close both ways, a reset passed on with its code and words).
+
+It decides for itself, as for a visitor of its own:
+
+  - C{replica-tcp:<agent>:<port>:<key>}: the client's key is checked here
+    (L{Relay.verifyKey}, revocations included), then the one TCP route
+    (L{Relay.tcp}) applies the ownership rule with the key's account, so
+    another account's client is refused in the same words as on one relay,
+    whatever the forwarding replica or a presence record said;
+  - C{share:<name>@<visitor>}: only a share published here (never one the
+    directory says is elsewhere: no second hop), in a mode whose raw bytes
+    travel (e2ee, passthrough), through its backend, which applies the
+    share's allow list to the visitor's address.
+
+The link's peer proved it is a replica of this cluster in the mutual TLS
+handshake (L{nfltr.tls.ReplicaTLS}); it is trusted with the visitor's
+address, never with an account.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+from twisted.internet.address import IPv4Address, IPv6Address
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from nfltr.link import ErrorCode
+from nfltr.link.twisted import LinkHandler, LinkProtocol, LinkSession
+from nfltr.sni.twisted import Splice
+from nfltr.store import KeyInfo
+from nfltr.wire.messages import (
+    NOT_FOUND_CODE,
+    NOT_FOUND_REASON,
+    MessageError,
+    parse_share_target,
+)
+
+from ..agents import Relay
+from ..tcp_route import AGENT_UNAVAILABLE, RouteRefused, SessionEnd
+from .holder import parse_replica_tcp_target
+
+CANNOT_CHECK = "the replica that holds the agent cannot check API keys now; try again later"
+REPLICA_LINK_LOST = "replica link lost"
+
+
+def visitor_address(text: str) -> IPv4Address | IPv6Address | None:
+    """
+    The address a share target names (C{HOST:PORT}, C{[V6]:PORT}), or
+    L{None} if it does not parse.
+    """
+    host, _, port = text.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        ip = ipaddress.ip_address(host)
+        number = int(port)
+    except ValueError:
+        return None
+    if isinstance(ip, ipaddress.IPv6Address):
+        return IPv6Address("TCP", str(ip), number)
+    return IPv4Address("TCP", str(ip), number)
+
+
+class ReplicaLinkHandler(LinkHandler):
+    """
+    One replica link this replica accepted; see the module.
+    """
+
+    log = Logger()
+
+    def __init__(self, relay: Relay) -> None:
+        self.relay = relay
+        self.link: LinkProtocol | None = None
+
+    def linkEstablished(self, link: LinkProtocol) -> None:
+        """
+        A peer replica's link is up.
+        """
+        self.link = link
+        self.log.debug("replica link from {peer}", peer=link.transport.getPeer())
+
+    def sessionRequested(self, session: LinkSession) -> None:
+        """
+        Open a forwarded session here, or refuse it.
+        """
+        target = session.target
+        try:
+            tcp = parse_replica_tcp_target(target)
+            share = None if tcp is not None else parse_share_target(target)
+        except MessageError as e:
+            session.refuse(ErrorCode.REFUSED, str(e))
+            return
+        if tcp is not None:
+            self._tcp(session, *tcp)
+        elif share is not None:
+            self._share(session, *share)
+        else:
+            session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
+
+    def _tcp(self, session: LinkSession, name: str, port: int, key: str) -> None:
+        d = self.relay.verifyKey(key)
+
+        def verified(info: KeyInfo | None) -> None:
+            if info is None or info.revoked or self.relay.directory.isRevoked(info.keyid):
+                session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
+                return
+            try:
+                end = self.relay.tcp.openTCP(info.account, name, port, REPLICA_LINK_LOST)
+            except RouteRefused as e:
+                session.refuse(e.code, e.reason)
+                return
+            session.accept(end)
+
+        def failed(failure: Failure) -> None:
+            self.log.debug("forwarded session: {error}", error=failure.getErrorMessage())
+            session.refuse(ErrorCode.GOING_AWAY, CANNOT_CHECK)
+
+        d.addCallbacks(verified, failed)
+
+    def _share(self, session: LinkSession, name: str, visitor: str) -> None:
+        route = self.relay.shares.route(name) if self.relay.shares is not None else None
+        address = visitor_address(visitor)
+        if not isinstance(route, Splice) or address is None:
+            session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
+            return
+        visitorEnd, agentEnd = SessionEnd(REPLICA_LINK_LOST), SessionEnd("agent link lost")
+        visitorEnd.other, agentEnd.other = agentEnd, visitorEnd
+        # A local backend connects at once, or calls connectionLost without connecting.
+        route.backend.connect(agentEnd, address)
+        if not agentEnd.connected or agentEnd.closed:
+            session.refuse(ErrorCode.GOING_AWAY, AGENT_UNAVAILABLE)
+            return
+        session.accept(visitorEnd)
