@@ -16,6 +16,17 @@ from nfltr.wire.messages import MessageError, check_port, is_port_text
 #: (C{--replica-links}), and the most it may be given.
 DEFAULT_REPLICA_LINKS = 2
 MAX_REPLICA_LINKS = 8
+#: Seconds a presence record lives without a refresh
+#: (L{nfltr.relay.cluster.presence}): the bound on routing to a replica that
+#: died (C{--presence-ttl}).
+DEFAULT_PRESENCE_TTL = 15.0
+#: Seconds between two refreshes of the records a replica holds (a third of
+#: the TTL).
+DEFAULT_PRESENCE_REFRESH = DEFAULT_PRESENCE_TTL / 3
+#: The least and most C{--presence-ttl} may be (its default:
+#: L{DEFAULT_PRESENCE_TTL}).
+MIN_PRESENCE_TTL = 3.0
+MAX_PRESENCE_TTL = 300.0
 
 
 @dataclass(frozen=True)
@@ -30,12 +41,15 @@ class ReplicaConfig:
         which must then not be a wildcard.
     @ivar cluster_ca: the cluster CA's directory (C{--cluster-ca}).
     @ivar links: link connections to each peer (C{--replica-links}).
+    @ivar presence_ttl: seconds a presence record lives without a refresh
+        (C{--presence-ttl}); records are refreshed three times as often.
     """
 
     listen: str
     cluster_ca: Path
     address: str | None = None
     links: int = DEFAULT_REPLICA_LINKS
+    presence_ttl: float = DEFAULT_PRESENCE_TTL
 
 
 def parse_address(text: str) -> tuple[str, int]:

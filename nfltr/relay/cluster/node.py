@@ -69,7 +69,8 @@ class Replica:
         self.memory = memory
         self.id = secrets.token_hex(8)
         self.address: str | None = None
-        self.presence = RedisPresence(table, self.id, reactor, health=health)
+        self.presence = RedisPresence(table, self.id, reactor, health=health,
+                                      ttl=config.presence_ttl, refresh=config.presence_ttl / 3)
         self.presence.lost = replaced_elsewhere(relay)
         self.tls: ReplicaTLS | None = None
         self.peers: Peers | None = None

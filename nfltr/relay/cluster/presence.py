@@ -51,16 +51,12 @@ from nfltr.store import IPresenceTable, StoreError
 from nfltr.wire.messages import MessageError, check_name, check_port
 
 from ..interfaces import IPresence
+from .config import DEFAULT_PRESENCE_REFRESH, DEFAULT_PRESENCE_TTL
 
 if TYPE_CHECKING:
     from ..directory import AgentEntry
     from ..store_health import StoreHealth
 
-#: Seconds a presence record lives without a refresh: the bound on routing
-#: to a replica that died.
-DEFAULT_PRESENCE_TTL = 15.0
-#: Seconds between two refreshes of the records a replica holds.
-DEFAULT_PRESENCE_REFRESH = 5.0
 
 AGENT = "agent"
 SHARE = "share"

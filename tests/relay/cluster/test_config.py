@@ -13,6 +13,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from nfltr.relay.cluster.config import (
     DEFAULT_REPLICA_LINKS,
     MAX_REPLICA_LINKS,
+    MIN_PRESENCE_TTL,
     ReplicaConfig,
     parse_address,
 )
@@ -71,9 +72,21 @@ class ReplicaOptionsTests(SynchronousTestCase):
             (("--replica-links", "0"), "--replica-links"),
             (("--replica-links", str(MAX_REPLICA_LINKS + 1)), "--replica-links"),
             (("--replica-listen", "nonsense:1"), "--replica-listen"),
+            (("--presence-ttl", "301"), "--presence-ttl"),
         ]:
             with self.assertRaisesRegex(usage.UsageError, option):
                 parse(*argv)
+
+    def test_presenceTTL(self) -> None:
+        """
+        C{--presence-ttl} is at least L{MIN_PRESENCE_TTL} seconds.
+        """
+        argv = ("--directory", REDIS, "--replica-listen", "tcp:0", "--cluster-ca", "/ca")
+        config = parse(*argv, "--presence-ttl", "60").config
+        assert config is not None and config.replica is not None
+        self.assertEqual(config.replica.presence_ttl, 60.0)
+        with self.assertRaisesRegex(usage.UsageError, "--presence-ttl 2: at least 3"):
+            parse(*argv, "--presence-ttl", str(MIN_PRESENCE_TTL - 1))
 
     def test_address(self) -> None:
         """

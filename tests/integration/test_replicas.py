@@ -1,0 +1,139 @@
+"""
+Several relays as one, with real processes: a C{redis-server}, three
+C{nfltr relay --directory ... --replica-listen ...} replicas sharing a
+cluster CA, agents on different replicas, and visitors through every
+replica: C{tcp-connect} and a share URL (e2ee), each carried over the
+replica link when the agent is elsewhere, 8 MiB each way verified by
+sha256; another account refused identically on every replica, even when a
+forged presence record says the agent is that account's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import subprocess
+import urllib.request
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from .harness import missing, nfltr, run
+from .service import pattern
+from .test_redis_directory import RedisStack, start_redis_process
+from .test_tcp_tunnel import download, upload
+from .web_service import pattern as web_pattern
+
+MiB = 1024 * 1024
+SIZE = 8 * MiB
+REPLICAS = 3
+CURL_TIMEOUT = 120
+REFUSED = "no such agent or port (or not yours)"
+
+
+class ReplicaTests(SynchronousTestCase):
+    """
+    Three replicas on one host, one Redis directory.
+    """
+
+    skip = missing("redis-server", "redis-cli", "curl")
+
+    def setUp(self) -> None:
+        tmp, self.redis = start_redis_process(self)
+        self.tmp = tmp
+        ca = tmp / "cluster-ca"
+        done = run("cluster-ca", "init", str(ca))
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.replicas: list[RedisStack] = []
+        self.ids: list[str] = []
+        for i in range(REPLICAS):
+            # A long TTL: a record forged in the test stays until it is read.
+            stack = RedisStack(tmp / f"replica{i}", self.redis.url, "--replica-listen",
+                               "tcp:0:interface=127.0.0.1", "--cluster-ca", str(ca),
+                               "--presence-ttl", "90")
+            self.addCleanup(stack.close)
+            found = stack.relay.wait_for(r"replica ([0-9a-f]+): replica link on 127\.0\.0\.1:\d+")
+            self.ids.append(found.group(1))
+            self.replicas.append(stack)
+
+    def curl(self, ca: str, host: str, port: int, *args: str) -> bytes:
+        done = subprocess.run(
+            ["curl", "--silent", "--show-error", "--fail", "--cacert", ca,
+             "--resolve", f"{host}:{port}:127.0.0.1", *args],
+            capture_output=True, timeout=CURL_TIMEOUT, check=False,
+        )
+        if done.returncode != 0:
+            raise AssertionError(f"curl through port {port} failed: {done.stderr.decode()}")
+        return done.stdout
+
+    def notFound(self, stack: RedisStack) -> float:
+        """
+        The TCP sessions C{stack}'s relay refused as not found.
+        """
+        with urllib.request.urlopen(f"http://{stack.info['admin']}/metrics",
+                                    timeout=CURL_TIMEOUT) as response:
+            text = response.read().decode()
+        pattern = r'nfltr_sessions_total\{kind="tcp",outcome="not_found"\} ([0-9.e+]+)'
+        found = re.search(pattern, text)
+        return float(found.group(1)) if found else 0.0
+
+    def test_everyReplica(self) -> None:
+        """
+        A TCP agent on replica 0 and a share on replica 1 are reached through
+        every replica, 8 MiB each way intact; bob's connector is refused the
+        same way on every replica, including the one that holds the agent,
+        while a forged presence record names bob's account as the agent's.
+        """
+        first, second = self.replicas[0], self.replicas[1]
+        agentKey, shareKey = first.key("alice"), first.key("alice")
+        clientKey, bobKey = first.key("alice"), first.key("bob")
+        service = first.service()
+        _, pin = first.agent(agentKey, "web", service)
+        assert pin is not None
+        web = second.web_service()
+        second.http_agent(shareKey, "blog", web)
+        shareCA = str(second.data / "tls" / "share-ca.crt")
+        data = self.tmp / "upload.bin"
+        data.write_bytes(pattern(7, SIZE))
+        digest = hashlib.sha256(pattern(7, SIZE)).hexdigest()
+        for i, stack in enumerate(self.replicas):
+            _, local = stack.connector(clientKey, "web", service, "--pin", pin)
+            self.assertTrue(upload(local, i, SIZE), f"upload through replica {i}")
+            self.assertTrue(download(local, i, SIZE), f"download through replica {i}")
+            port = int(stack.address.rsplit(":", 1)[1])
+            url = f"https://blog.localhost:{port}/"
+            body = self.curl(shareCA, "blog.localhost", port, f"{url}bytes/{SIZE}")
+            self.assertEqual(hashlib.sha256(body).hexdigest(),
+                             hashlib.sha256(web_pattern(SIZE)).hexdigest(),
+                             f"share download through replica {i}")
+            answer = self.curl(shareCA, "blog.localhost", port, "--data-binary", f"@{data}",
+                               f"{url}sha256")
+            self.assertEqual(answer.decode().strip(), digest, f"share upload through {i}")
+        # A forged record says bob's account holds web: the forwarding replicas believe it
+        # and forward bob's session with his key; the holding replica checks the key itself.
+        forged = subprocess.run(
+            ["redis-cli", "-s", str(self.redis.socket), "HSET", "nfltr:presence:agent:web",
+             "account", "bob"], capture_output=True, timeout=CURL_TIMEOUT, check=True)
+        self.assertEqual(forged.stdout.strip(), b"0")  # the field existed: overwritten
+        refusals = []
+        for stack in self.replicas:
+            bob = stack.start(
+                nfltr("tcp-connect", "web", str(service), "--listen", "127.0.0.1:0", "--pin", pin,
+                      *stack.relay_args()),
+                "bob's tcp-connect", {"NFLTR_KEY": bobKey},
+            )
+            status = bob.wait_exit()
+            lines = [line[line.index("web:"):] for line in bob.output().splitlines()
+                     if REFUSED in line]
+            refusals.append((status, lines))
+        self.assertNotEqual(refusals[0][0], 0)
+        self.assertEqual(len(refusals[0][1]), 1, refusals)
+        self.assertIn(f"web:{service}: {REFUSED}", refusals[0][1][0])
+        self.assertEqual(refusals, [refusals[0]] * REPLICAS)
+        # The holding replica refused all three: its own client and the two forwarded (the
+        # forwarding replicas found bob's account in the forged record and sent his key on).
+        self.assertEqual(self.notFound(first), 3.0)
+        self.assertEqual([self.notFound(stack) for stack in self.replicas[1:]], [0.0, 0.0])
+        self.assertIn(b"bob", subprocess.run(
+            ["redis-cli", "-s", str(self.redis.socket), "HGET", "nfltr:presence:agent:web",
+             "account"], capture_output=True, timeout=CURL_TIMEOUT, check=True).stdout)
+
