@@ -52,6 +52,7 @@ from nfltr.tls._contexts import (  # noqa: E402
     VerificationFailed,
     client_creator,
     server_context_factory,
+    ssl_words,
 )
 from nfltr.tls._e2ee import E2EETLSFactory, E2EETLSProtocol, half_close_other  # noqa: E402
 from nfltr.tls._files import PKIError, locked_directory, write_atomically  # noqa: E402
@@ -86,6 +87,7 @@ __all__ = [
     "ClusterCA",
     "ReplicaTLS",
     "init_cluster_ca",
+    "ssl_words",
     "BatchingTLSFactory",
     "BatchingTLSProtocol",
     "TLSClientEndpoint",

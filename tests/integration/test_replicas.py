@@ -2,7 +2,8 @@
 Several relays as one, with real processes: a C{redis-server}, three
 C{nfltr relay --directory ... --replica-listen ...} replicas sharing a
 cluster CA, agents on different replicas, and visitors through every
-replica: C{tcp-connect} and a share URL (e2ee), each carried over the
+replica: C{tcp-connect} (raw link and WebSocket) and a share URL (e2ee),
+each carried over the
 replica link when the agent is elsewhere, 8 MiB each way verified by
 sha256; another account refused identically on every replica, even when a
 forged presence record says the agent is that account's.
@@ -46,10 +47,11 @@ class ReplicaTests(SynchronousTestCase):
         self.replicas: list[RedisStack] = []
         self.ids: list[str] = []
         for i in range(REPLICAS):
-            # A long TTL: a record forged in the test stays until it is read.
+            # The longest TTL: the first refresh, which would undo the record the test
+            # forges, comes 100 s after the start, after the test's last look-up.
             stack = RedisStack(tmp / f"replica{i}", self.redis.url, "--replica-listen",
                                "tcp:0:interface=127.0.0.1", "--cluster-ca", str(ca),
-                               "--presence-ttl", "90")
+                               "--presence-ttl", "300")
             self.addCleanup(stack.close)
             found = stack.relay.wait_for(r"replica ([0-9a-f]+): replica link on 127\.0\.0\.1:\d+")
             self.ids.append(found.group(1))
@@ -99,6 +101,10 @@ class ReplicaTests(SynchronousTestCase):
             _, local = stack.connector(clientKey, "web", service, "--pin", pin)
             self.assertTrue(upload(local, i, SIZE), f"upload through replica {i}")
             self.assertTrue(download(local, i, SIZE), f"download through replica {i}")
+            # The link carried in WebSocket messages takes the same path.
+            _, local = stack.connector(clientKey, "web", service, "--pin", pin,
+                                       "--transport", "websocket")
+            self.assertTrue(upload(local, i, SIZE), f"upload over WebSocket through {i}")
             port = int(stack.address.rsplit(":", 1)[1])
             url = f"https://blog.localhost:{port}/"
             body = self.curl(shareCA, "blog.localhost", port, f"{url}bytes/{SIZE}")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ipaddress
 
+from OpenSSL import SSL
 from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -34,6 +35,8 @@ from nfltr.link import ErrorCode
 from nfltr.link.twisted import LinkHandler, LinkProtocol, LinkSession
 from nfltr.sni.twisted import Splice
 from nfltr.store import KeyInfo
+from nfltr.tls import ssl_words
+from nfltr.wire import format_address
 from nfltr.wire.messages import (
     NOT_FOUND_CODE,
     NOT_FOUND_REASON,
@@ -42,6 +45,7 @@ from nfltr.wire.messages import (
 )
 
 from ..agents import Relay
+from ..link_handler import held_note
 from ..tcp_route import AGENT_UNAVAILABLE, RouteRefused, SessionEnd
 from .holder import parse_replica_tcp_target
 
@@ -83,6 +87,25 @@ class ReplicaLinkHandler(LinkHandler):
         """
         self.link = link
         self.log.debug("replica link from {peer}", peer=link.transport.getPeer())
+
+    def linkLost(self, link: LinkProtocol, reason: Failure) -> None:
+        """
+        A link that ends before its hello failed its handshake, most likely
+        the mutual TLS: said once a minute per source (a peer that is not a
+        replica of this cluster, or a replica with another cluster CA).
+        """
+        if link.peerHello is not None or not reason.check(SSL.Error):
+            return
+        peer = link.transport.getPeer() if link.transport is not None else None
+        source = str(getattr(peer, "host", "?"))
+        held = self.relay.logThrottle.allow(source, "replica-tls")
+        if held is not None:
+            self.log.warn(
+                "replica link from {peer} refused: its TLS handshake failed ({error}); a peer "
+                "needs a certificate from this cluster's CA (--cluster-ca){note}",
+                peer=format_address(peer) if peer is not None else "?",
+                error=ssl_words(reason.value), note=held_note(held),
+            )
 
     def sessionRequested(self, session: LinkSession) -> None:
         """

@@ -15,12 +15,16 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import TCP4ClientEndpoint, TCP4ServerEndpoint
+from twisted.internet.task import deferLater
+from twisted.logger import Logger, formatEvent
 from twisted.python.failure import Failure
 from twisted.trial import unittest
 
 from nfltr.cli import main
 from nfltr.link import DIALER, LISTENER
 from nfltr.link.twisted import LinkFactory, LinkHandler, LinkProtocol
+from nfltr.relay.agents import Relay
+from nfltr.relay.cluster.listener import ReplicaLinkHandler
 from nfltr.tls import (
     CLUSTER_CA_CERT,
     CLUSTER_CA_KEY,
@@ -34,6 +38,7 @@ from nfltr.tls import (
     spki_fingerprint,
     tls_factory,
 )
+from tests.relay.helpers import FakeStore
 
 TIMEOUT = 5.0
 
@@ -110,14 +115,15 @@ class MutualTLSTests(unittest.TestCase):
         self.ca = init_cluster_ca(Path(self.mktemp()))
         self.other = init_cluster_ca(Path(self.mktemp()))
 
-    async def listen(self, tls: ReplicaTLS) -> tuple[int, list[LinkProtocol]]:
+    async def listen(self, tls: ReplicaTLS, handler: Any = None
+                     ) -> tuple[int, list[LinkProtocol]]:
         """
-        A replica link listener with C{tls}'s certificate; its port and the
-        links it established.
+        A replica link listener with C{tls}'s certificate (and C{handler}'s
+        handlers, if given); its port and the links it established.
         """
         reactor = _reactor()
         established: list[LinkProtocol] = []
-        links = LinkFactory(LISTENER, lambda: _Recorder(established), reactor)
+        links = LinkFactory(LISTENER, handler or (lambda: _Recorder(established)), reactor)
         port = await TCP4ServerEndpoint(reactor, 0, interface="127.0.0.1").listen(
             tls_factory(tls.server(), False, links, reactor))
         self.addCleanup(port.stopListening)
@@ -178,3 +184,23 @@ class MutualTLSTests(unittest.TestCase):
         otherPort, otherEstablished = await self.listen(self.other.replica("c"))
         await self.refused(otherPort, self.ca.replica("a").client())
         self.assertEqual(otherEstablished, [])
+
+    async def test_refusalLogged(self) -> None:
+        """
+        The listener says, in one line, that a peer failed the handshake and
+        what a peer needs.
+        """
+        relay = Relay(FakeStore(), _reactor())
+        events: list[dict[str, Any]] = []
+        handler = ReplicaLinkHandler(relay)
+        handler.log = Logger(observer=events.append)
+        port, _ = await self.listen(self.ca.replica("b"), lambda: handler)
+        await self.refused(port, client_creator(REPLICA_NAME, self.ca.cert_path, role="r"))
+        for _ in range(50):
+            if events:
+                break
+            await deferLater(_reactor(), 0.05, lambda: None)
+        [event] = events
+        text = formatEvent(event)
+        self.assertIn("replica link from 127.0.0.1:", text)
+        self.assertIn("needs a certificate from this cluster's CA", text)
