@@ -12,15 +12,21 @@ forged presence record says the agent is that account's.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import signal
+import socket
 import subprocess
+import time
 import urllib.request
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from .harness import missing, nfltr, run
+from .harness import exchange, missing, nfltr, run
 from .service import pattern
-from .test_redis_directory import RedisStack, start_redis_process
+from .test_redis_directory import NOTICE_WITHIN, RedisStack, start_redis_process
 from .test_tcp_tunnel import download, upload
 from .web_service import pattern as web_pattern
 
@@ -29,14 +35,24 @@ SIZE = 8 * MiB
 REPLICAS = 3
 CURL_TIMEOUT = 120
 REFUSED = "no such agent or port (or not yours)"
+#: How long a forwarding replica may take to give up on a dead peer (the replica link's dial
+#: timeout, nfltr.relay.cluster.peers.DIAL_TIMEOUT) and how long the kernel's reset of a killed
+#: process's connections may take to arrive, at most.
+DIAL_TIMEOUT = 5.0
+LIVENESS = 15.0
 
 
-class ReplicaTests(SynchronousTestCase):
+class ReplicasCase(SynchronousTestCase):
     """
-    Three replicas on one host, one Redis directory.
+    Three replicas on one host, one Redis directory: what the tests below
+    start.
     """
 
     skip = missing("redis-server", "redis-cli", "curl")
+    #: The replicas' --presence-ttl.  The longest by default: the first refresh, which would
+    #: undo the record test_everyReplica forges, comes 100 s after the start, after its last
+    #: look-up.
+    presenceTTL = "300"
 
     def setUp(self) -> None:
         tmp, self.redis = start_redis_process(self)
@@ -47,11 +63,9 @@ class ReplicaTests(SynchronousTestCase):
         self.replicas: list[RedisStack] = []
         self.ids: list[str] = []
         for i in range(REPLICAS):
-            # The longest TTL: the first refresh, which would undo the record the test
-            # forges, comes 100 s after the start, after the test's last look-up.
             stack = RedisStack(tmp / f"replica{i}", self.redis.url, "--replica-listen",
                                "tcp:0:interface=127.0.0.1", "--cluster-ca", str(ca),
-                               "--presence-ttl", "300")
+                               "--presence-ttl", self.presenceTTL)
             self.addCleanup(stack.close)
             found = stack.relay.wait_for(r"replica ([0-9a-f]+): replica link on 127\.0\.0\.1:\d+")
             self.ids.append(found.group(1))
@@ -77,6 +91,13 @@ class ReplicaTests(SynchronousTestCase):
         pattern = r'nfltr_sessions_total\{kind="tcp",outcome="not_found"\} ([0-9.e+]+)'
         found = re.search(pattern, text)
         return float(found.group(1)) if found else 0.0
+
+
+
+class ReplicaTests(ReplicasCase):
+    """
+    Visitors through every replica.
+    """
 
     def test_everyReplica(self) -> None:
         """
@@ -143,3 +164,109 @@ class ReplicaTests(SynchronousTestCase):
             ["redis-cli", "-s", str(self.redis.socket), "HGET", "nfltr:presence:agent:web",
              "account"], capture_output=True, timeout=CURL_TIMEOUT, check=True).stdout)
 
+
+
+def closed(read: Callable[[], bytes]) -> bool:
+    """
+    Whether C{read()} finds its connection closed (an end of stream or a
+    reset) rather than bytes.
+    """
+    try:
+        return read() == b""
+    except ConnectionResetError:
+        return True
+
+
+def echoed(port: int) -> bool:
+    """
+    Whether a connection to C{port} echoes a byte back (the agent is reached).
+    """
+    try:
+        return exchange(port, b"ECHO\nx", half_close=True, timeout=30) == b"x"
+    except ConnectionResetError:
+        return False
+
+
+class ReplicaFaultTests(ReplicasCase):
+    """
+    Faults with three replicas: a short presence TTL, so that what a dead
+    replica left runs out within the test.
+    """
+
+    presenceTTL = "3"
+
+    def forwarded(self) -> int:
+        """
+        An agent on replica 0 and a connector to it through replica 1; the
+        connector's local port.
+        """
+        first, second = self.replicas[0], self.replicas[1]
+        key = first.key("alice")
+        service = first.service()
+        _, pin = first.agent(key, "web", service)
+        assert pin is not None
+        return second.connector(key, "web", service, "--pin", pin)[1]
+
+    def test_stuckReaderAcrossReplicas(self) -> None:
+        """
+        A visitor through replica 1 that stops reading a download from an
+        agent on replica 0 holds only its own session: 8 sibling downloads
+        over the same connector and replica link finish intact.
+        """
+        local = self.forwarded()
+        stuck = socket.create_connection(("127.0.0.1", local), timeout=60)
+        self.addCleanup(stuck.close)
+        stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        stuck.sendall(f"DOWNLOAD {4 * SIZE} 99\n".encode())
+        stuck.recv(1)
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(lambda n: download(local, n, SIZE), range(8)))
+        self.assertEqual(results, [True] * 8)
+
+    def test_holderKilled(self) -> None:
+        """
+        Replica 0, holding the agent, is killed: a session through replica 1
+        ends (never hangs), a new one through replica 1 is closed within the
+        dial timeout, and once the TTL ran out replica 1 answers at once, as
+        for an agent that does not exist.
+        """
+        local = self.forwarded()
+        with socket.create_connection(("127.0.0.1", local), timeout=30) as sock:
+            sock.sendall(b"ECHO\nhello")
+            self.assertEqual(sock.recv(5), b"hello")
+            os.killpg(self.replicas[0].relay.popen.pid, signal.SIGKILL)
+            killed = time.monotonic()
+            sock.settimeout(DIAL_TIMEOUT + LIVENESS)
+            self.assertTrue(closed(lambda: sock.recv(1)))  # ended with an error, not hung
+            ended = time.monotonic() - killed
+        self.assertLess(ended, DIAL_TIMEOUT + LIVENESS)
+        started = time.monotonic()
+        self.assertTrue(closed(lambda: exchange(local, b"ECHO\nx", timeout=30)))
+        self.assertLess(time.monotonic() - started, DIAL_TIMEOUT + 1)
+        time.sleep(float(self.presenceTTL))
+        started = time.monotonic()
+        self.assertTrue(closed(lambda: exchange(local, b"ECHO\nx", timeout=30)))
+        self.assertLess(time.monotonic() - started, 1.0)
+
+    def test_redisAway(self) -> None:
+        """
+        Redis stopped: a session already forwarded from replica 1 to the
+        agent on replica 0 keeps carrying bytes; a new one is closed (the
+        look-up cannot be made).  Redis started again: new sessions through
+        replica 1 reach the agent again.
+        """
+        local = self.forwarded()
+        with socket.create_connection(("127.0.0.1", local), timeout=30) as sock:
+            sock.sendall(b"ECHO\nbefore")
+            self.assertEqual(sock.recv(6), b"before")
+            self.redis.stop()
+            sock.sendall(b"during")
+            self.assertEqual(sock.recv(6), b"during")
+            self.assertTrue(closed(lambda: exchange(local, b"ECHO\nx", timeout=30)))
+            self.redis.start()
+            deadline = time.monotonic() + NOTICE_WITHIN
+            while not echoed(local):
+                self.assertLess(time.monotonic(), deadline, "not routed again after Redis")
+                time.sleep(0.2)
+            sock.sendall(b"after")
+            self.assertEqual(sock.recv(5), b"after")
