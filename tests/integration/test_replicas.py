@@ -2,8 +2,8 @@
 Several relays as one, with real processes: a C{redis-server}, three
 C{nfltr relay --directory ... --replica-listen ...} replicas sharing a
 cluster CA, agents on different replicas, and visitors through every
-replica: C{tcp-connect} (raw link and WebSocket) and a share URL (e2ee),
-each carried over the
+replica: C{tcp-connect} (raw link and WebSocket) and share URLs (e2ee,
+passthrough), each carried over the
 replica link when the agent is elsewhere, 8 MiB each way verified by
 sha256; another account refused identically on every replica, even when a
 forged presence record says the agent is that account's.
@@ -27,6 +27,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from .harness import exchange, missing, nfltr, run
 from .service import pattern
 from .test_redis_directory import NOTICE_WITHIN, RedisStack, start_redis_process
+from .test_shares import make_tls_service_cert
 from .test_tcp_tunnel import download, upload
 from .web_service import pattern as web_pattern
 
@@ -101,8 +102,9 @@ class ReplicaTests(ReplicasCase):
 
     def test_everyReplica(self) -> None:
         """
-        A TCP agent on replica 0 and a share on replica 1 are reached through
-        every replica, 8 MiB each way intact; bob's connector is refused the
+        A TCP agent on replica 0, an e2ee share on replica 1 and a
+        passthrough share on replica 2 are reached through every replica,
+        8 MiB each way intact; bob's connector is refused the
         same way on every replica, including the one that holds the agent,
         while a forged presence record names bob's account as the agent's.
         """
@@ -115,6 +117,12 @@ class ReplicaTests(ReplicasCase):
         web = second.web_service()
         second.http_agent(shareKey, "blog", web)
         shareCA = str(second.data / "tls" / "share-ca.crt")
+        # A passthrough share on replica 2: the service ends TLS with its own certificate.
+        third = self.replicas[2]
+        serviceCA, cert, certKey = make_tls_service_cert(self.tmp / "raw-tls", "raw.localhost")
+        raw = third.web_service("--tls", str(cert), str(certKey))
+        third.http_agent(third.key("alice"), "raw", raw, "--mode", "passthrough")
+        shares = [("blog", shareCA), ("raw", str(serviceCA))]
         data = self.tmp / "upload.bin"
         data.write_bytes(pattern(7, SIZE))
         digest = hashlib.sha256(pattern(7, SIZE)).hexdigest()
@@ -127,14 +135,15 @@ class ReplicaTests(ReplicasCase):
                                        "--transport", "websocket")
             self.assertTrue(upload(local, i, SIZE), f"upload over WebSocket through {i}")
             port = int(stack.address.rsplit(":", 1)[1])
-            url = f"https://blog.localhost:{port}/"
-            body = self.curl(shareCA, "blog.localhost", port, f"{url}bytes/{SIZE}")
-            self.assertEqual(hashlib.sha256(body).hexdigest(),
-                             hashlib.sha256(web_pattern(SIZE)).hexdigest(),
-                             f"share download through replica {i}")
-            answer = self.curl(shareCA, "blog.localhost", port, "--data-binary", f"@{data}",
-                               f"{url}sha256")
-            self.assertEqual(answer.decode().strip(), digest, f"share upload through {i}")
+            for name, ca in shares:
+                host = f"{name}.localhost"
+                url = f"https://{host}:{port}/"
+                body = self.curl(ca, host, port, f"{url}bytes/{SIZE}")
+                self.assertEqual(hashlib.sha256(body).hexdigest(),
+                                 hashlib.sha256(web_pattern(SIZE)).hexdigest(),
+                                 f"{name} download through replica {i}")
+                answer = self.curl(ca, host, port, "--data-binary", f"@{data}", f"{url}sha256")
+                self.assertEqual(answer.decode().strip(), digest, f"{name} upload through {i}")
         # A forged record says bob's account holds web: the forwarding replicas believe it
         # and forward bob's session with his key; the holding replica checks the key itself.
         forged = subprocess.run(
@@ -270,3 +279,23 @@ class ReplicaFaultTests(ReplicasCase):
                 time.sleep(0.2)
             sock.sendall(b"after")
             self.assertEqual(sock.recv(5), b"after")
+
+    def test_drainDuringDownloads(self) -> None:
+        """
+        Replica 0, holding the agent, gets SIGTERM while 8 downloads from
+        it are in flight through replica 1: it drains, and 8 of 8 finish
+        intact.
+        """
+        local = self.forwarded()
+        socks = [socket.create_connection(("127.0.0.1", local), timeout=60) for _ in range(8)]
+        for n, sock in enumerate(socks):
+            self.addCleanup(sock.close)
+            sock.sendall(f"DOWNLOAD {SIZE} {n}\n".encode())
+        got = [bytearray(sock.recv(65536)) for sock in socks]
+        self.assertTrue(all(got), "every download started")
+        os.killpg(self.replicas[0].relay.popen.pid, signal.SIGTERM)
+        for sock, received in zip(socks, got, strict=True):
+            while chunk := sock.recv(256 * 1024):
+                received.extend(chunk)
+        self.assertEqual([bytes(g) == pattern(n, SIZE) for n, g in enumerate(got)], [True] * 8)
+        self.replicas[0].relay.wait_for(r"draining \d+ link")
