@@ -67,6 +67,16 @@ def parse_replica_tcp_target(target: str) -> tuple[str, int, str] | None:
     return check_name(name), check_port(int(port)), key
 
 
+def without_key(target: str) -> str:
+    """
+    C{target} with a replica TCP target's key left out: what a session shows
+    once it is open (the key is a secret; it travels only in the OPEN).
+    """
+    if not target.startswith(f"{REPLICA_TCP}:"):
+        return target
+    return target.rsplit(":", 1)[0]
+
+
 @implementer(IAgentHolder)
 class ReplicaHolder:
     """
@@ -105,7 +115,9 @@ class ReplicaHolder:
             if self.key is None:
                 raise LinkUnavailable("a TCP session across replicas needs the client's key")
             forwarded = replica_tcp_target(self.name, parse_agent_target(target), self.key)
-        return self.link.openSession(forwarded, protocol, firstBytes)
+        session = self.link.openSession(forwarded, protocol, firstBytes)
+        session.target = without_key(forwarded)  # what getHost() and reprs show
+        return session
 
     def refuse(self, reason: RefusalReason, message: str) -> None:
         """

@@ -47,7 +47,7 @@ from nfltr.wire.messages import (
 from ..agents import Relay
 from ..link_handler import held_note
 from ..tcp_route import AGENT_UNAVAILABLE, RouteRefused, SessionEnd
-from .holder import parse_replica_tcp_target
+from .holder import parse_replica_tcp_target, without_key
 
 CANNOT_CHECK = "the replica that holds the agent cannot check API keys now; try again later"
 REPLICA_LINK_LOST = "replica link lost"
@@ -119,6 +119,7 @@ class ReplicaLinkHandler(LinkHandler):
             session.refuse(ErrorCode.REFUSED, str(e))
             return
         if tcp is not None:
+            session.target = without_key(target)  # what getHost() and reprs show
             self._tcp(session, *tcp)
         elif share is not None:
             self._share(session, *share)

@@ -21,22 +21,21 @@ from typing import Any
 
 from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.defer import Deferred, gatherResults
-from twisted.internet.endpoints import HostnameEndpoint
 from twisted.logger import Logger
 
 from nfltr import __version__
-from nfltr.link import DIALER, LISTENER, RefusalReason
+from nfltr.link import LISTENER, RefusalReason
 from nfltr.link.twisted import LinkFactory, LinkHandler, LinkProtocol
 from nfltr.store import IPresenceTable
-from nfltr.tls import ClusterCA, PKIError, ReplicaTLS, TLSClientEndpoint, tls_factory
+from nfltr.tls import ClusterCA, PKIError, ReplicaTLS, tls_factory
 
 from ..agents import Relay
 from ..interfaces import IShareRoutes
 from ..names import REPLACED
 from ..store_health import StoreHealth
-from .config import ReplicaConfig, parse_address
+from .config import ReplicaConfig
 from .listener import ReplicaLinkHandler
-from .peers import DIAL_TIMEOUT, Peers
+from .peers import Peers, tls_dialler
 from .presence import AGENT, SHARE, RedisPresence
 from .routes import ClusterShareRoutes, RemoteRoutes
 
@@ -95,8 +94,8 @@ class Replica:
         self.address = self.config.address or _bound(self._port.getHost())
         relay = self.relay
         relay.presence = self.presence
-        self.peers = Peers(self.presence.replicaAddress, self._dial, self.config.links,
-                           self.reactor)
+        dial = tls_dialler(tls, self.reactor, replica_hello(self.id))
+        self.peers = Peers(self.presence.replicaAddress, dial, self.config.links, self.reactor)
         self.routes = relay.remote = RemoteRoutes(relay, self.presence, self.peers,
                                                   self.reactor)
         self.presence.register(self.address)
@@ -113,19 +112,6 @@ class Replica:
 
     def _accept(self) -> LinkHandler:
         return _Accepted(self.relay, self._accepted)
-
-    def _dial(self, address: str, handler: LinkHandler) -> Deferred[LinkProtocol]:
-        assert self.tls is not None
-        host, port = parse_address(address)
-        endpoint = TLSClientEndpoint(
-            self.tls.client(), HostnameEndpoint(self.reactor, host, port, timeout=DIAL_TIMEOUT),
-            self.reactor,
-        )
-        factory = LinkFactory(DIALER, lambda: handler, self.reactor,
-                              appHello=replica_hello(self.id))
-        factory.noisy = False
-        d: Deferred[LinkProtocol] = endpoint.connect(factory)
-        return d.addCallback(lambda link: link.whenEstablished())
 
     def stop(self, timeout: float) -> Deferred[Any]:
         """

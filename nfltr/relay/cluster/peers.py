@@ -19,16 +19,41 @@ from collections.abc import Callable
 from typing import Any
 
 from twisted.internet.defer import Deferred, fail, gatherResults, succeed
+from twisted.internet.endpoints import HostnameEndpoint
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from nfltr.link.twisted import LinkHandler, LinkProtocol, LinkUnavailable
+from nfltr.link import DIALER
+from nfltr.link.twisted import LinkFactory, LinkHandler, LinkProtocol, LinkUnavailable
+from nfltr.tls import ReplicaTLS, TLSClientEndpoint
+
+from .config import parse_address
 
 #: Seconds a dial may take, from the TCP connect to the peer's link hello.
 DIAL_TIMEOUT = 5.0
 
 Dial = Callable[[str, LinkHandler], Deferred[LinkProtocol]]
+
+
+def tls_dialler(tls: ReplicaTLS, reactor: Any, hello: dict[str, Any]) -> Dial:
+    """
+    How this replica dials a peer's replica link: TCP to C{HOST:PORT}, the
+    cluster's mutual TLS with C{tls}, a link (dialler) saying C{hello};
+    fires with the link once the peer's hello arrived.
+    """
+
+    def dial(address: str, handler: LinkHandler) -> Deferred[LinkProtocol]:
+        host, port = parse_address(address)
+        endpoint = TLSClientEndpoint(
+            tls.client(), HostnameEndpoint(reactor, host, port, timeout=DIAL_TIMEOUT), reactor,
+        )
+        factory = LinkFactory(DIALER, lambda: handler, reactor, appHello=hello)
+        factory.noisy = False
+        d: Deferred[LinkProtocol] = endpoint.connect(factory)
+        return d.addCallback(lambda link: link.whenEstablished())
+
+    return dial
 
 
 class PeerUnreachable(LinkUnavailable):
@@ -69,8 +94,14 @@ class PeerLinks:
     log = Logger()
 
     def __init__(self, replica: str, address: str, dial: Dial, size: int,
-                 clock: IReactorTime) -> None:
+                 clock: IReactorTime, empty: Callable[[PeerLinks], None] = lambda pool: None,
+                 ) -> None:
+        """
+        @param empty: called when the pool's last link is gone and none is
+            being dialled (a peer that stopped: the pool can go).
+        """
         self.replica = replica
+        self.empty = empty
         self.address = address
         self.size = size
         self.links: list[LinkProtocol] = []
@@ -136,6 +167,8 @@ class PeerLinks:
         """
         if link in self.links:
             self.links.remove(link)
+            if not self.links and not self._dialling:
+                self.empty(self)
 
     def close(self, timeout: float) -> Deferred[Any]:
         """
@@ -184,10 +217,18 @@ class Peers:
             current = self.pools.get(replica)
             if current is None or current.address != address:
                 current = self.pools[replica] = PeerLinks(replica, address, self._dial,
-                                                          self.size, self._clock)
+                                                          self.size, self._clock, self._empty)
             return current.link().addErrback(self._dropped, replica, current)
 
         return self.address(replica).addCallback(found)
+
+    def _empty(self, pool: PeerLinks) -> None:
+        """
+        A pool lost its last link: it goes (a peer that restarted has a new
+        id; one that comes back is looked up again).
+        """
+        if self.pools.get(pool.replica) is pool:
+            del self.pools[pool.replica]
 
     def _dropped(self, failure: Failure, replica: str, pool: PeerLinks) -> Failure:
         """

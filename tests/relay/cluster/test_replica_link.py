@@ -21,6 +21,7 @@ from nfltr.relay.cluster.holder import (
     ReplicaHolder,
     parse_replica_tcp_target,
     replica_tcp_target,
+    without_key,
 )
 from nfltr.relay.cluster.listener import visitor_address
 from nfltr.relay.interfaces import KINDS, REPLICA, HolderFigures, IAgentHolder
@@ -84,6 +85,14 @@ class TargetTests(SynchronousTestCase):
             parse_replica_tcp_target(f"replica-tcp:{text}")
         except MessageError as e:
             self.assertNotIn(KEY, str(e))
+
+    def test_withoutKey(self) -> None:
+        """
+        An open session shows its target without the key; other targets are
+        shown as they are.
+        """
+        self.assertEqual(without_key(replica_tcp_target("web", 22, KEY)), "replica-tcp:web:22")
+        self.assertEqual(without_key("share:blog@1.2.3.4:5"), "share:blog@1.2.3.4:5")
 
     def test_others(self) -> None:
         """
