@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from twisted.trial.unittest import SynchronousTestCase
 
+from .cut_proxy import CutProxy
 from .harness import exchange, missing, nfltr, run
 from .service import pattern
 from .test_redis_directory import NOTICE_WITHIN, RedisStack, start_redis_process
@@ -64,13 +65,20 @@ class ReplicasCase(SynchronousTestCase):
         self.replicas: list[RedisStack] = []
         self.ids: list[str] = []
         for i in range(REPLICAS):
-            stack = RedisStack(tmp / f"replica{i}", self.redis.url, "--replica-listen",
-                               "tcp:0:interface=127.0.0.1", "--cluster-ca", str(ca),
-                               "--presence-ttl", self.presenceTTL)
+            listen = ("--replica-listen", "tcp:0:interface=127.0.0.1")
+            stack = RedisStack(tmp / f"replica{i}", self.redis.url, *listen,
+                               "--cluster-ca", str(ca), "--presence-ttl", self.presenceTTL,
+                               *self.replicaArgs(i))
             self.addCleanup(stack.close)
             found = stack.relay.wait_for(r"replica ([0-9a-f]+): replica link on 127\.0\.0\.1:\d+")
             self.ids.append(found.group(1))
             self.replicas.append(stack)
+
+    def replicaArgs(self, i: int) -> tuple[str, ...]:
+        """
+        More options for replica C{i} (the last C{--replica-listen} wins).
+        """
+        return ()
 
     def curl(self, ca: str, host: str, port: int, *args: str) -> bytes:
         done = subprocess.run(
@@ -299,3 +307,65 @@ class ReplicaFaultTests(ReplicasCase):
                 received.extend(chunk)
         self.assertEqual([bytes(g) == pattern(n, SIZE) for n, g in enumerate(got)], [True] * 8)
         self.replicas[0].relay.wait_for(r"draining \d+ link")
+
+
+def free_port() -> int:
+    """
+    A TCP port free on 127.0.0.1 now.
+    """
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class PartitionTests(ReplicasCase):
+    """
+    The replica link to replica 0 goes through a proxy the test can cut.
+    """
+
+    presenceTTL = "3"
+
+    def setUp(self) -> None:
+        self.proxy = CutProxy()
+        self.listenPort = free_port()
+        self.proxy.target = ("127.0.0.1", self.listenPort)
+        self.addCleanup(self.proxy.close)
+        super().setUp()
+
+    def replicaArgs(self, i: int) -> tuple[str, ...]:
+        if i != 0:
+            return ()
+        return ("--replica-listen", f"tcp:{self.listenPort}:interface=127.0.0.1",
+                "--replica-address", f"127.0.0.1:{self.proxy.port}")
+
+    def test_partition(self) -> None:
+        """
+        The replica link between replicas 1 and 0 is cut (bytes stop, the
+        sockets stay open): a session across it ends with an error within the
+        link's liveness bound (default preset: 5 s + 10 s), never hangs; new
+        sessions are closed; once the cut heals, routing recovers.
+        """
+        first, second = self.replicas[0], self.replicas[1]
+        key = first.key("alice")
+        service = first.service()
+        _, pin = first.agent(key, "web", service)
+        assert pin is not None
+        _, local = second.connector(key, "web", service, "--pin", pin)
+        with socket.create_connection(("127.0.0.1", local), timeout=30) as sock:
+            sock.sendall(b"ECHO\nhello")
+            self.assertEqual(sock.recv(5), b"hello")
+            self.proxy.cut()
+            cut = time.monotonic()
+            sock.sendall(b"lost")
+            sock.settimeout(LIVENESS + DIAL_TIMEOUT)
+            self.assertTrue(closed(lambda: sock.recv(1)))
+            ended = time.monotonic() - cut
+        self.assertLess(ended, LIVENESS + DIAL_TIMEOUT)
+        self.assertTrue(closed(lambda: exchange(local, b"ECHO\nx", timeout=30)))
+        self.proxy.heal()
+        healed = time.monotonic()
+        while not echoed(local):
+            self.assertLess(time.monotonic() - healed, LIVENESS, "routing did not recover")
+            time.sleep(0.2)
+        print(f"partition: the session ended {ended:.1f} s after the cut; routing recovered "
+              f"{time.monotonic() - healed:.1f} s after the heal")
