@@ -80,6 +80,18 @@ class ReplicasCase(SynchronousTestCase):
         """
         return ()
 
+    def forwarded(self) -> int:
+        """
+        An agent on replica 0 and a connector to it through replica 1; the
+        connector's local port.
+        """
+        first, second = self.replicas[0], self.replicas[1]
+        key = first.key("alice")
+        service = first.service()
+        _, pin = first.agent(key, "web", service)
+        assert pin is not None
+        return second.connector(key, "web", service, "--pin", pin)[1]
+
     def curl(self, ca: str, host: str, port: int, *args: str) -> bytes:
         done = subprocess.run(
             ["curl", "--silent", "--show-error", "--fail", "--cacert", ca,
@@ -212,18 +224,6 @@ class ReplicaFaultTests(ReplicasCase):
 
     presenceTTL = "3"
 
-    def forwarded(self) -> int:
-        """
-        An agent on replica 0 and a connector to it through replica 1; the
-        connector's local port.
-        """
-        first, second = self.replicas[0], self.replicas[1]
-        key = first.key("alice")
-        service = first.service()
-        _, pin = first.agent(key, "web", service)
-        assert pin is not None
-        return second.connector(key, "web", service, "--pin", pin)[1]
-
     def test_stuckReaderAcrossReplicas(self) -> None:
         """
         A visitor through replica 1 that stops reading a download from an
@@ -345,12 +345,7 @@ class PartitionTests(ReplicasCase):
         link's liveness bound (default preset: 5 s + 10 s), never hangs; new
         sessions are closed; once the cut heals, routing recovers.
         """
-        first, second = self.replicas[0], self.replicas[1]
-        key = first.key("alice")
-        service = first.service()
-        _, pin = first.agent(key, "web", service)
-        assert pin is not None
-        _, local = second.connector(key, "web", service, "--pin", pin)
+        local = self.forwarded()
         with socket.create_connection(("127.0.0.1", local), timeout=30) as sock:
             sock.sendall(b"ECHO\nhello")
             self.assertEqual(sock.recv(5), b"hello")
