@@ -19,7 +19,7 @@ import math
 from typing import Any
 
 import txredisapi
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, fail
 from zope.interface import implementer
 
 from nfltr.store._model import StoreError
@@ -108,7 +108,7 @@ class RedisPresenceTable:
             len(k.encode()) > MAX_FIELD or len(v.encode()) > MAX_FIELD or k == "replica"
             for k, v in fields.items()
         ):
-            raise ValueError(f"presence record {kind}:{name}: too many or too long fields")
+            return fail(StoreError(f"presence record {kind}:{name}: too many or too long fields"))
         args: list[object] = [replica, str(_ms(ttl)), "1" if take else "0"]
         for key, value in fields.items():
             args += [key, value]

@@ -31,6 +31,7 @@ from nfltr.relay.interfaces import HolderFigures, IAgentHolder, IPresence
 from nfltr.relay.names import REPLACED
 from nfltr.relay.store_health import StoreHealth
 from nfltr.store import IPresenceTable, RedisStore, StoreError, parse_redis_url
+from nfltr.store._redis_presence import MAX_FIELD
 from tests.redis_helpers import REDIS_SERVER, SKIP_REASON, redis_command, start_redis
 from tests.relay.helpers import FakeStore
 
@@ -144,6 +145,16 @@ class PresenceTests(unittest.TestCase):
         self.assertTrue(await table.announce(AGENT, "web", {"account": "acme"}, 15, "r2", True))
         self.assertTrue(await table.withdraw(AGENT, "web", "r2"))
         self.assertIsNone(await table.lookup(AGENT, "web"))
+
+    async def test_tooLong(self) -> None:
+        """
+        A record over the table's bounds is refused with a L{StoreError}
+        (never raised at the caller), and nothing is written.
+        """
+        table = self.table()
+        with self.assertRaises(StoreError):
+            await table.announce(SHARE, "big", {"x": "y" * (MAX_FIELD + 1)}, 15, "r1", True)
+        self.assertIsNone(await table.lookup(SHARE, "big"))
 
     async def test_claimPlace(self) -> None:
         """
