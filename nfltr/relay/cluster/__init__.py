@@ -11,7 +11,19 @@ claim place and one TCP route; the store keeps only what Redis holds
 (L{nfltr.store.IPresenceTable}).
 
   - L{nfltr.relay.cluster.presence}: which replica holds each agent and share,
-    in the directory, with a TTL the holder refreshes.
+    in the directory, with a TTL the holder refreshes;
+  - L{nfltr.relay.cluster.node}: the replica (id, cluster certificate, the
+    replica-link listener, registration), which the relay's service starts;
+  - L{nfltr.relay.cluster.holder}: an agent another replica holds, the third
+    holder kind, and the replica link's targets;
+  - L{nfltr.relay.cluster.peers}: the pool of replica links to each peer;
+  - L{nfltr.relay.cluster.routes}: the forwarding side (tcp-connect sessions,
+    share visitors of the TLS port);
+  - L{nfltr.relay.cluster.listener}: the holding side, which checks each
+    forwarded client's key itself;
+  - L{nfltr.relay.cluster.config}: the options' values and limits.
+
+See C{docs/replicas.md}.
 
 Importing this package loads nothing: each module is imported where it is
 used (the relay's claim place imports only the presence module).

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.relay.cluster.test_replica_link -*-
+# -*- test-case-name: tests.relay.cluster.test_replica_link,tests.integration.test_replicas -*-
 """
 The holding replica's side of the replica link: L{ReplicaLinkHandler} takes
 the sessions another replica forwards and opens each on the local holder of

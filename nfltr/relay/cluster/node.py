@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.relay.cluster.test_replica_link -*-
+# -*- test-case-name: tests.integration.test_replicas -*-
 """
 L{Replica}: what a relay started with C{--replica-listen} runs beside its
 public listeners (L{nfltr.relay.service.RelayService} starts and stops it).

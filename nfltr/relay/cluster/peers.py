@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.relay.cluster.test_replica_link -*-
+# -*- test-case-name: tests.relay.cluster.test_peers -*-
 """
 The links this replica dials to its peers: a small pool per peer
 (L{PeerLinks}, C{--replica-links}, L{nfltr.relay.cluster.config}), found

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.relay.cluster.test_replica_link -*-
+# -*- test-case-name: tests.integration.test_replicas -*-
 """
 The forwarding replica's side: visitors of agents and shares this replica
 does not hold, carried over the replica link to the replica the directory
