@@ -3,7 +3,7 @@ Several relays as one, with real processes: a C{redis-server}, three
 C{nfltr relay --directory ... --replica-listen ...} replicas sharing a
 cluster CA, agents on different replicas, and visitors through every
 replica: C{tcp-connect} (raw link and WebSocket) and share URLs (e2ee,
-passthrough), each carried over the
+passthrough, inspect), each carried over the
 replica link when the agent is elsewhere, 8 MiB each way verified by
 sha256; another account refused identically on every replica, even when a
 forged presence record says the agent is that account's.
@@ -122,9 +122,9 @@ class ReplicaTests(ReplicasCase):
 
     def test_everyReplica(self) -> None:
         """
-        A TCP agent on replica 0, an e2ee share on replica 1 and a
-        passthrough share on replica 2 are reached through every replica,
-        8 MiB each way intact; bob's connector is refused the
+        A TCP agent and an inspect share on replica 0, an e2ee share on
+        replica 1 and a passthrough share on replica 2 are reached through
+        every replica, 8 MiB each way intact; bob's connector is refused the
         same way on every replica, including the one that holds the agent,
         while a forged presence record names bob's account as the agent's.
         """
@@ -142,7 +142,10 @@ class ReplicaTests(ReplicasCase):
         serviceCA, cert, certKey = make_tls_service_cert(self.tmp / "raw-tls", "raw.localhost")
         raw = third.web_service("--tls", str(cert), str(certKey))
         third.http_agent(third.key("alice"), "raw", raw, "--mode", "passthrough")
-        shares = [("blog", shareCA), ("raw", str(serviceCA))]
+        # An inspect share on replica 0: the replica that holds it ends its TLS.
+        first.http_agent(first.key("alice"), "page", first.web_service(), "--mode", "inspect")
+        shares = [("blog", shareCA), ("raw", str(serviceCA)),
+                  ("page", str(first.data / "tls" / "share-ca.crt"))]
         data = self.tmp / "upload.bin"
         data.write_bytes(pattern(7, SIZE))
         digest = hashlib.sha256(pattern(7, SIZE)).hexdigest()

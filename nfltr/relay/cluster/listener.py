@@ -13,9 +13,10 @@ It decides for itself, as for a visitor of its own:
     another account's client is refused in the same words as on one relay,
     whatever the forwarding replica or a presence record said;
   - C{share:<name>@<visitor>}: only a share published here (never one the
-    directory says is elsewhere: no second hop), in a mode whose raw bytes
-    travel (e2ee, passthrough), through its backend, which applies the
-    share's allow list to the visitor's address.
+    directory says is elsewhere: no second hop), as this replica's TLS port
+    would route it: e2ee and passthrough through its backend (the share's
+    allow list applied to the visitor's address), inspect to the share's own
+    TLS-ending HTTP proxy (allow list, policy and rate there).
 
 The link's peer proved it is a replica of this cluster in the mutual TLS
 handshake (L{nfltr.tls.ReplicaTLS}); it is trusted with the visitor's
@@ -33,7 +34,7 @@ from twisted.python.failure import Failure
 
 from nfltr.link import ErrorCode
 from nfltr.link.twisted import LinkHandler, LinkProtocol, LinkSession
-from nfltr.sni.twisted import Splice
+from nfltr.sni.twisted import HandOver, Splice
 from nfltr.store import KeyInfo
 from nfltr.tls import ssl_words
 from nfltr.wire import format_address
@@ -149,8 +150,18 @@ class ReplicaLinkHandler(LinkHandler):
     def _share(self, session: LinkSession, name: str, visitor: str) -> None:
         route = self.relay.shares.route(name) if self.relay.shares is not None else None
         address = visitor_address(visitor)
-        if not isinstance(route, Splice) or address is None:
+        if address is None or not isinstance(route, Splice | HandOver):
             session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
+            return
+        session.peerAddress = address  # the visitor's, as the forwarding replica saw it
+        if isinstance(route, HandOver):
+            # inspect: this replica ends the visitor's TLS with the share's key and proxies
+            # under the share's policy, as for a visitor of its own TLS port.
+            protocol = route.factory.buildProtocol(address)
+            if protocol is None:
+                session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)  # outside the allow list
+            else:
+                session.accept(protocol)
             return
         visitorEnd, agentEnd = SessionEnd(REPLICA_LINK_LOST), SessionEnd("agent link lost")
         visitorEnd.other, agentEnd.other = agentEnd, visitorEnd

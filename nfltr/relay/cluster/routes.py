@@ -13,9 +13,9 @@ says holds them.
     key, which the holding replica checks again.
   - L{ClusterShareRoutes}: the TLS port's routing table: this replica's
     shares first; any other name is spliced to L{RemoteShareBackend}, which
-    looks the share up and forwards the visitor's raw bytes (e2ee,
-    passthrough).  An C{inspect} share elsewhere is not reached (the
-    relay that ends its TLS holds its key): the visitor is closed.
+    looks the share up and forwards the visitor's raw bytes, in every mode:
+    the holding replica ends an C{inspect} share's TLS itself, with the key
+    it holds, and applies its policy.
 
 The visitor waits for the lookup and the link (bounded: the directory's
 command timeout, L{nfltr.relay.cluster.peers.DIAL_TIMEOUT}); whatever
@@ -39,6 +39,7 @@ from nfltr.store import StoreUnavailable
 from nfltr.wire import format_address
 from nfltr.wire.messages import (
     E2EE,
+    INSPECT,
     NOT_FOUND_CODE,
     NOT_FOUND_REASON,
     PASSTHROUGH,
@@ -56,8 +57,9 @@ from .peers import Peers
 from .presence import AgentPresence, RedisPresence, SharePresence
 
 CANNOT_LOOK_UP = "the relay cannot look agents up now; try again later"
-#: The share modes whose visitors' raw bytes another replica can carry.
-FORWARDED_MODES = (E2EE, PASSTHROUGH)
+#: The share modes whose visitors another replica carries (as raw bytes: the
+#: holding replica ends an inspect share's TLS itself).
+FORWARDED_MODES = (E2EE, PASSTHROUGH, INSPECT)
 
 
 @implementer(IRemoteRoutes)
