@@ -29,6 +29,7 @@ from .harness import exchange, missing, nfltr, run
 from .service import pattern
 from .test_redis_directory import NOTICE_WITHIN, RedisStack, start_redis_process
 from .test_shares import make_tls_service_cert
+from .test_ssh import SSHStack
 from .test_tcp_tunnel import download, upload
 from .web_service import pattern as web_pattern
 
@@ -367,3 +368,45 @@ class PartitionTests(ReplicasCase):
             time.sleep(0.2)
         print(f"partition: the session ended {ended:.1f} s after the cut; routing recovered "
               f"{time.monotonic() - healed:.1f} s after the heal")
+
+
+class SSHAcrossReplicasTests(ReplicasCase):
+    """
+    What C{ssh -R} publishes on replica 0 (its SSH port) is reached through
+    the other replicas too: it goes through the same claim place.
+    """
+
+    skip = missing("redis-server", "redis-cli", "curl", "ssh", "ssh-keygen")
+
+    def replicaArgs(self, i: int) -> tuple[str, ...]:
+        return ("--ssh", "tcp:0:interface=127.0.0.1") if i == 0 else ()
+
+    def test_sshShares(self) -> None:
+        """
+        A TCP share (C{ssh -R 0:...}) is reached by C{tcp-connect --e2ee
+        false} through replica 1, and an HTTP share (C{ssh -R NAME:80:...},
+        inspect) by a browser through replica 2.
+        """
+        first = self.replicas[0]
+        ssh = SSHStack(first)
+        key = first.tmp / "id-alice"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)],
+                       check=True, stdin=subprocess.DEVNULL, timeout=CURL_TIMEOUT)
+        apiKey = first.key("alice")
+        done = run("keys", "add-ssh", "--account", "alice", f"{key}.pub", "--directory",
+                   self.redis.url)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        service = first.service()
+        exposer = ssh.start(key, "-o", "LogLevel=INFO", "-N", "-R", f"0:127.0.0.1:{service}",
+                            user="laptop")
+        allocated = int(exposer.wait_for(r"Allocated port (\d+)").group(1))
+        _, local = self.replicas[1].connector(apiKey, "laptop", allocated, "--e2ee", "false")
+        self.assertEqual(exchange(local, b"MARKER across\n"), b"across\n")
+        web = first.web_service()
+        session = ssh.start(key, "-T", "-R", f"blog:80:127.0.0.1:{web}")
+        session.wait_for(r"share URL (https://\S+)")
+        third = self.replicas[2]
+        port = int(third.address.rsplit(":", 1)[1])
+        body = self.curl(str(first.data / "tls" / "share-ca.crt"), "blog.localhost", port,
+                         f"https://blog.localhost:{port}/bytes/{MiB}")
+        self.assertEqual(body, web_pattern(MiB))
