@@ -3,31 +3,25 @@ Several relays as one, with real processes: a C{redis-server}, three
 C{nfltr relay --directory ... --replica-listen ...} replicas sharing a
 cluster CA, agents on different replicas, and visitors through every
 replica: C{tcp-connect} (raw link and WebSocket) and share URLs (e2ee,
-passthrough, inspect), each carried over the
-replica link when the agent is elsewhere, 8 MiB each way verified by
-sha256; another account refused identically on every replica, even when a
-forged presence record says the agent is that account's.
+passthrough, inspect), each carried over the replica link when the agent is
+elsewhere, 8 MiB each way verified by sha256; another account refused
+identically on every replica, even when a forged presence record says the
+agent is that account's; what C{ssh -R} publishes, through every replica.
+Faults are in L{tests.integration.test_replica_faults}.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import signal
-import socket
 import subprocess
-import time
 import urllib.request
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from .cut_proxy import CutProxy
 from .harness import exchange, missing, nfltr, run
 from .service import pattern
-from .test_redis_directory import NOTICE_WITHIN, RedisStack, start_redis_process
+from .test_redis_directory import RedisStack, start_redis_process
 from .test_shares import make_tls_service_cert
 from .test_ssh import SSHStack
 from .test_tcp_tunnel import download, upload
@@ -38,11 +32,6 @@ SIZE = 8 * MiB
 REPLICAS = 3
 CURL_TIMEOUT = 120
 REFUSED = "no such agent or port (or not yours)"
-#: How long a forwarding replica may take to give up on a dead peer (the replica link's dial
-#: timeout, nfltr.relay.cluster.peers.DIAL_TIMEOUT) and how long the kernel's reset of a killed
-#: process's connections may take to arrive, at most.
-DIAL_TIMEOUT = 5.0
-LIVENESS = 15.0
 
 
 class ReplicasCase(SynchronousTestCase):
@@ -197,177 +186,6 @@ class ReplicaTests(ReplicasCase):
             ["redis-cli", "-s", str(self.redis.socket), "HGET", "nfltr:presence:agent:web",
              "account"], capture_output=True, timeout=CURL_TIMEOUT, check=True).stdout)
 
-
-
-def closed(read: Callable[[], bytes]) -> bool:
-    """
-    Whether C{read()} finds its connection closed (an end of stream or a
-    reset) rather than bytes.
-    """
-    try:
-        return read() == b""
-    except ConnectionResetError:
-        return True
-
-
-def echoed(port: int) -> bool:
-    """
-    Whether a connection to C{port} echoes a byte back (the agent is reached).
-    """
-    try:
-        return exchange(port, b"ECHO\nx", half_close=True, timeout=30) == b"x"
-    except ConnectionResetError:
-        return False
-
-
-class ReplicaFaultTests(ReplicasCase):
-    """
-    Faults with three replicas: a short presence TTL, so that what a dead
-    replica left runs out within the test.
-    """
-
-    presenceTTL = "3"
-
-    def test_stuckReaderAcrossReplicas(self) -> None:
-        """
-        A visitor through replica 1 that stops reading a download from an
-        agent on replica 0 holds only its own session: 8 sibling downloads
-        over the same connector and replica link finish intact.
-        """
-        local = self.forwarded()
-        stuck = socket.create_connection(("127.0.0.1", local), timeout=60)
-        self.addCleanup(stuck.close)
-        stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        stuck.sendall(f"DOWNLOAD {4 * SIZE} 99\n".encode())
-        stuck.recv(1)
-        with ThreadPoolExecutor(8) as pool:
-            results = list(pool.map(lambda n: download(local, n, SIZE), range(8)))
-        self.assertEqual(results, [True] * 8)
-
-    def test_holderKilled(self) -> None:
-        """
-        Replica 0, holding the agent, is killed: a session through replica 1
-        ends (never hangs), a new one through replica 1 is closed within the
-        dial timeout, and once the TTL ran out replica 1 answers at once, as
-        for an agent that does not exist.
-        """
-        local = self.forwarded()
-        with socket.create_connection(("127.0.0.1", local), timeout=30) as sock:
-            sock.sendall(b"ECHO\nhello")
-            self.assertEqual(sock.recv(5), b"hello")
-            os.killpg(self.replicas[0].relay.popen.pid, signal.SIGKILL)
-            killed = time.monotonic()
-            sock.settimeout(DIAL_TIMEOUT + LIVENESS)
-            self.assertTrue(closed(lambda: sock.recv(1)))  # ended with an error, not hung
-            ended = time.monotonic() - killed
-        self.assertLess(ended, DIAL_TIMEOUT + LIVENESS)
-        started = time.monotonic()
-        self.assertTrue(closed(lambda: exchange(local, b"ECHO\nx", timeout=30)))
-        self.assertLess(time.monotonic() - started, DIAL_TIMEOUT + 1)
-        time.sleep(float(self.presenceTTL))
-        started = time.monotonic()
-        self.assertTrue(closed(lambda: exchange(local, b"ECHO\nx", timeout=30)))
-        self.assertLess(time.monotonic() - started, 1.0)
-
-    def test_redisAway(self) -> None:
-        """
-        Redis stopped: a session already forwarded from replica 1 to the
-        agent on replica 0 keeps carrying bytes; a new one is closed (the
-        look-up cannot be made).  Redis started again: new sessions through
-        replica 1 reach the agent again.
-        """
-        local = self.forwarded()
-        with socket.create_connection(("127.0.0.1", local), timeout=30) as sock:
-            sock.sendall(b"ECHO\nbefore")
-            self.assertEqual(sock.recv(6), b"before")
-            self.redis.stop()
-            sock.sendall(b"during")
-            self.assertEqual(sock.recv(6), b"during")
-            self.assertTrue(closed(lambda: exchange(local, b"ECHO\nx", timeout=30)))
-            self.redis.start()
-            deadline = time.monotonic() + NOTICE_WITHIN
-            while not echoed(local):
-                self.assertLess(time.monotonic(), deadline, "not routed again after Redis")
-                time.sleep(0.2)
-            sock.sendall(b"after")
-            self.assertEqual(sock.recv(5), b"after")
-
-    def test_drainDuringDownloads(self) -> None:
-        """
-        Replica 0, holding the agent, gets SIGTERM while 8 downloads from
-        it are in flight through replica 1: it drains, and 8 of 8 finish
-        intact.
-        """
-        local = self.forwarded()
-        socks = [socket.create_connection(("127.0.0.1", local), timeout=60) for _ in range(8)]
-        for n, sock in enumerate(socks):
-            self.addCleanup(sock.close)
-            sock.sendall(f"DOWNLOAD {SIZE} {n}\n".encode())
-        got = [bytearray(sock.recv(65536)) for sock in socks]
-        self.assertTrue(all(got), "every download started")
-        os.killpg(self.replicas[0].relay.popen.pid, signal.SIGTERM)
-        for sock, received in zip(socks, got, strict=True):
-            while chunk := sock.recv(256 * 1024):
-                received.extend(chunk)
-        self.assertEqual([bytes(g) == pattern(n, SIZE) for n, g in enumerate(got)], [True] * 8)
-        self.replicas[0].relay.wait_for(r"draining \d+ link")
-
-
-def free_port() -> int:
-    """
-    A TCP port free on 127.0.0.1 now.
-    """
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class PartitionTests(ReplicasCase):
-    """
-    The replica link to replica 0 goes through a proxy the test can cut.
-    """
-
-    presenceTTL = "3"
-
-    def setUp(self) -> None:
-        self.proxy = CutProxy()
-        self.listenPort = free_port()
-        self.proxy.target = ("127.0.0.1", self.listenPort)
-        self.addCleanup(self.proxy.close)
-        super().setUp()
-
-    def replicaArgs(self, i: int) -> tuple[str, ...]:
-        if i != 0:
-            return ()
-        return ("--replica-listen", f"tcp:{self.listenPort}:interface=127.0.0.1",
-                "--replica-address", f"127.0.0.1:{self.proxy.port}")
-
-    def test_partition(self) -> None:
-        """
-        The replica link between replicas 1 and 0 is cut (bytes stop, the
-        sockets stay open): a session across it ends with an error within the
-        link's liveness bound (default preset: 5 s + 10 s), never hangs; new
-        sessions are closed; once the cut heals, routing recovers.
-        """
-        local = self.forwarded()
-        with socket.create_connection(("127.0.0.1", local), timeout=30) as sock:
-            sock.sendall(b"ECHO\nhello")
-            self.assertEqual(sock.recv(5), b"hello")
-            self.proxy.cut()
-            cut = time.monotonic()
-            sock.sendall(b"lost")
-            sock.settimeout(LIVENESS + DIAL_TIMEOUT)
-            self.assertTrue(closed(lambda: sock.recv(1)))
-            ended = time.monotonic() - cut
-        self.assertLess(ended, LIVENESS + DIAL_TIMEOUT)
-        self.assertTrue(closed(lambda: exchange(local, b"ECHO\nx", timeout=30)))
-        self.proxy.heal()
-        healed = time.monotonic()
-        while not echoed(local):
-            self.assertLess(time.monotonic() - healed, LIVENESS, "routing did not recover")
-            time.sleep(0.2)
-        print(f"partition: the session ended {ended:.1f} s after the cut; routing recovered "
-              f"{time.monotonic() - healed:.1f} s after the heal")
 
 
 class SSHAcrossReplicasTests(ReplicasCase):
