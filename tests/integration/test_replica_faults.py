@@ -10,11 +10,14 @@ recover.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+
+from nfltr.relay.cluster.routes import CANNOT_LOOK_UP
 
 from .cut_proxy import CutProxy
 from .harness import exchange
@@ -116,6 +119,7 @@ class ReplicaFaultTests(ReplicasCase):
             sock.sendall(b"during")
             self.assertEqual(sock.recv(6), b"during")
             self.assertTrue(closed(lambda: exchange(local, b"ECHO\nx", timeout=30)))
+            self.connector.wait_for(re.escape(CANNOT_LOOK_UP))
             self.redis.start()
             deadline = time.monotonic() + NOTICE_WITHIN
             while not echoed(local):

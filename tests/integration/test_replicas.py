@@ -72,15 +72,16 @@ class ReplicasCase(SynchronousTestCase):
 
     def forwarded(self) -> int:
         """
-        An agent on replica 0 and a connector to it through replica 1; the
-        connector's local port.
+        An agent on replica 0 and a connector to it through replica 1
+        (C{self.connector}); the connector's local port.
         """
         first, second = self.replicas[0], self.replicas[1]
         key = first.key("alice")
         service = first.service()
         _, pin = first.agent(key, "web", service)
         assert pin is not None
-        return second.connector(key, "web", service, "--pin", pin)[1]
+        self.connector, local = second.connector(key, "web", service, "--pin", pin)
+        return local
 
     def curl(self, ca: str, host: str, port: int, *args: str) -> bytes:
         done = subprocess.run(
