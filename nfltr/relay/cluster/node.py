@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.integration.test_replicas -*-
+# -*- test-case-name: tests.relay.cluster.test_service,tests.integration.test_replicas -*-
 """
 L{Replica}: what a relay started with C{--replica-listen} runs beside its
 public listeners (L{nfltr.relay.service.RelayService} starts and stops it).
