@@ -41,13 +41,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from twisted.internet.defer import Deferred, succeed
+from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from nfltr.store import IPresenceTable, StoreError
+from nfltr.store import IPresenceTable, StoreError, StoreUnavailable
 from nfltr.wire.messages import MessageError, check_name, check_port
 
 from ..interfaces import IPresence
@@ -260,6 +260,11 @@ class RedisPresence:
 
     def _lookup(self, kind: str, name: str, parse: Callable[[str, dict[str, str]], Any]
                 ) -> Deferred[Any]:
+        health = self.health
+        if health is not None and not health.available:
+            # Known down: refused at once, as a key check is (the revocation poller's
+            # reading marks it up again).
+            return fail(StoreUnavailable(f"the directory ({health.where}) is unavailable"))
         d = self.table.lookup(kind, name)
 
         def read(fields: dict[str, str] | None) -> Any:

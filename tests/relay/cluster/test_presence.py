@@ -30,7 +30,13 @@ from nfltr.relay.directory import AgentEntry
 from nfltr.relay.interfaces import HolderFigures, IAgentHolder, IPresence
 from nfltr.relay.names import REPLACED
 from nfltr.relay.store_health import StoreHealth
-from nfltr.store import IPresenceTable, RedisStore, StoreError, parse_redis_url
+from nfltr.store import (
+    IPresenceTable,
+    RedisStore,
+    StoreError,
+    StoreUnavailable,
+    parse_redis_url,
+)
 from nfltr.store._redis_presence import MAX_FIELD
 from tests.redis_helpers import REDIS_SERVER, SKIP_REASON, redis_command, start_redis
 from tests.relay.helpers import FakeStore
@@ -250,6 +256,20 @@ class PresenceTests(unittest.TestCase):
         self.assertEqual(lost, [(AGENT, "web")])
         self.assertEqual(holder.refused, [(RefusalReason.CONFLICT, REPLACED)])
         self.assertEqual((await first.agent("web")).replica, "r2")  # type: ignore[union-attr]
+
+    async def test_knownDown(self) -> None:
+        """
+        While the store is known to be down, a look-up fails at once with
+        L{StoreUnavailable} (nothing waits for Redis); once it is up again,
+        look-ups are made.
+        """
+        presence = self.presence("r1")
+        presence.health = StoreHealth("the test directory", _reactor())
+        presence.health.log = Logger(observer=lambda event: None)
+        presence.health.failed(StoreUnavailable("gone"))
+        self.failureResultOf(presence.agent("web"), StoreUnavailable)
+        presence.health.answered()
+        self.assertIsNone(await presence.agent("web"))
 
     async def test_garbage(self) -> None:
         """
