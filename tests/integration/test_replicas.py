@@ -93,17 +93,22 @@ class ReplicasCase(SynchronousTestCase):
             raise AssertionError(f"curl through port {port} failed: {done.stderr.decode()}")
         return done.stdout
 
-    def notFound(self, stack: RedisStack) -> float:
+    def metric(self, stack: RedisStack, series: str) -> float:
         """
-        The TCP sessions C{stack}'s relay refused as not found.
+        The value of C{series} (a name and its labels, as exposed) on
+        C{stack}'s relay's C{/metrics}; 0 if absent.
         """
         with urllib.request.urlopen(f"http://{stack.info['admin']}/metrics",
                                     timeout=CURL_TIMEOUT) as response:
             text = response.read().decode()
-        pattern = r'nfltr_sessions_total\{kind="tcp",outcome="not_found"\} ([0-9.e+]+)'
-        found = re.search(pattern, text)
+        found = re.search(re.escape(series) + r" ([0-9.e+]+)", text)
         return float(found.group(1)) if found else 0.0
 
+    def notFound(self, stack: RedisStack) -> float:
+        """
+        The TCP sessions C{stack}'s relay refused as not found.
+        """
+        return self.metric(stack, 'nfltr_sessions_total{kind="tcp",outcome="not_found"}')
 
 
 class ReplicaTests(ReplicasCase):
@@ -158,6 +163,16 @@ class ReplicaTests(ReplicasCase):
                                  f"{name} download through replica {i}")
                 answer = self.curl(ca, host, port, "--data-binary", f"@{data}", f"{url}sha256")
                 self.assertEqual(answer.decode().strip(), digest, f"{name} upload through {i}")
+        # Replica 1 forwarded every session (tcp: a probe and a session per connector; share:
+        # two requests per share not its own), and has a link to both peers.
+        second = self.replicas[1]
+        self.assertGreaterEqual(
+            self.metric(second, 'nfltr_replica_sessions_forwarded_total{kind="tcp"}'), 4)
+        self.assertGreaterEqual(
+            self.metric(second, 'nfltr_replica_sessions_forwarded_total{kind="share"}'), 4)
+        self.assertEqual(self.metric(second, "nfltr_replica_peers_up"), 2)
+        self.assertGreater(
+            self.metric(first, 'nfltr_replica_link_bytes_total{direction="out"}'), 2 * SIZE)
         # A forged record says bob's account holds web: the forwarding replicas believe it
         # and forward bob's session with his key; the holding replica checks the key itself.
         forged = subprocess.run(

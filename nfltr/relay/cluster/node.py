@@ -35,6 +35,7 @@ from ..names import REPLACED
 from ..store_health import StoreHealth
 from .config import ReplicaConfig
 from .listener import ReplicaLinkHandler
+from .metrics import ReplicaCollector, ReplicaCounters
 from .peers import Peers, tls_dialler
 from .presence import AGENT, SHARE, RedisPresence
 from .routes import ClusterShareRoutes, RemoteRoutes
@@ -74,6 +75,7 @@ class Replica:
         self.tls: ReplicaTLS | None = None
         self.peers: Peers | None = None
         self.routes: RemoteRoutes | None = None
+        self.counters = ReplicaCounters()
         self._port: Any = None
         self._accepted: set[LinkProtocol] = set()
 
@@ -95,7 +97,8 @@ class Replica:
         relay = self.relay
         relay.presence = self.presence
         dial = tls_dialler(tls, self.reactor, replica_hello(self.id))
-        self.peers = Peers(self.presence.replicaAddress, dial, self.config.links, self.reactor)
+        self.peers = Peers(self.presence.replicaAddress, dial, self.config.links, self.reactor,
+                           self.counters)
         self.routes = relay.remote = RemoteRoutes(relay, self.presence, self.peers,
                                                   self.reactor)
         self.presence.register(self.address)
@@ -111,7 +114,14 @@ class Replica:
         return ClusterShareRoutes(local, self.routes)
 
     def _accept(self) -> LinkHandler:
-        return _Accepted(self.relay, self._accepted)
+        return _Accepted(self.relay, self._accepted, self.counters)
+
+    def collector(self) -> ReplicaCollector:
+        """
+        Its metrics' collector (L{nfltr.relay.cluster.metrics}).
+        """
+        assert self.peers is not None
+        return ReplicaCollector(self.counters, self.peers, self._accepted)
 
     def stop(self, timeout: float) -> Deferred[Any]:
         """
@@ -137,9 +147,11 @@ class _Accepted(ReplicaLinkHandler):
     it at stop).
     """
 
-    def __init__(self, relay: Relay, accepted: set[LinkProtocol]) -> None:
+    def __init__(self, relay: Relay, accepted: set[LinkProtocol],
+                 counters: ReplicaCounters) -> None:
         super().__init__(relay)
         self.accepted = accepted
+        self.counters = counters
 
     def linkEstablished(self, link: LinkProtocol) -> None:
         self.accepted.add(link)
@@ -147,6 +159,8 @@ class _Accepted(ReplicaLinkHandler):
 
     def linkLost(self, link: LinkProtocol, reason: Any) -> None:
         self.accepted.discard(link)
+        self.counters.linkEnded(link)
+        super().linkLost(link, reason)
 
 
 def _bound(host: Any) -> str:

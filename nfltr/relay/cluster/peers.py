@@ -29,6 +29,7 @@ from nfltr.link.twisted import LinkFactory, LinkHandler, LinkProtocol, LinkUnava
 from nfltr.tls import ReplicaTLS, TLSClientEndpoint
 
 from .config import parse_address
+from .metrics import ReplicaCounters
 
 #: Seconds a dial may take, from the TCP connect to the peer's link hello.
 DIAL_TIMEOUT = 5.0
@@ -79,6 +80,7 @@ class _PoolHandler(LinkHandler):
 
     def linkLost(self, link: LinkProtocol, reason: Failure) -> None:
         self.pool.forget(link)
+        self.pool.counters.linkEnded(link)
 
 
 class PeerLinks:
@@ -95,13 +97,15 @@ class PeerLinks:
 
     def __init__(self, replica: str, address: str, dial: Dial, size: int,
                  clock: IReactorTime, empty: Callable[[PeerLinks], None] = lambda pool: None,
-                 ) -> None:
+                 counters: ReplicaCounters | None = None) -> None:
         """
         @param empty: called when the pool's last link is gone and none is
             being dialled (a peer that stopped: the pool can go).
+        @param counters: where its ended links' bytes are counted.
         """
         self.replica = replica
         self.empty = empty
+        self.counters = counters if counters is not None else ReplicaCounters()
         self.address = address
         self.size = size
         self.links: list[LinkProtocol] = []
@@ -192,8 +196,9 @@ class Peers:
     """
 
     def __init__(self, address: Callable[[str], Deferred[str | None]], dial: Dial, size: int,
-                 clock: IReactorTime) -> None:
+                 clock: IReactorTime, counters: ReplicaCounters | None = None) -> None:
         self.address = address
+        self.counters = counters if counters is not None else ReplicaCounters()
         self.size = size
         self.pools: dict[str, PeerLinks] = {}
         self._dial = dial
@@ -216,8 +221,10 @@ class Peers:
                 raise PeerUnreachable(f"replica {replica} is not registered")
             current = self.pools.get(replica)
             if current is None or current.address != address:
-                current = self.pools[replica] = PeerLinks(replica, address, self._dial,
-                                                          self.size, self._clock, self._empty)
+                current = self.pools[replica] = PeerLinks(
+                    replica, address, self._dial, self.size, self._clock, self._empty,
+                    self.counters,
+                )
             return current.link().addErrback(self._dropped, replica, current)
 
         return self.address(replica).addCallback(found)

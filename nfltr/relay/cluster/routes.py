@@ -72,6 +72,9 @@ class RemoteRoutes:
 
     def __init__(self, relay: Relay, presence: RedisPresence, peers: Peers,
                  clock: IReactorTime) -> None:
+        """
+        The sessions forwarded are counted in C{peers.counters}.
+        """
         self.relay = relay
         self.presence = presence
         self.peers = peers
@@ -102,6 +105,7 @@ class RemoteRoutes:
             except RouteRefused as e:
                 session.refuse(e.code, e.reason)
                 return
+            self.peers.counters.forwarded["tcp"] += 1
             session.accept(end)
 
         def failed(failure: Failure) -> None:
@@ -146,6 +150,7 @@ class RemoteShareBackend:
             holder = ReplicaHolder(link, self.name, None, routes.clock.seconds())
             holder.openSession(share_target(self.name, format_address(visitor)), protocol)
             counters.session(SHARE, ROUTED)
+            routes.peers.counters.forwarded["share"] += 1
 
         def failed(failure: Failure) -> None:
             counters.session(SHARE, UNAVAILABLE_OUTCOME)

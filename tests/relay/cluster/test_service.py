@@ -15,6 +15,7 @@ from twisted.trial.unittest import TestCase
 from nfltr.relay.cluster.config import ReplicaConfig
 from nfltr.relay.cluster.presence import REPLICA
 from nfltr.relay.config import RelayConfig
+from nfltr.relay.metrics import metrics_registry
 from nfltr.relay.service import RelayService
 from nfltr.store import parse_redis_url
 from nfltr.tls import PKIError, init_cluster_ca
@@ -45,7 +46,8 @@ class ReplicaServiceTests(TestCase):
     async def test_registered(self) -> None:
         """
         A replica registers its replica link's bound address in the directory
-        while it runs, and removes it when it stops.
+        while it runs, and removes it when it stops; its metrics are on the
+        relay's C{/metrics}.
         """
         service = self.service()
         service.startService()
@@ -55,6 +57,13 @@ class ReplicaServiceTests(TestCase):
         address = await redis_command(self.redis, "HGET", key, "address")
         self.assertEqual(address.decode(), replica.address)
         self.assertTrue(replica.address.startswith("127.0.0.1:"))
+        from prometheus_client import generate_latest
+
+        text = generate_latest(metrics_registry(service)).decode()
+        for series in ('nfltr_replica_sessions_forwarded_total{kind="tcp"} 0.0',
+                       'nfltr_replica_links{direction="dialled"} 0.0',
+                       "nfltr_replica_peers_up 0.0"):
+            self.assertIn(series, text)
         await service.stopService()
         self.assertIsNone(await redis_command(self.redis, "HGET", key, "address"))
 
