@@ -271,6 +271,25 @@ class PresenceTests(unittest.TestCase):
         presence.health.answered()
         self.assertIsNone(await presence.agent("web"))
 
+    async def test_slowRedis(self) -> None:
+        """
+        A Redis that does not answer (frozen) fails a look-up within the
+        command timeout with L{StoreUnavailable}, which marks the store down
+        (one warning); nothing waits longer.
+        """
+        presence = self.presence("r1")
+        presence.health = StoreHealth("the test directory", _reactor())
+        warnings: list[dict[str, Any]] = []
+        presence.health.log = Logger(observer=warnings.append)
+        self.server.signal("STOP")
+        self.addCleanup(self.server.signal, "CONT")
+        started = _reactor().seconds()
+        with self.assertRaises(StoreUnavailable):
+            await presence.agent("web")
+        self.assertLess(_reactor().seconds() - started, TIMEOUT + 1)
+        self.assertFalse(presence.health.available)
+        self.assertEqual(len(warnings), 1)
+
     async def test_garbage(self) -> None:
         """
         A record that is not nfltr's (another program wrote it) is logged and
