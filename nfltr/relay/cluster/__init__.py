@@ -21,6 +21,8 @@ claim place and one TCP route; the store keeps only what Redis holds
     share visitors of the TLS port);
   - L{nfltr.relay.cluster.listener}: the holding side, which checks each
     forwarded client's key itself;
+  - L{nfltr.relay.cluster.counters}, L{nfltr.relay.cluster.metrics}: its
+    running totals and its series on the relay's C{/metrics};
   - L{nfltr.relay.cluster.config}: the options' values and limits.
 
 See C{docs/replicas.md}.

@@ -1,9 +1,8 @@
 # -*- test-case-name: tests.relay.cluster.test_service,tests.integration.test_replicas -*-
 """
 A replica's own metrics, beside the relay's (L{nfltr.relay.metrics}), on the
-same C{/metrics}: L{ReplicaCounters} are counted as sessions are forwarded
-and replica links end; L{ReplicaCollector} reads them, and the links open
-now, when scraped.
+same C{/metrics}: L{ReplicaCollector} reads its L{ReplicaCounters}
+(L{nfltr.relay.cluster.counters}), and the links open now, when scraped.
 
 | metric | type | labels |
 |---|---|---|
@@ -23,39 +22,14 @@ prometheus_client is imported only when scraped, as for the relay's.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from .counters import ReplicaCounters
 
 if TYPE_CHECKING:
     from nfltr.link.twisted import LinkProtocol
 
     from .peers import Peers
-
-#: The kinds of forwarded sessions.
-FORWARDED_KINDS = ("tcp", "share")
-
-
-@dataclass
-class ReplicaCounters:
-    """
-    Running totals of one replica.
-
-    @ivar forwarded: sessions carried to another replica, by kind.
-    @ivar closedBytesIn: bytes read on replica links that have ended.
-    @ivar closedBytesOut: bytes written on them.
-    """
-
-    forwarded: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FORWARDED_KINDS, 0))
-    closedBytesIn: int = 0
-    closedBytesOut: int = 0
-
-    def linkEnded(self, link: LinkProtocol) -> None:
-        """
-        Keep an ended replica link's bytes.
-        """
-        self.closedBytesIn += link.bytesReceived
-        self.closedBytesOut += link.bytesSent
-
 
 class ReplicaCollector:
     """

@@ -34,8 +34,9 @@ from ..interfaces import IShareRoutes
 from ..names import REPLACED
 from ..store_health import StoreHealth
 from .config import ReplicaConfig
+from .counters import ReplicaCounters
 from .listener import ReplicaLinkHandler
-from .metrics import ReplicaCollector, ReplicaCounters
+from .metrics import ReplicaCollector
 from .peers import Peers, tls_dialler
 from .presence import AGENT, SHARE, RedisPresence
 from .routes import ClusterShareRoutes, RemoteRoutes

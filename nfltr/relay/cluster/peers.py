@@ -29,7 +29,7 @@ from nfltr.link.twisted import LinkFactory, LinkHandler, LinkProtocol, LinkUnava
 from nfltr.tls import ReplicaTLS, TLSClientEndpoint
 
 from .config import parse_address
-from .metrics import ReplicaCounters
+from .counters import ReplicaCounters
 
 #: Seconds a dial may take, from the TCP connect to the peer's link hello.
 DIAL_TIMEOUT = 5.0
