@@ -26,6 +26,15 @@ from nfltr.cli.options import FLAG, REPEAT, Option, option_values, parse_values
 from nfltr.cli.twistd import TableOptions
 from nfltr.link.memory import DEFAULT_LINK_MEMORY, MIN_LINK_MEMORY
 from nfltr.relay.certs import RelayCertificate
+from nfltr.relay.cluster.config import (
+    DEFAULT_PRESENCE_TTL,
+    DEFAULT_REPLICA_LINKS,
+    MAX_PRESENCE_TTL,
+    MIN_PRESENCE_TTL,
+    ReplicaConfig,
+    check_links,
+    parse_address,
+)
 from nfltr.relay.config import (
     DEFAULT_ADMIN,
     DEFAULT_BACKLOG,
@@ -220,6 +229,27 @@ def _secondsOrNone(value: object, option: str) -> float | None:
     if str(value).strip().lower() == "none":
         return None
     return seconds(value, option, limit=MAX_DRAIN_TIMEOUT, zero=True)
+def _replicaAddress(value: str | None, option: str) -> str | None:
+    if value is None:
+        return None
+    try:
+        parse_address(value)
+    except ValueError as e:
+        raise usage.UsageError(f"{option} {e}") from None
+    return value
+
+
+def _replicaLinks(value: object, option: str) -> int:
+    try:
+        return check_links(value)
+    except ValueError as e:
+        raise usage.UsageError(f"{option} {e}") from None
+
+
+def _absolute(value: str | None, option: str) -> Path | None:
+    return None if value is None else Path(os.path.expanduser(value)).absolute()
+
+
 
 RELAY_OPTIONS: tuple[Option, ...] = (
     Option("name", None,
@@ -340,7 +370,50 @@ RELAY_OPTIONS: tuple[Option, ...] = (
            "net.core.somaxconn.", str(DEFAULT_BACKLOG), parse=_backlog),
     Option("log-level", None, "What to log: debug, info, warn, error or critical.", "info",
            parse=_logLevel),
+    Option("replica-listen", None,
+           "Run as a replica of a cluster: endpoint of the replica link, where the other "
+           "replicas on the same --directory forward visitors of the agents held here (mutual "
+           "TLS with the cluster CA, added by the relay); none: a relay of its own.", "none",
+           parse=_endpointOrNone),
+    Option("replica-address", None,
+           "HOST:PORT the other replicas dial this one's replica link at, registered in the "
+           "directory [default: the address --replica-listen bound, which must name an "
+           "interface].", parse=_replicaAddress),
+    Option("cluster-ca", None,
+           "Directory of the cluster CA (made by `nfltr cluster-ca init DIR`), the same on "
+           "every replica: it signs each replica's certificate for the replica link.",
+           parse=_absolute),
+    Option("replica-links", None,
+           "Link connections this replica keeps to each replica it forwards to.",
+           str(DEFAULT_REPLICA_LINKS), parse=_replicaLinks),
+    Option("presence-ttl", None,
+           "Seconds a replica's presence records (its agents, shares and replica-link address) "
+           "live in the directory without a refresh (every third of it): a replica that dies "
+           "is routed to for at most this long.", str(DEFAULT_PRESENCE_TTL),
+           parse=partial(seconds, limit=MAX_PRESENCE_TTL)),
 )
+
+
+def _replicaConfig(values: Mapping[str, Any]) -> ReplicaConfig | None:
+    """
+    The replica's settings, if C{--replica-listen} asks for one.
+
+    @raise usage.UsageError: naming the option that is missing.
+    """
+    listen = values["replica-listen"]
+    if listen is None:
+        return None
+    if values["directory"] is None:
+        raise usage.UsageError("--replica-listen needs --directory: replicas share a Redis "
+                               "directory")
+    if values["cluster-ca"] is None:
+        raise usage.UsageError("--replica-listen needs --cluster-ca DIR (make one with "
+                               "`nfltr cluster-ca init DIR`)")
+    ttl = values["presence-ttl"]
+    if ttl < MIN_PRESENCE_TTL:
+        raise usage.UsageError(f"--presence-ttl {ttl:g}: at least {MIN_PRESENCE_TTL:g} seconds")
+    return ReplicaConfig(listen, values["cluster-ca"], values["replica-address"],
+                         values["replica-links"], ttl)
 
 
 def relay_config(values: Mapping[str, Any]) -> RelayConfig:
@@ -376,7 +449,7 @@ def relay_config(values: Mapping[str, Any]) -> RelayConfig:
         inspect_rate=None if rate is None else (rate, values["inspect-burst"]),
         ws_echo=values["ws-echo"], ssh=values["ssh"], ssh_config=_sshConfig(values),
         backlog=values["listen-backlog"], peer_drain_timeout=values["peer-drain-timeout"],
-        directory=values["directory"],
+        directory=values["directory"], replica=_replicaConfig(values),
     )
 
 

@@ -40,7 +40,7 @@ from nfltr.link.twisted import (
     SessionResetError,
 )
 from nfltr.streams import SpliceEnd
-from nfltr.tls import E2EETLSFactory, VerificationFailed
+from nfltr.tls import E2EETLSFactory, VerificationFailed, ssl_words
 from nfltr.wire.messages import NOT_FOUND_CODE, WELCOME, client_hello, client_target
 
 from ._options import ConnectOptions
@@ -85,10 +85,7 @@ def _sslWords(e: BaseException | None) -> str:
     OpenSSL's reasons in an C{SSL.Error} (a list of C{(library, function,
     reason)}), as words rather than a Python list.
     """
-    args = getattr(e, "args", ())
-    errors = args[0] if args and isinstance(args[0], list) else []
-    words = [str(entry[-1]) for entry in errors if isinstance(entry, tuple) and entry]
-    return "; ".join(word for word in words if word) or "no reason given"
+    return ssl_words(e)
 
 
 class _LocalFactory(Factory):

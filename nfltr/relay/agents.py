@@ -35,10 +35,11 @@ from nfltr.store import IStore, KeyInfo, StoreUnavailable
 from nfltr.wire import LogThrottle
 from nfltr.wire.messages import HttpShare
 
+from .cluster.presence import NoPresence
 from .config import DEFAULT_DRAIN_TIMEOUT
 from .counters import RelayCounters
 from .directory import AgentEntry, Directory
-from .interfaces import IAgentHolder
+from .interfaces import IAgentHolder, IPresence, IRemoteRoutes
 from .leases import Leases
 from .names import REPLACED, check_agent_claim
 from .shares import ShareRefused, ShareRegistry
@@ -88,6 +89,10 @@ class Relay:
         (L{None}: no limit).
     @ivar logThrottle: how often lines about one source's refusals are
         logged.
+    @ivar presence: what the other replicas of a cluster are told of the
+        agents and shares claimed here (L{NoPresence}: a relay of its own).
+    @ivar remote: the routes to agents other replicas of a cluster hold
+        (L{None}: a relay of its own).
     """
 
     log = Logger()
@@ -114,6 +119,8 @@ class Relay:
         self.dataTokens: dict[str, RelayLinkHandler] = {}
         self.peerDrainTimeout = peerDrainTimeout
         self.logThrottle = LogThrottle(clock.seconds)
+        self.presence: IPresence = NoPresence()
+        self.remote: IRemoteRoutes | None = None
 
     def verifyKey(self, plaintext: str) -> Deferred[KeyInfo | None]:
         """
@@ -173,6 +180,8 @@ class Relay:
         old = self.directory.claimAgent(entry, self.clock.seconds())
         if old is not None and old.holder is not entry.holder:
             old.holder.refuse(RefusalReason.CONFLICT, REPLACED)
+        shares = [] if self.shares is None else self.shares.heldBy(entry.holder)
+        self.presence.agentClaimed(entry, shares)
         return old
 
     def reserveNames(self, account: str, names: Sequence[str]) -> Deferred[None]:
@@ -197,7 +206,10 @@ class Relay:
         """
         C{entry} gives its name up (its lease runs); whether it still held it.
         """
-        return self.directory.releaseAgent(entry, self.clock.seconds())
+        released = self.directory.releaseAgent(entry, self.clock.seconds())
+        if released:
+            self.presence.agentReleased(entry)
+        return released
 
     def publishShares(
         self, holder: IAgentHolder, account: str, shares: Sequence[HttpShare],
@@ -218,6 +230,7 @@ class Relay:
         replaced = {id(h): h for h in before if h is not None and h is not holder}
         for old in replaced.values():
             old.refuse(RefusalReason.CONFLICT, REPLACED)
+        self.presence.sharesPublished(account, [(share.name, share.mode) for share in shares])
         return answers
 
     def withdrawShares(self, holder: IAgentHolder, name: str | None = None) -> list[str]:
@@ -225,7 +238,10 @@ class Relay:
         Remove the share routes C{holder} still holds (only C{name}, if
         given); their leases run.
         """
-        return [] if self.shares is None else self.shares.withdraw(holder, name)
+        names = [] if self.shares is None else self.shares.withdraw(holder, name)
+        if names:
+            self.presence.sharesWithdrawn(names)
+        return names
 
     # -- turning away -------------------------------------------------------------
 

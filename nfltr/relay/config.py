@@ -24,6 +24,8 @@ from nfltr.streams import AdmissionLimits
 if TYPE_CHECKING:
     from nfltr.store import RedisAddress
 
+    from .cluster.config import ReplicaConfig
+
 DEFAULT_TLS = "tcp:8443"
 DEFAULT_ADMIN = "tcp:9090:interface=127.0.0.1"
 DEFAULT_HTTP = "tcp:8080"
@@ -129,6 +131,9 @@ class RelayConfig:
     @ivar directory: the Redis directory that holds accounts, API keys and
         SSH keys (C{--directory URL}, L{nfltr.store.RedisStore}); L{None}:
         SQLite in C{data_dir}.
+    @ivar replica: how the relay runs as a replica of a cluster
+        (C{--replica-listen}, L{nfltr.relay.cluster}); L{None}: a relay of
+        its own.
     """
 
     data_dir: Path
@@ -154,3 +159,4 @@ class RelayConfig:
     backlog: int = DEFAULT_BACKLOG
     peer_drain_timeout: float | None = DEFAULT_DRAIN_TIMEOUT
     directory: RedisAddress | None = None
+    replica: ReplicaConfig | None = None

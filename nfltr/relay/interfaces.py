@@ -16,25 +16,35 @@ C{ITransitClient}).
     what a client's session towards an agent's port goes through, whether
     the client is a native link (C{tcp-connect}) or an SSH C{-L}/C{-W}.
   - L{IShareRoutes}: the shares reachable by name on the TLS port.
+  - L{IRemoteRoutes}: the routes to agents other replicas of a cluster hold
+    (L{nfltr.relay.cluster.routes.RemoteRoutes}).
+  - L{IPresence}: what the claim place tells the replicas that share a
+    directory about the agents and shares it holds
+    (L{nfltr.relay.cluster.presence}).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from twisted.internet.interfaces import IProtocol, ITransport
 from zope.interface import Attribute, Interface
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from nfltr.link import RefusalReason
+    from nfltr.link.twisted import LinkSession
     from nfltr.sni.twisted import Route
 
-Kind = Literal["link", "ssh"]
-#: The holder kinds: a native agent's link, an SSH connection.
+Kind = Literal["link", "ssh", "replica"]
+#: The holder kinds: a native agent's link, an SSH connection, an agent
+#: another replica holds (reached over the replica link).
 LINK: Kind = "link"
 SSH: Kind = "ssh"
-KINDS: tuple[Kind, ...] = (LINK, SSH)
+REPLICA: Kind = "replica"
+KINDS: tuple[Kind, ...] = (LINK, SSH, REPLICA)
 
 
 @dataclass(frozen=True)
@@ -68,7 +78,7 @@ class IAgentHolder(Interface):
     nothing yet.
     """
 
-    kind = Attribute("L{LINK} or L{SSH}: what kind of connection holds the agent.")
+    kind = Attribute("L{LINK}, L{SSH} or L{REPLICA}: what kind of connection holds the agent.")
 
     def canOpen() -> bool:
         """
@@ -141,4 +151,55 @@ class IShareRoutes(Interface):
         as their C{xn--} A-label): what precedes the share domain in the
         server name.  Called once per visitor connection, on the reactor
         thread: answer at once, from memory.
+        """
+
+
+class IPresence(Interface):
+    """
+    What the relay's one claim place (L{nfltr.relay.agents.Relay}) tells the
+    other replicas of a cluster about the agents and shares this relay
+    holds: L{nfltr.relay.cluster.presence.RedisPresence} writes it to the
+    shared directory; a relay of its own tells nobody
+    (L{nfltr.relay.cluster.presence.NoPresence}).  Every call returns at
+    once: writing happens in the background, and a failure never reaches
+    the holder.
+    """
+
+    replica = Attribute("This replica's id (empty for a relay of its own).")
+
+    def agentClaimed(entry: Any, shares: Sequence[str]) -> None:
+        """
+        C{entry} (an L{nfltr.relay.directory.AgentEntry}) holds its name on
+        this replica now (its holder publishes the shares called C{shares}).
+        """
+
+    def agentReleased(entry: Any) -> None:
+        """
+        C{entry} (an L{nfltr.relay.directory.AgentEntry}) gave its name up.
+        """
+
+    def sharesPublished(account: str, shares: Sequence[tuple[str, str]]) -> None:
+        """
+        A holder of C{account} publishes C{shares} (name, mode) on this
+        replica now.
+        """
+
+    def sharesWithdrawn(names: Sequence[str]) -> None:
+        """
+        The shares C{names} are no longer published here.
+        """
+
+
+class IRemoteRoutes(Interface):
+    """
+    The routes to agents other replicas of a cluster hold (the directory
+    says which), for the clients of this one.
+    """
+
+    def routeTCP(session: LinkSession, key: str, account: str, name: str, port: int) -> None:
+        """
+        Route C{session}, a client's (of C{account}, logged in with C{key})
+        to C{name}:C{port}, an agent this replica does not hold: accept it
+        spliced to a session at the replica that holds it, or refuse it in
+        the one TCP route's words; now or later.
         """

@@ -459,6 +459,13 @@ class RelayLinkHandler(LinkHandler):
             session.refuse(ErrorCode.REFUSED, str(e))
             return
         self.log.debug("session to {name}:{port}", name=name, port=port)
+        remote = self.relay.remote
+        if remote is not None and self.relay.directory.agent(name) is None:
+            assert self.hello is not None
+            # Held by another replica, or by none: the directory says (the replica that holds
+            # it checks this client's key itself).
+            remote.routeTCP(session, self.hello.key, self.key.account, name, port)
+            return
         try:
             end = self.relay.tcp.openTCP(self.key.account, name, port, "client link lost")
         except RouteRefused as e:

@@ -246,6 +246,9 @@ def metrics_registry(service: Any) -> CollectorRegistry:
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(cast("Collector", RelayCollector(service)))
+    replica = getattr(service, "replica", None)
+    if replica is not None:  # a replica's own (nfltr.relay.cluster.metrics)
+        registry.register(cast("Collector", replica.collector()))
     return registry
 
 

@@ -136,6 +136,8 @@ class RelayService(Service):
     @ivar httpAdmission: the HTTP port's, if there is one.
     @ivar linkMemory: what the links hold for their peers, and its limit
         (C{--link-memory}), shared by every link the relay accepts.
+    @ivar replica: with C{--replica-listen}, the relay as a replica of a
+        cluster (L{nfltr.relay.cluster.node.Replica}), once started.
     """
 
     name = "relay"
@@ -155,6 +157,7 @@ class RelayService(Service):
         self.linkMemory = LinkMemory(config.link_memory, getattr(reactor, "seconds", None))
         self.certificate: RelayCertificate | None = None
         self.sshFactory: Any = None
+        self.replica: Any = None
         self._adminPort: Any = None
         self._health: StoreHealth | None = None
         self._statePath: Path | None = None
@@ -225,6 +228,7 @@ class RelayService(Service):
             store, self.reactor, self.shares, config.max_agents, self.shares.counters,
             peerDrainTimeout=config.peer_drain_timeout, storeHealth=health,
         )
+        self.replica = await self._startReplica(relay, store, health)
         # Registered before the drain so that it runs after it (cleanups run last first): the
         # admin listener answers /readyz with 503 for as long as the relay drains, unless a
         # successor takes the data directory meanwhile (L{nfltr.relay.succession}).
@@ -297,6 +301,26 @@ class RelayService(Service):
         leases.start()
         self._cleanups.append(leases.stop)
         return redis, health, leases
+
+    async def _startReplica(self, relay: Relay, store: IStore, health: StoreHealth) -> Any:
+        """
+        With C{--replica-listen}: run as a replica of a cluster
+        (L{nfltr.relay.cluster.node.Replica}, imported only then), stopped
+        after the links drained.
+        """
+        config = self.config.replica
+        if config is None:
+            return None
+        from nfltr.store import RedisStore
+
+        from .cluster.node import Replica
+
+        assert isinstance(store, RedisStore)  # relay_config: --replica-listen needs --directory
+        replica = Replica(config, relay, store.presence_table(), health, self.reactor,
+                          self.linkMemory)
+        self._cleanups.append(lambda: replica.stop(self.config.drain_timeout))
+        await replica.start(self._listen)
+        return replica
 
     async def _firstRevision(self, store: IStore, health: StoreHealth) -> int | None:
         """
@@ -436,8 +460,9 @@ class RelayService(Service):
         return serverFromString(self.reactor, with_backlog(spec, self.config.backlog))
 
     def _tlsFactory(self, relay: Relay, creator: Any) -> SNIRouterFactory:
+        shares = self.shares if self.replica is None else self.replica.shareRoutes(self.shares)
         self.router = tls_port_factory(
-            relay, creator, self.config, self.shares, self.reactor, self.linkMemory
+            relay, creator, self.config, shares, self.reactor, self.linkMemory
         )
         self.router.admission = self.tlsAdmission = Admission(self.config.admission)
         return self.router

@@ -236,6 +236,12 @@ class ShareRegistry:
         entry = self._entries.get(name)
         return None if entry is None else entry.holder
 
+    def heldBy(self, holder: Any) -> list[str]:
+        """
+        The names of the shares C{holder} publishes now.
+        """
+        return sorted(n for n, e in self._entries.items() if e.holder is holder)
+
     def publish(
         self, holder: Any, account: str, shares: Sequence[HttpShare],
         link: Callable[[], Any],

@@ -28,7 +28,7 @@ from nfltr.wire.messages import NOT_FOUND_CODE, NOT_FOUND_REASON, agent_target
 
 from .counters import AGENT_UNAVAILABLE as UNAVAILABLE_OUTCOME
 from .counters import NOT_FOUND, ROUTED, TCP, RelayCounters
-from .directory import Directory
+from .directory import AgentEntry, Directory
 from .interfaces import ISessionOpener
 
 AGENT_UNAVAILABLE = "agent unavailable (draining, or at its session limit)"
@@ -117,6 +117,18 @@ class TCPRoute:
         if entry is None:
             self.counters.session(TCP, NOT_FOUND)
             raise RouteRefused(NOT_FOUND_CODE, NOT_FOUND_REASON)
+        return self.openEntry(entry, port, lostReason, plainOnly)
+
+    def openEntry(
+        self, entry: AgentEntry, port: int, lostReason: str, plainOnly: bool = False,
+    ) -> SessionEnd:
+        """
+        Open a session to port C{port} of the agent C{entry} (found under the
+        ownership rule: here by L{openTCP}, or for an agent another replica
+        holds by L{nfltr.relay.cluster.routes}), spliced to the protocol
+        returned; see L{openTCP}.
+        """
+        name = entry.name
         if plainOnly and port not in entry.plain:
             raise RouteRefused(ErrorCode.REFUSED, E2EE_ONLY.format(name=name, port=port))
         clientEnd, agentEnd = SessionEnd(lostReason), SessionEnd("agent link lost")

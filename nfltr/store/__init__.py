@@ -48,6 +48,7 @@ from nfltr.store._redis_url import (
 from nfltr.store._ssh import InvalidSSHKey, SSHKey, SSHKeyInfo, parse_ssh_public_key
 from nfltr.store.interfaces import (
     INameLeaseTable,
+    IPresenceTable,
     IRevocationFeed,
     IRevocationSubscription,
     IStore,
@@ -65,6 +66,7 @@ __all__ = [
     "REVOKED_CHANNEL",
     "SCHEMA_VERSION",
     "INameLeaseTable",
+    "IPresenceTable",
     "IRevocationFeed",
     "IRevocationSubscription",
     "IStore",

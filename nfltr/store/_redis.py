@@ -19,6 +19,9 @@ prefix (L{DEFAULT_PREFIX}, written C{P} below):
     P account-ssh:<name>     zset    an account's fingerprints, likewise
     P lease:<name>           hash    a name's lease (L{lease_table},
                                      L{nfltr.store._redis_leases})
+    P presence:<kind>:<name> hash    who holds an agent or share, where a
+                                     replica listens (L{presence_table},
+                                     L{nfltr.store._redis_presence})
 
 A sorted set with equal scores orders its members as text, so "by creation
 time, then by id" is one C{ZRANGE}.  Every change touching several keys is
@@ -57,6 +60,7 @@ from nfltr.store._model import (
 )
 from nfltr.store._redis_client import RedisConnection
 from nfltr.store._redis_leases import RedisLeaseTable
+from nfltr.store._redis_presence import RedisPresenceTable
 from nfltr.store._redis_records import (
     account_list,
     float_text,
@@ -76,6 +80,7 @@ from nfltr.store._redis_url import (
 from nfltr.store._ssh import InvalidSSHKey, SSHKeyInfo, parse_ssh_public_key
 from nfltr.store.interfaces import (
     INameLeaseTable,
+    IPresenceTable,
     IRevocationFeed,
     IRevocationSubscription,
     IStore,
@@ -465,6 +470,13 @@ class RedisStore:
         The name leases of this directory, on this store's connection.
         """
         return RedisLeaseTable(self._redis, self.prefix)
+
+    def presence_table(self) -> IPresenceTable:
+        """
+        Presence of agents, shares and replicas in this directory, on this
+        store's connection (L{nfltr.store._redis_presence}).
+        """
+        return RedisPresenceTable(self._redis, self.prefix)
 
     def close(self) -> Deferred[None]:
         """

@@ -187,3 +187,42 @@ class INameLeaseTable(Interface):
         """
         The account that holds C{name}, if any.
         """
+
+
+class IPresenceTable(Interface):
+    """
+    Presence in a directory several relay replicas share (a Redis
+    directory): which replica holds each agent and share now, and where each
+    replica's replica link listens.  Every record lives for the C{ttl} its
+    writer gave it and is refreshed by that writer while it holds what the
+    record says: a replica that dies leaves records that run out.
+
+    Records are flat maps of text to text, under a C{kind} (C{agent},
+    C{share}, C{replica}) and a name; what the fields mean is the caller's
+    (L{nfltr.relay.cluster.presence}).
+    """
+
+    def announce(kind: str, name: str, fields: dict[str, str], ttl: float,
+                 replica: str, take: bool) -> Deferred[bool]:
+        """
+        Write the record C{kind}/C{name} for C{replica}, living C{ttl}
+        seconds from now, if no other replica's record is there (or, with
+        C{take}, in any case: a newer holder takes the name over).
+
+        @return: whether the record is C{replica}'s now (L{False}: another
+            replica's record is there and C{take} was not given).
+        @raise StoreUnavailable: the directory could not be reached.
+        """
+
+    def withdraw(kind: str, name: str, replica: str) -> Deferred[bool]:
+        """
+        Remove the record C{kind}/C{name} if it is C{replica}'s.
+
+        @return: whether it was.
+        """
+
+    def lookup(kind: str, name: str) -> Deferred[dict[str, str] | None]:
+        """
+        The record C{kind}/C{name} (its fields, the writing replica's under
+        C{replica}), or L{None} if there is none.
+        """

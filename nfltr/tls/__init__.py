@@ -6,6 +6,9 @@ Certificates, fingerprints and TLS settings.
     CA, server certificate and share CA, and an agent's end-to-end key;
   - L{spki_fingerprint} and L{parse_fingerprint} define the one fingerprint
     format (C{sha256:<hex of SHA-256 of the SubjectPublicKeyInfo>});
+  - L{init_cluster_ca} and L{ClusterCA} make and load the CA that makes
+    relays replicas of one cluster, L{ReplicaTLS} their replica link's
+    mutual TLS;
   - L{server_context_factory} and L{client_creator} make the connection
     creators Twisted's TLS takes; L{peer_fingerprint} reads a finished
     handshake's peer key;
@@ -32,6 +35,14 @@ from nfltr.tls._batching import (  # noqa: E402 - after OpenSSL's configuration
     TLSClientEndpoint,
     tls_factory,
 )
+from nfltr.tls._cluster import (  # noqa: E402
+    CLUSTER_CA_CERT,
+    CLUSTER_CA_KEY,
+    REPLICA_NAME,
+    ClusterCA,
+    ReplicaTLS,
+    init_cluster_ca,
+)
 from nfltr.tls._contexts import (  # noqa: E402
     CertificateRejected,
     ClientTLS,
@@ -41,6 +52,7 @@ from nfltr.tls._contexts import (  # noqa: E402
     VerificationFailed,
     client_creator,
     server_context_factory,
+    ssl_words,
 )
 from nfltr.tls._e2ee import E2EETLSFactory, E2EETLSProtocol, half_close_other  # noqa: E402
 from nfltr.tls._files import PKIError, locked_directory, write_atomically  # noqa: E402
@@ -69,6 +81,13 @@ from nfltr.tls._shares import (  # noqa: E402
 
 __all__ = [
     "OPENSSL_CONFIGURED",
+    "CLUSTER_CA_CERT",
+    "CLUSTER_CA_KEY",
+    "REPLICA_NAME",
+    "ClusterCA",
+    "ReplicaTLS",
+    "init_cluster_ca",
+    "ssl_words",
     "BatchingTLSFactory",
     "BatchingTLSProtocol",
     "TLSClientEndpoint",

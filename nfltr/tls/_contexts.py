@@ -332,3 +332,14 @@ def _names(cert: x509.Certificate) -> str:
     except x509.ExtensionNotFound:
         return "no names"
     return ", ".join(str(name.value) for name in san) or "no names"
+
+
+def ssl_words(error: BaseException | None) -> str:
+    """
+    OpenSSL's reasons in an C{SSL.Error} (a list of C{(library, function,
+    reason)}), as words rather than a Python list.
+    """
+    args = getattr(error, "args", ())
+    errors = args[0] if args and isinstance(args[0], list) else []
+    words = [str(entry[-1]) for entry in errors if isinstance(entry, tuple) and entry]
+    return "; ".join(word for word in words if word) or "no reason given"

@@ -69,6 +69,18 @@ class RedisProcess:
         shutil.rmtree(self.short, ignore_errors=True)
 
 
+def start_redis_process(testCase: SynchronousTestCase) -> tuple[Path, RedisProcess]:
+    """
+    A temporary directory of C{testCase}'s and a C{redis-server} started in
+    it, removed in its cleanup.
+    """
+    tmp = Path(testCase.mktemp()).absolute()
+    redis = RedisProcess(tmp / "redis")
+    testCase.addCleanup(redis.remove)
+    redis.start()
+    return tmp, redis
+
+
 class RedisStack(Stack):
     """
     A L{Stack} whose relay and key commands use the Redis directory C{url}.
@@ -117,11 +129,7 @@ class RelayOnRedisTests(SynchronousTestCase):
     skip = missing("redis-server")
 
     def setUp(self) -> None:
-        tmp = Path(self.mktemp()).absolute()
-        self.tmp = tmp
-        self.redis = RedisProcess(tmp / "redis")
-        self.addCleanup(self.redis.remove)
-        self.redis.start()
+        self.tmp, self.redis = start_redis_process(self)
 
     def stack(self, *extra: str) -> RedisStack:
         stack = RedisStack(self.tmp / "stack", self.redis.url, *extra)

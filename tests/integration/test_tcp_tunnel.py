@@ -19,20 +19,20 @@ MiB = 1024 * 1024
 SIZE = 32 * MiB
 
 
-def upload(port: int, seed: int) -> bool:
+def upload(port: int, seed: int, size: int = SIZE) -> bool:
     """
-    Send SIZE pattern bytes; the service's sha256 must match.
+    Send C{size} pattern bytes; the service's sha256 must match.
     """
-    data = pattern(seed, SIZE)
-    answer = exchange(port, f"UPLOAD {SIZE}\n".encode() + data)
+    data = pattern(seed, size)
+    answer = exchange(port, f"UPLOAD {size}\n".encode() + data)
     return answer.strip() == hashlib.sha256(data).hexdigest().encode()
 
 
-def download(port: int, seed: int) -> bool:
+def download(port: int, seed: int, size: int = SIZE) -> bool:
     """
-    Receive SIZE pattern bytes, intact.
+    Receive C{size} pattern bytes, intact.
     """
-    return exchange(port, f"DOWNLOAD {SIZE} {seed}\n".encode()) == pattern(seed, SIZE)
+    return exchange(port, f"DOWNLOAD {size} {seed}\n".encode()) == pattern(seed, size)
 
 
 def echo(port: int, seed: int) -> bool:

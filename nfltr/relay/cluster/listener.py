@@ -1,0 +1,173 @@
+# -*- test-case-name: tests.relay.cluster.test_replica_link,tests.integration.test_replicas -*-
+"""
+The holding replica's side of the replica link: L{ReplicaLinkHandler} takes
+the sessions another replica forwards and opens each on the local holder of
+its agent or share, spliced (L{nfltr.relay.tcp_route.SessionEnd}: bytes,
+credit and half-close both ways, a reset passed on with its code and words).
+
+It decides for itself, as for a visitor of its own:
+
+  - C{replica-tcp:<agent>:<port>:<key>}: the client's key is checked here
+    (L{Relay.verifyKey}, revocations included), then the one TCP route
+    (L{Relay.tcp}) applies the ownership rule with the key's account, so
+    another account's client is refused in the same words as on one relay,
+    whatever the forwarding replica or a presence record said;
+  - C{share:<name>@<visitor>}: only a share published here (never one the
+    directory says is elsewhere: no second hop), as this replica's TLS port
+    would route it: e2ee and passthrough through its backend (the share's
+    allow list applied to the visitor's address), inspect to the share's own
+    TLS-ending HTTP proxy (allow list, policy and rate there).
+
+The link's peer proved it is a replica of this cluster in the mutual TLS
+handshake (L{nfltr.tls.ReplicaTLS}); it is trusted with the visitor's
+address, never with an account.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+from OpenSSL import SSL
+from twisted.internet.address import IPv4Address, IPv6Address
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from nfltr.link import ErrorCode
+from nfltr.link.twisted import LinkHandler, LinkProtocol, LinkSession
+from nfltr.sni.twisted import HandOver, Splice
+from nfltr.store import KeyInfo
+from nfltr.tls import ssl_words
+from nfltr.wire import format_address
+from nfltr.wire.messages import (
+    NOT_FOUND_CODE,
+    NOT_FOUND_REASON,
+    MessageError,
+    parse_share_target,
+)
+
+from ..agents import Relay
+from ..link_handler import held_note
+from ..tcp_route import AGENT_UNAVAILABLE, RouteRefused, SessionEnd
+from .holder import parse_replica_tcp_target, without_key
+
+CANNOT_CHECK = "the replica that holds the agent cannot check API keys now; try again later"
+REPLICA_LINK_LOST = "replica link lost"
+
+
+def visitor_address(text: str) -> IPv4Address | IPv6Address | None:
+    """
+    The address a share target names (C{HOST:PORT}, C{[V6]:PORT}), or
+    L{None} if it does not parse.
+    """
+    host, _, port = text.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        ip = ipaddress.ip_address(host)
+        number = int(port)
+    except ValueError:
+        return None
+    if isinstance(ip, ipaddress.IPv6Address):
+        return IPv6Address("TCP", str(ip), number)
+    return IPv4Address("TCP", str(ip), number)
+
+
+class ReplicaLinkHandler(LinkHandler):
+    """
+    One replica link this replica accepted; see the module.
+    """
+
+    log = Logger()
+
+    def __init__(self, relay: Relay) -> None:
+        self.relay = relay
+        self.link: LinkProtocol | None = None
+
+    def linkEstablished(self, link: LinkProtocol) -> None:
+        """
+        A peer replica's link is up.
+        """
+        self.link = link
+        self.log.debug("replica link from {peer}", peer=link.transport.getPeer())
+
+    def linkLost(self, link: LinkProtocol, reason: Failure) -> None:
+        """
+        A link that ends before its hello failed its handshake, most likely
+        the mutual TLS: said once a minute per source (a peer that is not a
+        replica of this cluster, or a replica with another cluster CA).
+        """
+        if link.peerHello is not None or not reason.check(SSL.Error):
+            return
+        peer = link.transport.getPeer() if link.transport is not None else None
+        source = str(getattr(peer, "host", "?"))
+        held = self.relay.logThrottle.allow(source, "replica-tls")
+        if held is not None:
+            self.log.warn(
+                "replica link from {peer} refused: its TLS handshake failed ({error}); a peer "
+                "needs a certificate from this cluster's CA (--cluster-ca){note}",
+                peer=format_address(peer) if peer is not None else "?",
+                error=ssl_words(reason.value), note=held_note(held),
+            )
+
+    def sessionRequested(self, session: LinkSession) -> None:
+        """
+        Open a forwarded session here, or refuse it.
+        """
+        target = session.target
+        try:
+            tcp = parse_replica_tcp_target(target)
+            share = None if tcp is not None else parse_share_target(target)
+        except MessageError as e:
+            session.refuse(ErrorCode.REFUSED, str(e))
+            return
+        if tcp is not None:
+            session.target = without_key(target)  # what getHost() and reprs show
+            self._tcp(session, *tcp)
+        elif share is not None:
+            self._share(session, *share)
+        else:
+            session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
+
+    def _tcp(self, session: LinkSession, name: str, port: int, key: str) -> None:
+        d = self.relay.verifyKey(key)
+
+        def verified(info: KeyInfo | None) -> None:
+            if info is None or info.revoked or self.relay.directory.isRevoked(info.keyid):
+                session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
+                return
+            try:
+                end = self.relay.tcp.openTCP(info.account, name, port, REPLICA_LINK_LOST)
+            except RouteRefused as e:
+                session.refuse(e.code, e.reason)
+                return
+            session.accept(end)
+
+        def failed(failure: Failure) -> None:
+            self.log.debug("forwarded session: {error}", error=failure.getErrorMessage())
+            session.refuse(ErrorCode.GOING_AWAY, CANNOT_CHECK)
+
+        d.addCallbacks(verified, failed)
+
+    def _share(self, session: LinkSession, name: str, visitor: str) -> None:
+        route = self.relay.shares.route(name) if self.relay.shares is not None else None
+        address = visitor_address(visitor)
+        if address is None or not isinstance(route, Splice | HandOver):
+            session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
+            return
+        session.peerAddress = address  # the visitor's, as the forwarding replica saw it
+        if isinstance(route, HandOver):
+            # inspect: this replica ends the visitor's TLS with the share's key and proxies
+            # under the share's policy, as for a visitor of its own TLS port.
+            protocol = route.factory.buildProtocol(address)
+            if protocol is None:
+                session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)  # outside the allow list
+            else:
+                session.accept(protocol)
+            return
+        visitorEnd, agentEnd = SessionEnd(REPLICA_LINK_LOST), SessionEnd("agent link lost")
+        visitorEnd.other, agentEnd.other = agentEnd, visitorEnd
+        # A local backend connects at once, or calls connectionLost without connecting.
+        route.backend.connect(agentEnd, address)
+        if not agentEnd.connected or agentEnd.closed:
+            session.refuse(ErrorCode.GOING_AWAY, AGENT_UNAVAILABLE)
+            return
+        session.accept(visitorEnd)

@@ -1,0 +1,180 @@
+# -*- test-case-name: tests.integration.test_replicas -*-
+"""
+The forwarding replica's side: visitors of agents and shares this replica
+does not hold, carried over the replica link to the replica the directory
+says holds them.
+
+  - L{RemoteRoutes.routeTCP}: a client's session for an agent that is not
+    here: the agent's presence record names its replica (and, as a first
+    filter, its account and ports: a session the record already rules out
+    is refused here, in the one TCP route's words); the session is opened
+    through a L{ReplicaHolder} by the one TCP route
+    (L{nfltr.relay.tcp_route.TCPRoute.openEntry}) and carries the client's
+    key, which the holding replica checks again.
+  - L{ClusterShareRoutes}: the TLS port's routing table: this replica's
+    shares first; any other name is spliced to L{RemoteShareBackend}, which
+    looks the share up and forwards the visitor's raw bytes, in every mode:
+    the holding replica ends an C{inspect} share's TLS itself, with the key
+    it holds, and applies its policy.
+
+The visitor waits for the lookup and the link (bounded: the directory's
+command timeout, L{nfltr.relay.cluster.peers.DIAL_TIMEOUT}); whatever
+fails, the visitor is refused, never held.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet.error import ConnectionRefusedError
+from twisted.internet.interfaces import IAddress, IProtocol, IReactorTime
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+from nfltr.link import ErrorCode
+from nfltr.link.twisted import LinkProtocol, LinkSession
+from nfltr.sni.twisted import ISpliceBackend, Route, Splice
+from nfltr.store import StoreUnavailable
+from nfltr.wire import format_address
+from nfltr.wire.messages import (
+    E2EE,
+    INSPECT,
+    NOT_FOUND_CODE,
+    NOT_FOUND_REASON,
+    PASSTHROUGH,
+    share_target,
+)
+
+from ..agents import Relay
+from ..counters import AGENT_UNAVAILABLE as UNAVAILABLE_OUTCOME
+from ..counters import NOT_FOUND, ROUTED, SHARE, TCP
+from ..directory import AgentEntry
+from ..interfaces import IRemoteRoutes, IShareRoutes
+from ..tcp_route import AGENT_UNAVAILABLE, RouteRefused
+from .holder import ReplicaHolder
+from .peers import Peers
+from .presence import AgentPresence, RedisPresence, SharePresence
+
+CANNOT_LOOK_UP = "the relay cannot look agents up now; try again later"
+#: The share modes whose visitors another replica carries (as raw bytes: the
+#: holding replica ends an inspect share's TLS itself).
+FORWARDED_MODES = (E2EE, PASSTHROUGH, INSPECT)
+
+
+@implementer(IRemoteRoutes)
+class RemoteRoutes:
+    """
+    Routes to the agents and shares other replicas hold; see the module.
+    """
+
+    log = Logger()
+
+    def __init__(self, relay: Relay, presence: RedisPresence, peers: Peers,
+                 clock: IReactorTime) -> None:
+        """
+        The sessions forwarded are counted in C{peers.counters}.
+        """
+        self.relay = relay
+        self.presence = presence
+        self.peers = peers
+        self.clock = clock
+
+    def routeTCP(self, session: LinkSession, key: str, account: str, name: str,
+                 port: int) -> None:
+        """
+        Route a client's session (of C{account}, which logged in with
+        C{key}) to C{name}:C{port}, held by another replica or by none.
+        """
+        d = self.presence.agent(name)
+
+        def found(record: AgentPresence | None) -> Any:
+            if (record is None or record.replica == self.presence.replica
+                    or record.account != account or port not in record.ports):
+                self.relay.counters.session(TCP, NOT_FOUND)
+                session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
+                return None
+            return self.peers.link(record.replica).addCallback(opened, record)
+
+        def opened(link: LinkProtocol, record: AgentPresence) -> None:
+            holder = ReplicaHolder(link, name, key, self.clock.seconds())
+            entry = AgentEntry(name, record.account, "", record.ports, holder,
+                               plain=record.plain)
+            try:
+                end = self.relay.tcp.openEntry(entry, port, "client link lost")
+            except RouteRefused as e:
+                session.refuse(e.code, e.reason)
+                return
+            self.peers.counters.forwarded["tcp"] += 1
+            session.accept(end)
+
+        def failed(failure: Failure) -> None:
+            self.log.debug("session to {name}:{port} not forwarded: {error}", name=name,
+                           port=port, error=failure.getErrorMessage())
+            self.relay.counters.session(TCP, UNAVAILABLE_OUTCOME)
+            if failure.check(StoreUnavailable):
+                session.refuse(ErrorCode.GOING_AWAY, CANNOT_LOOK_UP)
+            else:
+                session.refuse(ErrorCode.GOING_AWAY, AGENT_UNAVAILABLE)
+
+        d.addCallback(found).addErrback(failed)
+
+
+@implementer(ISpliceBackend)
+class RemoteShareBackend:
+    """
+    A share this replica does not publish: its visitor goes to the replica
+    that does, if any.
+    """
+
+    def __init__(self, name: str, routes: RemoteRoutes) -> None:
+        self.name = name
+        self.routes = routes
+
+    def connect(self, protocol: IProtocol, visitor: IAddress) -> None:
+        """
+        See L{ISpliceBackend.connect}: after a lookup, over a replica link.
+        """
+        routes = self.routes
+        counters = routes.relay.counters
+
+        def found(record: SharePresence | None) -> Any:
+            if (record is None or record.replica == routes.presence.replica
+                    or record.mode not in FORWARDED_MODES):
+                counters.session(SHARE, NOT_FOUND)
+                protocol.connectionLost(Failure(ConnectionRefusedError("no such share")))
+                return None
+            return routes.peers.link(record.replica).addCallback(opened)
+
+        def opened(link: LinkProtocol) -> None:
+            holder = ReplicaHolder(link, self.name, None, routes.clock.seconds())
+            holder.openSession(share_target(self.name, format_address(visitor)), protocol)
+            counters.session(SHARE, ROUTED)
+            routes.peers.counters.forwarded["share"] += 1
+
+        def failed(failure: Failure) -> None:
+            counters.session(SHARE, UNAVAILABLE_OUTCOME)
+            protocol.connectionLost(Failure(ConnectionRefusedError(failure.getErrorMessage())))
+
+        routes.presence.share(self.name).addCallback(found).addErrback(failed)
+
+
+@implementer(IShareRoutes)
+class ClusterShareRoutes:
+    """
+    The TLS port's routing table on a replica: the local one first, then
+    the cluster's.
+    """
+
+    def __init__(self, local: IShareRoutes, routes: RemoteRoutes) -> None:
+        self.local = local
+        self.routes = routes
+
+    def route(self, name: str) -> Route | None:
+        """
+        See L{IShareRoutes.route}.
+        """
+        route = self.local.route(name)
+        if route is not None:
+            return route
+        return Splice(RemoteShareBackend(name, self.routes))

@@ -1,0 +1,3 @@
+"""
+Tests for L{nfltr.relay.cluster}: several relays as one.
+"""
