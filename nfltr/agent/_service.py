@@ -44,6 +44,7 @@ from nfltr.wire.messages import (
     agent_target,
     parse_agent_target,
     parse_http_target,
+    parse_public_target,
     parse_share_target,
 )
 
@@ -54,6 +55,7 @@ from ._local import ServiceAttempt, ServiceConnector, TcpEnd, free_local_ports, 
 from ._log_limit import Quiet
 from ._names import agent_name, claim_name
 from ._options import AgentOptions
+from ._public_ports import OLD_RELAY, public_port_lines
 from ._settings import KEY_ENV, ConfigError
 from ._shares import ShareServer, save_share_ca, share_key
 
@@ -76,14 +78,17 @@ class AgentSessions:
 
     def __init__(
         self, clock: Any, ports: Collection[int], connector: Any, tls: E2EETLSFactory | None,
-        shares: Mapping[str, ShareServer] | None = None,
+        shares: Mapping[str, ShareServer] | None = None, publicPorts: Collection[int] = (),
     ) -> None:
         """
         @param connector: has C{dial(attempt)} (L{ServiceConnector}).
         @param tls: ends each session's TLS, or L{None} for plain sessions.
         @param shares: the servers of the share URLs, by share name.
+        @param publicPorts: the shared ports published on a relay port, whose
+            visitors' sessions (C{public:PORT@VISITOR}) are plain.
         """
         self.ports = frozenset(ports)
+        self.publicPorts = frozenset(publicPorts)
         self.connector = connector
         self.tls = tls
         self.shares = dict(shares or {})
@@ -99,8 +104,15 @@ class AgentSessions:
             port = self._otherTarget(session)
             if port is None:
                 return
+        self._serve(session, port, self.tls)
+
+    def _serve(self, session: LinkSession, port: int, tls: E2EETLSFactory | None) -> None:
+        """
+        Accept C{session} (its TLS ended here with C{tls}, if given) and
+        connect it to the service on C{port}.
+        """
         local, remote = splice_local()
-        session.accept(self.tls.wrap(remote) if self.tls is not None else remote)
+        session.accept(tls.wrap(remote) if tls is not None else remote)
         attempt = _SessionAttempt(port, local, session, self)
         # The session ended before the service answered: give up on it.
         remote.onLost = attempt.cancel
@@ -115,8 +127,15 @@ class AgentSessions:
         try:
             share = parse_share_target(session.target)
             relayed = parse_http_target(session.target)
+            public = parse_public_target(session.target)
         except MessageError:
-            share = relayed = None
+            share = relayed = public = None
+        if public is not None:
+            if public[0] in self.publicPorts:
+                self._serve(session, public[0], None)  # the visitor speaks to the service
+            else:
+                session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
+            return None
         if relayed is not None:
             server = self.shares.get(relayed)
             if server is None:
@@ -277,9 +296,12 @@ class AgentService(Service, DiallerObserver):
             self.shares[setup.name] = ShareServer(
                 setup.name, options.http[0], connector, reactor, setup.share_key
             )
-        self.sessions = AgentSessions(reactor, options.ports, connector, tls, self.shares)
+        public = dict(zip(options.ports, options.public_ports, strict=False))
+        self.sessions = AgentSessions(reactor, options.ports, connector, tls, self.shares, public)
         relay = options.relay
-        shares = [TcpShare(port, options.e2ee) for port in options.ports]
+        shares = [TcpShare(port, options.e2ee, public.get(port),
+                           options.allow if port in public else ())
+                  for port in options.ports]
         http = [server.hello() for server in self.shares.values()]
         hello = agent_hello(relay.key, setup.name, shares, http)
         endpoint = endpoint or relay.endpoint(reactor)
@@ -354,9 +376,14 @@ class AgentService(Service, DiallerObserver):
         The relay welcomed us: the first time, say how to connect; take
         each share's URL and certificate, and show the URLs that are new.
         """
+        if self.setup.options.public_ports and "public_ports" not in welcome:
+            self.onFatal(OLD_RELAY)
+            return
         if not self.announced:
             self.announced = True
             for line in self.connectLines():
+                self.announce(line)
+            for line in public_port_lines(self.setup.options.relay.address, welcome):
                 self.announce(line)
         self.data.welcomed(link, welcome.get("data_token"))
         answers = welcome.get("shares")

@@ -72,6 +72,19 @@ AGENT_OPTIONS: tuple[Option, ...] = (
         "where the name and the end-to-end key are kept (default: "
         "$XDG_STATE_HOME/nfltr/agent or ~/.local/state/nfltr/agent)",
     ),
+    Option(
+        "public-port", "N",
+        "also publish the port on this port of the relay, which visitors reach straight, "
+        "with no connector and no end-to-end TLS (0: any free one, printed); within the "
+        "relay's --public-ports; repeatable, one for each PORT in order",
+        kind=REPEAT,
+    ),
+    Option(
+        "allow-ip", "CIDR",
+        "only visitors of the public ports from this network (or address) may connect; "
+        "repeatable",
+        kind=REPEAT,
+    ),
     *RELAY_OPTIONS,
 )
 HTTP_OPTIONS: tuple[Option, ...] = (

@@ -12,8 +12,9 @@ names the option in its error), and the field it fills in L{relay_config}.
 
 from __future__ import annotations
 
+import ipaddress
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,8 @@ from nfltr.relay.config import (
     DEFAULT_HANDSHAKE_TIMEOUT,
     DEFAULT_HTTP,
     DEFAULT_LEASE_TIME,
+    DEFAULT_PUBLIC_PORTS_INTERFACE,
+    DEFAULT_PUBLIC_PORTS_PER_ACCOUNT,
     DEFAULT_REVOCATION_POLL,
     DEFAULT_SHARE_DOMAIN,
     DEFAULT_TLS,
@@ -40,6 +43,7 @@ from nfltr.relay.config import (
     RelayConfig,
     default_data_dir,
 )
+from nfltr.relay.port_ranges import PortRangeError, parse_port_ranges
 from nfltr.relay.tls_port import check_share_domain
 from nfltr.ssh import SSHConfig, SSHConfigError
 from nfltr.store import InvalidRedisURL, RedisAddress, parse_redis_url
@@ -149,6 +153,15 @@ def _publicPort(value: object, option: str) -> int | None:
     return int(str(value))
 
 
+def _interface(value: str, option: str) -> str:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        raise usage.UsageError(f"{option} {value}: give an IP address, e.g. 0.0.0.0 or ::") \
+            from None
+    return value
+
+
 def _echoPath(path: str | None, option: str) -> str | None:
     if path is not None and (not path.startswith("/") or path == "/link"):
         raise usage.UsageError(f"{option}: give a path such as /echo (not /link)")
@@ -182,11 +195,23 @@ def _directory(value: str | None, option: str) -> RedisAddress | None:
         raise usage.UsageError(f"{option}: {e}") from None
 
 
-def _logLevel(value: str, option: str) -> Any:
-    try:
-        return parse_level(value)
-    except ValueError as e:
-        raise usage.UsageError(f"{option} {value}: {e}") from None
+def _reading(parse: Callable[[str], Any], errors: type[Exception]) -> Callable[[str, str], Any]:
+    """
+    An option's parser from C{parse}, its C{errors} usage errors that name
+    the option and the value.
+    """
+
+    def read(value: str, option: str) -> Any:
+        try:
+            return parse(value)
+        except errors as e:
+            raise usage.UsageError(f"{option} {value}: {e}") from None
+
+    return read
+
+
+_logLevel = _reading(parse_level, ValueError)
+_portRanges = _reading(parse_port_ranges, PortRangeError)
 
 
 _count = partial(limit, none=False)
@@ -254,6 +279,16 @@ RELAY_OPTIONS: tuple[Option, ...] = (
     Option("public-port", None,
            "The port share URLs name, when visitors reach the TLS port through another port "
            "(a port mapping, a load balancer) [default: the TLS port's].", parse=_publicPort),
+    Option("public-ports", None,
+           "Relay ports agents may publish a TCP share on (nfltr tcp PORT --public-port N, or "
+           "ssh -R N:localhost:PORT), which visitors reach straight: ranges and ports, e.g. "
+           "20000-20999,21000 (none: no public ports).", "none", parse=_portRanges),
+    Option("max-public-ports-per-account", None,
+           "Public ports one account may hold at once.", str(DEFAULT_PUBLIC_PORTS_PER_ACCOUNT),
+           parse=_count),
+    Option("public-ports-interface", None,
+           "The address public ports listen on (:: for IPv6 too).",
+           DEFAULT_PUBLIC_PORTS_INTERFACE, parse=_interface),
     Option("per-source-connections", None,
            "Connections one source address may have open at once on each public port "
            "(none: no limit).", "2000", parse=limit),
@@ -376,7 +411,9 @@ def relay_config(values: Mapping[str, Any]) -> RelayConfig:
         inspect_rate=None if rate is None else (rate, values["inspect-burst"]),
         ws_echo=values["ws-echo"], ssh=values["ssh"], ssh_config=_sshConfig(values),
         backlog=values["listen-backlog"], peer_drain_timeout=values["peer-drain-timeout"],
-        directory=values["directory"],
+        directory=values["directory"], public_ports=values["public-ports"],
+        public_ports_per_account=values["max-public-ports-per-account"],
+        public_ports_interface=values["public-ports-interface"],
     )
 
 

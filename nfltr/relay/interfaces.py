@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from nfltr.link import RefusalReason
     from nfltr.sni.twisted import Route
 
+    from .tcp_route import SessionEnd
+
 Kind = Literal["link", "ssh"]
 #: The holder kinds: a native agent's link, an SSH connection.
 LINK: Kind = "link"
@@ -125,6 +127,17 @@ class ISessionOpener(Interface):
         @raise nfltr.relay.tcp_route.RouteRefused: with the code and words
             for the client: the same for another account's agent, a missing
             agent and a port not shared.
+        """
+
+    def openOn(holder: IAgentHolder, target: str, clientEnd: SessionEnd) -> SessionEnd:
+        """
+        Open session C{target} towards C{holder}'s service (the holder of a
+        public port: C{public:PORT@VISITOR}), spliced to C{clientEnd}, which
+        the caller connects to the client's side and returns.  The outcome
+        is counted (kind C{tcp}).
+
+        @raise nfltr.relay.tcp_route.RouteRefused: the holder cannot open
+            a session now.
         """
 
 

@@ -2,8 +2,9 @@
 """
 The one TCP route (L{TCPRoute}, an L{ISessionOpener}): a client's session
 towards an agent's TCP port, for native clients (C{tcp-connect}, over a
-link) and SSH clients (C{ssh -L}/C{-W}, over a C{direct-tcpip} channel)
-alike, opened through the agent's holder (L{IAgentHolder.openSession}).
+link), SSH clients (C{ssh -L}/C{-W}, over a C{direct-tcpip} channel) and
+the visitors of public ports (L{nfltr.relay.public_listener}) alike,
+opened through the agent's holder (L{IAgentHolder.openSession}).
 
 The client's side and the agent's are spliced (L{nfltr.streams}): bytes,
 backpressure and half-close travel both ways.  When one side's session is reset (the agent
@@ -29,7 +30,7 @@ from nfltr.wire.messages import NOT_FOUND_CODE, NOT_FOUND_REASON, agent_target
 from .counters import AGENT_UNAVAILABLE as UNAVAILABLE_OUTCOME
 from .counters import NOT_FOUND, ROUTED, TCP, RelayCounters
 from .directory import Directory
-from .interfaces import ISessionOpener
+from .interfaces import IAgentHolder, ISessionOpener
 
 AGENT_UNAVAILABLE = "agent unavailable (draining, or at its session limit)"
 #: What a client that cannot end the agent's TLS (an SSH client) is told
@@ -119,10 +120,16 @@ class TCPRoute:
             raise RouteRefused(NOT_FOUND_CODE, NOT_FOUND_REASON)
         if plainOnly and port not in entry.plain:
             raise RouteRefused(ErrorCode.REFUSED, E2EE_ONLY.format(name=name, port=port))
-        clientEnd, agentEnd = SessionEnd(lostReason), SessionEnd("agent link lost")
+        return self.openOn(entry.holder, agent_target(port), SessionEnd(lostReason))
+
+    def openOn(self, holder: IAgentHolder, target: str, clientEnd: SessionEnd) -> SessionEnd:
+        """
+        See L{ISessionOpener.openOn}.
+        """
+        agentEnd = SessionEnd("agent link lost")
         clientEnd.other, agentEnd.other = agentEnd, clientEnd
         try:
-            entry.holder.openSession(agent_target(port), agentEnd)
+            holder.openSession(target, agentEnd)
         except LinkUnavailable:
             agentEnd.closed = True
         if agentEnd.closed:

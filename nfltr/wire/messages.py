@@ -7,7 +7,8 @@ Pure functions over dicts and strings; no I/O.
 Dialer hello (C{app} field of the link hello)::
 
     {"role": "agent", "key": KEY, "name": NAME, "version": V,
-     "tcp": [{"port": 3000, "e2ee": true}, ...],
+     "tcp": [{"port": 3000, "e2ee": true, "public_port": 20001,
+              "allow": ["10.0.0.0/8"]}, ...],
      "http": [{"name": SHARE, "port": 3000, "mode": "e2ee", "csr": PEM,
                "plain": false}, ...]}
     {"role": "client", "key": KEY, "version": V}
@@ -16,10 +17,15 @@ Dialer hello (C{app} field of the link hello)::
 C{http} lists the agent's share URLs (L{HttpShare}); C{csr} is the
 certificate signing request of an C{e2ee} share, absent otherwise.
 
+C{public_port} (optional, 0 for any free one) asks for a relay port that
+visitors reach the TCP share on straight, C{allow} (optional) the networks
+they must come from.
+
 The relay answers with a control message C{welcome} ({"account", "name",
-"shares": [{"name", "mode", "url", "cert"}]}, C{cert} the signed chain of
-an C{e2ee} share) or C{refused} ({"reason", "message"}) and, after a
-refusal, a GOAWAY.
+"shares": [{"name", "mode", "url", "cert"}], "public_ports": [{"port",
+"public_port"}]}, C{cert} the signed chain of an C{e2ee} share,
+C{public_ports} only for an agent that asked) or C{refused} ({"reason",
+"message"}) and, after a refusal, a GOAWAY.
 
 Session targets: a client opens C{tcp:AGENT:PORT} on its link to the relay;
 the relay opens C{tcp:PORT} on the agent's link.  Whatever the cause (no such
@@ -29,7 +35,9 @@ L{NOT_FOUND_REASON}.  A visitor of a share URL becomes a session
 C{share:NAME@ADDRESS} on the agent's link (L{share_target}), ADDRESS the
 visitor's, as C{HOST:PORT} (C{[V6]:PORT}); a connection of the relay's own
 HTTP proxy for a share (C{inspect}, or plain HTTP on the relay's HTTP port)
-a session C{http:NAME} (L{http_target}).
+a session C{http:NAME} (L{http_target}); a visitor of a public port a
+session C{public:PORT@ADDRESS} (L{public_target}), PORT the agent's TCP
+share.
 
 The API key travels in the hello: never log a hello's fields.
 """
@@ -43,7 +51,7 @@ from typing import Any
 from nfltr import __version__
 from nfltr.link import ErrorCode, RefusalReason
 from nfltr.wire import peerText
-from nfltr.wire.policy import KINDS, PolicyError, SharePolicy, parse_policy
+from nfltr.wire.policy import KINDS, Network, PolicyError, SharePolicy, parse_networks, parse_policy
 
 AGENT = "agent"
 CLIENT = "client"
@@ -128,16 +136,45 @@ class TcpShare:
     A TCP port an agent shares.
 
     @ivar e2ee: the agent ends TLS for each session itself.
+    @ivar public_port: the relay port visitors reach it on, straight (0:
+        any free one; L{None}: none), L{nfltr.wire.public_ports}.
+    @ivar allow: the networks a public port's visitors must come from
+        (none: anyone).
     """
 
     port: int
     e2ee: bool = True
+    public_port: int | None = None
+    allow: tuple[Network, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """
         The share as it travels in the hello.
         """
-        return {"port": self.port, "e2ee": self.e2ee}
+        data: dict[str, Any] = {"port": self.port, "e2ee": self.e2ee}
+        if self.public_port is not None:
+            data["public_port"] = self.public_port
+        if self.allow:
+            data["allow"] = [str(network) for network in self.allow]
+        return data
+
+
+def parse_tcp_share(item: Any) -> TcpShare:
+    """
+    Validate one entry of the C{tcp} list of an agent's hello.
+
+    @raise MessageError: naming what is wrong.
+    """
+    if not isinstance(item, dict) or not isinstance(item.get("e2ee", True), bool):
+        raise MessageError("each tcp share needs a port and an e2ee flag")
+    public = item.get("public_port")
+    if public is not None and not (type(public) is int and public == 0):
+        public = check_port(public)
+    try:
+        allow = parse_networks(item.get("allow", []))
+    except PolicyError as e:
+        raise MessageError(str(e)) from None
+    return TcpShare(check_port(item.get("port")), item.get("e2ee", True), public, allow)
 
 
 @dataclass(frozen=True)
@@ -305,11 +342,7 @@ def parse_dialer_hello(app: dict[str, Any]) -> DialerHello:
     raw = app.get("tcp", [])
     if not isinstance(raw, list) or len(raw) > MAX_SHARES:
         raise MessageError(f"tcp must be a list of at most {MAX_SHARES} shares")
-    shares = []
-    for item in raw:
-        if not isinstance(item, dict) or not isinstance(item.get("e2ee", True), bool):
-            raise MessageError("each tcp share needs a port and an e2ee flag")
-        shares.append(TcpShare(check_port(item.get("port")), item.get("e2ee", True)))
+    shares = [parse_tcp_share(item) for item in raw]
     if len({s.port for s in shares}) != len(shares):
         raise MessageError("a port is shared twice")
     http = parse_http_shares(app.get("http", []))
@@ -318,17 +351,23 @@ def parse_dialer_hello(app: dict[str, Any]) -> DialerHello:
 
 def welcome(
     account: str, name: str | None, shares: list[dict[str, Any]] | None = None,
-    data_token: str | None = None,
+    data_token: str | None = None, public_ports: list[dict[str, int]] | None = None,
 ) -> dict[str, Any]:
     """
     The relay's answer to an accepted hello; C{shares} describes each
     published share URL (C{name}, C{mode}, C{url}, and C{cert} for e2ee);
     an agent's first link gets the C{data_token} its extra data
-    connections present.
+    connections present; an agent that asked for public ports, the
+    C{public_ports} it got (C{port}, C{public_port}): a relay that does not
+    know them leaves the key out, and the agent stops.
     """
-    message = {"type": WELCOME, "account": account, "name": name, "shares": shares or []}
+    message: dict[str, Any] = {
+        "type": WELCOME, "account": account, "name": name, "shares": shares or [],
+    }
     if data_token is not None:
         message["data_token"] = data_token
+    if public_ports is not None:
+        message["public_ports"] = public_ports
     return message
 
 
@@ -383,6 +422,33 @@ def parse_agent_target(target: str) -> int:
 
 SHARE = "share"
 HTTP = "http"
+PUBLIC = "public"
+
+
+def public_target(port: int, visitor: str) -> str:
+    """
+    The target the relay opens on an agent's link for a visitor of a
+    public port that goes to the agent's TCP share C{port}: plain (no
+    end-to-end TLS: the visitor speaks to the service); C{visitor} is the
+    visitor's C{HOST:PORT}.
+    """
+    return f"{PUBLIC}:{check_port(port)}@{visitor}"
+
+
+def parse_public_target(target: str) -> tuple[int, str] | None:
+    """
+    Read a public port's target: the shared port and the visitor's
+    address, or L{None} if C{target} is not one.
+
+    @raise MessageError: a public target with a bad port.
+    """
+    kind, _, rest = target.partition(":")
+    if kind != PUBLIC:
+        return None
+    port, _, visitor = rest.partition("@")
+    if not is_port_text(port):
+        raise MessageError(f"bad target '{peerText(target)}'")
+    return check_port(int(port)), visitor
 
 
 def http_target(name: str) -> str:

@@ -1,0 +1,145 @@
+"""
+Public ports with real processes: a relay allowing a few loopback ports,
+agents asking for them, visitors connecting straight to the relay's port
+with no connector, every byte checked by sha256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import socket
+from pathlib import Path
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from .harness import Stack, exchange, nfltr
+from .service import pattern
+
+SIZE = 4 * 1024 * 1024
+
+
+def free_ports(count: int) -> list[int]:
+    """
+    C{count} loopback ports free now (the OS's choice; bound and let go).
+    """
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def checked_upload(port: int, seed: int, size: int = SIZE) -> bool:
+    """
+    Upload C{size} pattern bytes to the test service behind C{port}: its
+    sha256 must come back.
+    """
+    data = pattern(seed, size)
+    answer = exchange(port, f"UPLOAD {size}\n".encode() + data)
+    return answer.strip() == hashlib.sha256(data).hexdigest().encode()
+
+
+def checked_download(port: int, seed: int, size: int = SIZE) -> bool:
+    """
+    Download C{size} pattern bytes through C{port}, compared by sha256.
+    """
+    got = exchange(port, f"DOWNLOAD {size} {seed}\n".encode())
+    return hashlib.sha256(got).digest() == hashlib.sha256(pattern(seed, size)).digest()
+
+
+class PublicPortTests(SynchronousTestCase):
+    """
+    A relay with public ports C{allowed} (two loopback ports) and one port
+    outside them (C{outside}).
+    """
+
+    def setUp(self) -> None:
+        *self.allowed, self.outside = free_ports(3)
+        ranges = ",".join(str(port) for port in self.allowed)
+        self.stack = Stack(
+            Path(self.mktemp()).absolute(),
+            relay_extra=("--public-ports", ranges, "--public-ports-interface", "127.0.0.1",
+                         "--max-public-ports-per-account", "2", "--lease-time", "600"),
+        )
+        self.addCleanup(self.stack.close)
+        self.alice = self.stack.key("alice")
+        self.service = self.stack.service()
+
+    def agent(self, key: str, name: str, *extra: str) -> object:
+        return self.stack.start(
+            nfltr("tcp", str(self.service), "--name", name, "--state-dir",
+                  str(self.stack.tmp / f"agent-{name}"), *self.stack.relay_args(), *extra),
+            f"agent {name}", {"NFLTR_KEY": key},
+        )
+
+    def test_visitorStraightToThePort(self) -> None:
+        """
+        A visitor connects to the relay's public port (no connector, no
+        key) and reaches the agent's service: 4 MiB each way, intact; the
+        agent said where, and that it is not end-to-end encrypted.
+        """
+        port = self.allowed[0]
+        agent = self.agent(self.alice, "db", "--public-port", str(port))
+        line = agent.wait_for(rf"public port 127\.0\.0\.1:{port} -> port {self.service}.*")
+        self.assertIn("not end-to-end encrypted", line.group(0))
+        self.assertTrue(checked_upload(port, 1))
+        self.assertTrue(checked_download(port, 2))
+
+    def test_anyFreePort(self) -> None:
+        """
+        C{--public-port 0} gets a port in the relay's ranges, printed.
+        """
+        agent = self.agent(self.alice, "any", "--public-port", "0")
+        port = int(agent.wait_for(r"public port 127\.0\.0\.1:(\d+) ->").group(1))
+        self.assertIn(port, self.allowed)
+        self.assertTrue(checked_download(port, 3, 65536))
+
+    def test_leasedToItsAccount(self) -> None:
+        """
+        Another account cannot take a port alice holds, nor after her agent
+        stopped (the lease lives); her own agent gets it back.
+        """
+        port = self.allowed[0]
+        first = self.agent(self.alice, "db", "--public-port", str(port))
+        first.wait_for(r"public port .* ->")
+        bob = self.stack.key("bob")
+        refused = self.agent(bob, "bobdb", "--public-port", str(port))
+        refused.wait_for(rf"public port {port} is leased to another account")
+        self.assertNotEqual(refused.wait_exit(), 0)
+        first.stop()
+        again = self.agent(bob, "bobdb2", "--public-port", str(port))
+        again.wait_for(rf"public port {port} is leased to another account")
+        back = self.agent(self.alice, "db", "--public-port", str(port))
+        back.wait_for(rf"public port 127\.0\.0\.1:{port} ->")
+        self.assertTrue(checked_download(port, 4, 65536))
+
+    def test_outsideTheRanges(self) -> None:
+        """
+        A port outside the operator's ranges is refused, saying so.
+        """
+        agent = self.agent(self.alice, "out", "--public-port", str(self.outside))
+        agent.wait_for(rf"public port {self.outside} is outside the relay's public ports")
+        self.assertNotEqual(agent.wait_exit(), 0)
+        with self.assertRaises(OSError):
+            socket.create_connection(("127.0.0.1", self.outside), timeout=2).close()
+
+    def test_allowList(self) -> None:
+        """
+        With C{--allow-ip} naming another network, a visitor from loopback
+        is closed before anything reaches the service.
+        """
+        port = self.allowed[1]
+        agent = self.agent(self.alice, "only", "--public-port", str(port),
+                           "--allow-ip", "192.0.2.0/24")
+        agent.wait_for(r"public port .* ->")
+        try:
+            answer = exchange(port, b"MARKER hello\n", timeout=10)
+        except ConnectionResetError:
+            answer = b""
+        self.assertEqual(answer, b"")
+
