@@ -12,8 +12,9 @@ from pathlib import Path
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from .harness import Stack, exchange, nfltr
+from .harness import Stack, exchange, missing, nfltr
 from .service import pattern
+from .test_ssh import SSHStack
 
 SIZE = 4 * 1024 * 1024
 
@@ -143,3 +144,41 @@ class PublicPortTests(SynchronousTestCase):
             answer = b""
         self.assertEqual(answer, b"")
 
+
+
+class SSHPublicPortTests(SynchronousTestCase):
+    """
+    C{ssh -R PORT:localhost:SERVICE} with the real OpenSSH client publishes
+    the relay's public port PORT, as sshd's C{GatewayPorts} would.
+    """
+
+    skip = missing("ssh", "ssh-keygen")
+
+    def setUp(self) -> None:
+        self.allowed = free_ports(2)
+        self.stack = Stack(
+            Path(self.mktemp()).absolute(),
+            relay_extra=("--ssh", "tcp:0:interface=127.0.0.1", "--public-ports",
+                         ",".join(map(str, self.allowed)), "--public-ports-interface",
+                         "127.0.0.1"),
+        )
+        self.addCleanup(self.stack.close)
+        self.ssh = SSHStack(self.stack)
+        self.service = self.stack.service()
+
+    def test_remoteForward(self) -> None:
+        """
+        Visitors reach the service straight through the relay's port (4 MiB
+        each way, sha256-checked); another account's C{ssh -R} of the same
+        port is refused, and OpenSSH exits.
+        """
+        port = self.allowed[0]
+        key = self.ssh.user_key("alice")
+        session = self.ssh.start(key, "-T", "-R", f"{port}:127.0.0.1:{self.service}")
+        session.wait_for(rf"public port localhost:{port}: visitors connect straight")
+        self.assertTrue(checked_upload(port, 5))
+        self.assertTrue(checked_download(port, 6))
+        other = self.ssh.run(self.ssh.user_key("bob"), "-N", "-R",
+                             f"{port}:127.0.0.1:{self.service}")
+        self.assertNotEqual(other.returncode, 0)
+        self.assertIn(b"remote port forwarding failed", other.stderr)
