@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from nfltr.wire.messages import MAX_SHARES, MessageError, check_name, parse_port
+from nfltr.wire.messages import MAX_SHARES, PASSTHROUGH, MessageError, check_name, parse_port
 from nfltr.wire.policy import (
     Network,
     PolicyError,
@@ -26,6 +26,7 @@ from nfltr.wire.policy import (
 
 from ._expiry import parse_idle_expiry
 from ._names import default_state_dir
+from ._proxy import proxy_version
 from ._secrets import BASIC_AUTH_ENV, BEARER_ENV, secret_lines, sourced_secret
 from ._settings import ConfigError, RelaySettings, parse_bool, relay_settings
 from ._shares import HttpOption, check_http_option, check_policy
@@ -45,6 +46,7 @@ class AgentOptions:
     http: tuple[HttpOption, ...] = ()
     public_ports: tuple[int, ...] = ()
     allow: tuple[Network, ...] = ()
+    proxy_protocol: str | None = None
 
 
 def agent_options(
@@ -89,6 +91,7 @@ def agent_options(
         http=tuple(http),
         public_ports=public,
         allow=allow,
+        proxy_protocol=proxy_version(values.get("proxy-protocol")) if not http else None,
     )
 
 
@@ -140,6 +143,12 @@ def http_option(port: str | int, values: Mapping[str, Any],
     plain = parse_bool(values.get("plain-http") or "false", "--plain-http")
     policy = _policy(values, environ)
     option = check_http_option(checked, values.get("mode"), values.get("host-header"), plain)
+    proxy = proxy_version(values.get("proxy-protocol"))
+    if proxy is not None:
+        if option.mode != PASSTHROUGH:
+            raise ConfigError("--proxy-protocol: for a passthrough share (e2ee and inspect shares "
+                              "give the service the visitor's address in X-Forwarded-For)")
+        option = replace(option, proxy_protocol=proxy)
     idle = values.get("idle-expiry")
     if idle is not None:
         option = replace(option, idle_expiry=parse_idle_expiry(idle))

@@ -55,6 +55,7 @@ from ._local import ServiceAttempt, ServiceConnector, TcpEnd, free_local_ports, 
 from ._log_limit import Quiet
 from ._names import agent_name, claim_name
 from ._options import AgentOptions
+from ._proxy import header_writer
 from ._public_ports import OLD_RELAY, public_port_lines
 from ._settings import KEY_ENV, ConfigError
 from ._shares import ShareServer, save_share_ca, share_key
@@ -89,6 +90,8 @@ class AgentSessions:
         """
         self.ports = frozenset(ports)
         self.publicPorts = frozenset(publicPorts)
+        #: C{v1} or C{v2}: the PROXY header written first to the service.
+        self.proxyProtocol: str | None = None
         self.connector = connector
         self.tls = tls
         self.shares = dict(shares or {})
@@ -106,12 +109,17 @@ class AgentSessions:
                 return
         self._serve(session, port, self.tls)
 
-    def _serve(self, session: LinkSession, port: int, tls: E2EETLSFactory | None) -> None:
+    def _serve(
+        self, session: LinkSession, port: int, tls: E2EETLSFactory | None,
+        visitor: str | None = None,
+    ) -> None:
         """
         Accept C{session} (its TLS ended here with C{tls}, if given) and
-        connect it to the service on C{port}.
+        connect it to the service on C{port}, after a PROXY header naming
+        C{visitor} if the agent writes them.
         """
         local, remote = splice_local()
+        local.header = header_writer(self.proxyProtocol, visitor)
         session.accept(tls.wrap(remote) if tls is not None else remote)
         attempt = _SessionAttempt(port, local, session, self)
         # The session ended before the service answered: give up on it.
@@ -132,7 +140,8 @@ class AgentSessions:
             share = relayed = public = None
         if public is not None:
             if public[0] in self.publicPorts:
-                self._serve(session, public[0], None)  # the visitor speaks to the service
+                # The visitor speaks to the service: no TLS here.
+                self._serve(session, public[0], None, public[1])
             else:
                 session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
             return None
@@ -298,6 +307,7 @@ class AgentService(Service, DiallerObserver):
             )
         public = dict(zip(options.ports, options.public_ports, strict=False))
         self.sessions = AgentSessions(reactor, options.ports, connector, tls, self.shares, public)
+        self.sessions.proxyProtocol = options.proxy_protocol
         relay = options.relay
         shares = [TcpShare(port, options.e2ee, public.get(port),
                            options.allow if port in public else ())

@@ -65,6 +65,7 @@ from nfltr.wire.messages import (
 from nfltr.wire.policy import SharePolicy, visitor_ip
 
 from ._local import splice_local
+from ._proxy import header_writer
 from ._settings import ConfigError
 
 if TYPE_CHECKING:
@@ -91,6 +92,7 @@ class HttpOption:
     plain: bool = False
     policy: SharePolicy = OPEN
     idle_expiry: float | None = None
+    proxy_protocol: str | None = None
 
     def host(self) -> bytes | None:
         """
@@ -247,6 +249,7 @@ class ShareServer:
             self.serveRelayed(session)
         else:
             local, remote = splice_local()
+            local.header = header_writer(self.option.proxy_protocol, visitor)
             session.accept(remote)
             d = self.connector.connect(self.option.port, local)
             remote.onLost = lambda reason: d.cancel()

@@ -85,6 +85,12 @@ AGENT_OPTIONS: tuple[Option, ...] = (
         "repeatable",
         kind=REPEAT,
     ),
+    Option(
+        "proxy-protocol", "VERSION",
+        "v1 or v2: write a PROXY protocol header naming the visitor first on each connection "
+        "to the service (public-port visitors; others get one naming nobody), for a service "
+        "that reads it",
+    ),
     *RELAY_OPTIONS,
 )
 HTTP_OPTIONS: tuple[Option, ...] = (
@@ -143,6 +149,11 @@ HTTP_OPTIONS: tuple[Option, ...] = (
     Option(
         "idle-expiry", "DURATION",
         "end the share (and exit 0) once nobody visited it for DURATION: 90s, 30m, 12h, 7d",
+    ),
+    Option(
+        "proxy-protocol", "VERSION",
+        "v1 or v2: for a passthrough share, write a PROXY protocol header naming the visitor "
+        "first on each connection to the service (other modes send X-Forwarded-For)",
     ),
     Option(
         "plain-http", "BOOL",

@@ -50,6 +50,7 @@ from nfltr.store import InvalidRedisURL, RedisAddress, parse_redis_url
 from nfltr.streams import AdmissionLimits
 from nfltr.tls import PKIError, subject_alt_names
 from nfltr.wire.messages import is_port_text
+from nfltr.wire.policy import Network
 
 MAX_REVOCATION_POLL = 3600.0
 MAX_DRAIN_TIMEOUT = 3600.0
@@ -210,7 +211,21 @@ def _reading(parse: Callable[[str], Any], errors: type[Exception]) -> Callable[[
     return read
 
 
+def _networkList(value: str) -> tuple[Network, ...]:
+    text = value.strip()
+    if text.lower() in ("", "none"):
+        return ()
+    networks = []
+    for part in text.split(","):
+        try:
+            networks.append(ipaddress.ip_network(part.strip(), strict=False))
+        except ValueError:
+            raise ValueError(f"{part.strip()!r} is not an address or a CIDR network") from None
+    return tuple(networks)
+
+
 _logLevel = _reading(parse_level, ValueError)
+_networks = _reading(_networkList, ValueError)
 _portRanges = _reading(parse_port_ranges, PortRangeError)
 
 
@@ -289,6 +304,12 @@ RELAY_OPTIONS: tuple[Option, ...] = (
     Option("public-ports-interface", None,
            "The address public ports listen on (:: for IPv6 too).",
            DEFAULT_PUBLIC_PORTS_INTERFACE, parse=_interface),
+    Option("proxy-protocol-from", None,
+           "Networks of load balancers in front of the relay (CIDR or addresses, "
+           "comma-separated): their connections to the TLS, HTTP, SSH and public ports must "
+           "start with a PROXY protocol header (v1 or v2), and the client it names is the one "
+           "per-source limits, allow lists and X-Forwarded-For see; a header from elsewhere is "
+           "refused (none: no PROXY protocol).", "none", parse=_networks),
     Option("per-source-connections", None,
            "Connections one source address may have open at once on each public port "
            "(none: no limit).", "2000", parse=limit),
@@ -414,6 +435,7 @@ def relay_config(values: Mapping[str, Any]) -> RelayConfig:
         directory=values["directory"], public_ports=values["public-ports"],
         public_ports_per_account=values["max-public-ports-per-account"],
         public_ports_interface=values["public-ports-interface"],
+        proxy_from=values["proxy-protocol-from"],
     )
 
 

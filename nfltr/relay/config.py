@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from nfltr.link.memory import DEFAULT_LINK_MEMORY
 from nfltr.ssh import SSHConfig
 from nfltr.streams import AdmissionLimits
+from nfltr.wire.policy import Network
 
 from .port_ranges import PortRanges
 
@@ -136,6 +137,9 @@ class RelayConfig:
         on (L{nfltr.relay.public_ports}); none by default.
     @ivar public_ports_per_account: how many of them one account may hold.
     @ivar public_ports_interface: the address they listen on.
+    @ivar proxy_from: the networks of load balancers in front of the relay
+        whose connections start with a PROXY protocol header naming the
+        client (L{nfltr.relay.proxy_front}); none by default.
     @ivar directory: the Redis directory that holds accounts, API keys and
         SSH keys (C{--directory URL}, L{nfltr.store.RedisStore}); L{None}:
         SQLite in C{data_dir}.
@@ -167,3 +171,4 @@ class RelayConfig:
     public_ports: PortRanges = field(default_factory=PortRanges)
     public_ports_per_account: int = DEFAULT_PUBLIC_PORTS_PER_ACCOUNT
     public_ports_interface: str = DEFAULT_PUBLIC_PORTS_INTERFACE
+    proxy_from: tuple[Network, ...] = ()

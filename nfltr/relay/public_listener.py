@@ -27,6 +27,7 @@ from nfltr.wire.policy import SharePolicy
 
 from .counters import NOT_ALLOWED, TCP
 from .interfaces import ISessionOpener
+from .proxy_front import proxy_front
 from .public_ports import PublicPorts
 from .tcp_route import RouteRefused, SessionEnd
 
@@ -124,13 +125,15 @@ def public_ports(relay: Any, config: Any, reactor: Any) -> PublicPorts:
     The public ports of a relay (its L{nfltr.relay.agents.Relay}) run with
     C{config} (a L{nfltr.relay.config.RelayConfig}): bound with the
     reactor's C{listenTCP} on C{config.public_ports_interface}, with the
-    relay's listen backlog, their visitors admitted under one
-    L{Admission} of C{config.admission}.
+    relay's listen backlog, behind the PROXY protocol front of
+    C{config.proxy_from} (L{nfltr.relay.proxy_front}), their visitors
+    admitted under one L{Admission} of C{config.admission}.
     """
     admission = Admission(config.admission)
 
     def listen(port: int, factory: Any) -> Any:
-        return reactor.listenTCP(port, factory, backlog=config.backlog,
+        front = proxy_front(factory, config.proxy_from, reactor, config.handshake_timeout)
+        return reactor.listenTCP(port, front, backlog=config.backlog,
                                  interface=config.public_ports_interface)
 
     def factory(port: int) -> PublicPortFactory:

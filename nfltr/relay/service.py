@@ -78,6 +78,7 @@ from .certs import RelayCertificate
 from .config import RelayConfig, database_path, state_file_path
 from .leases import ILeases, Leases
 from .link_handler import Relay
+from .proxy_front import proxy_front
 from .public_listener import public_ports
 from .relay_json import RelayInfo, remove_state_file, write_state_file
 from .revocation import RevocationListener, RevocationPoller
@@ -427,8 +428,10 @@ class RelayService(Service):
         """
         Listen on C{spec}, the value of C{option}; a failure names both.
         """
+        config = self.config
+        front = proxy_front(factory, config.proxy_from, self.reactor, config.handshake_timeout)
         try:
-            return await self._endpoint(spec).listen(factory)
+            return await self._endpoint(spec).listen(front)
         except CannotListenError as e:
             raise ListenerError(option, spec, e) from None
 

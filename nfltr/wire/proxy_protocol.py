@@ -99,6 +99,20 @@ def encode(version: str, source: Address, destination: Address) -> bytes:
     raise ValueError(f"unknown PROXY protocol version {version!r}: use v1 or v2")
 
 
+def encode_unknown(version: str) -> bytes:
+    """
+    The header of C{version} that names no addresses (v1 C{UNKNOWN}, v2
+    C{LOCAL}): for a connection whose source is not known.
+
+    @raise ValueError: an unknown version.
+    """
+    if version == V1:
+        return b"PROXY UNKNOWN\r\n"
+    if version == V2:
+        return _V2_HEAD.pack(V2_SIGNATURE, _LOCAL, 0, 0)
+    raise ValueError(f"unknown PROXY protocol version {version!r}: use v1 or v2")
+
+
 def may_be_header(prefix: bytes) -> bool:
     """
     Whether C{prefix}, the first bytes of a connection (any number), is or

@@ -1,0 +1,207 @@
+"""
+The PROXY protocol with real processes: nginx (C{listen ... proxy_protocol},
+C{$proxy_protocol_addr} in its log) behind an agent run with
+C{--proxy-protocol v1|v2} sees the visitor's address; haproxy (Debian) in
+front of the relay sends PROXY v2, and the relay's per-source limits and
+allow lists apply to the clients it names; a header from a source the relay
+does not trust is refused.
+
+Visitors connect from distinct loopback addresses (127.0.0.3, ...: all of
+127/8 is the loopback on Linux), haproxy from 127.0.0.2.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from nfltr.wire.proxy_protocol import V1, encode
+
+from .harness import Process, Stack, missing
+from .test_public_ports import free_ports
+
+BALANCER = "127.0.0.2"
+TIMEOUT = 30.0
+
+
+def start_nginx(stack: Stack, port: int) -> Path:
+    """
+    nginx on 127.0.0.1:C{port}, reading a PROXY header on each connection
+    and logging C{$proxy_protocol_addr} and the request line; its log.
+    """
+    root = stack.tmp / f"nginx-{port}"
+    root.mkdir()
+    log = root / "access.log"
+    log.touch()
+    conf = root / "nginx.conf"
+    conf.write_text(f"""
+daemon off;
+master_process off;
+pid {root}/nginx.pid;
+error_log {root}/error.log;
+events {{ worker_connections 64; }}
+http {{
+    client_body_temp_path {root}/body;
+    proxy_temp_path {root}/proxy;
+    fastcgi_temp_path {root}/fastcgi;
+    uwsgi_temp_path {root}/uwsgi;
+    scgi_temp_path {root}/scgi;
+    log_format proxied '$proxy_protocol_addr $request';
+    server {{
+        listen 127.0.0.1:{port} proxy_protocol;
+        access_log {log} proxied;
+        location / {{ return 200 "ok\\n"; }}
+    }}
+}}
+""")
+    stack.processes.append(Process(["nginx", "-p", str(root), "-c", str(conf), "-e",
+                                    str(root / "error.log")], name="nginx"))
+    wait_listening(port)
+    return log
+
+
+def start_haproxy(stack: Stack, port: int, relay_port: int) -> None:
+    """
+    haproxy on 127.0.0.1:C{port} in TCP mode, connecting to the relay's
+    C{relay_port} from L{BALANCER} and sending PROXY v2 first.
+    """
+    conf = stack.tmp / "haproxy.cfg"
+    conf.write_text(f"""
+defaults
+    mode tcp
+    timeout connect 5s
+    timeout client 30s
+    timeout server 30s
+frontend visitors
+    bind 127.0.0.1:{port}
+    default_backend relay
+backend relay
+    server relay 127.0.0.1:{relay_port} send-proxy-v2 source {BALANCER}
+""")
+    stack.processes.append(Process(["haproxy", "-db", "-f", str(conf)], name="haproxy"))
+    wait_listening(port)
+
+
+def wait_listening(port: int) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError(f"nothing listens on port {port}")
+
+
+def connect(port: int, source: str) -> socket.socket:
+    """
+    A connection to 127.0.0.1:C{port} from C{source}.
+    """
+    sock = socket.socket()
+    sock.settimeout(TIMEOUT)
+    sock.bind((source, 0))
+    sock.connect(("127.0.0.1", port))
+    return sock
+
+
+def get(port: int, source: str, path: str, prefix: bytes = b"") -> bytes:
+    """
+    C{GET path} from C{source} through C{port}: the answer, or b"" if the
+    connection was closed or reset without one.
+    """
+    with connect(port, source) as sock:
+        sock.sendall(prefix + f"GET {path} HTTP/1.0\r\nHost: x\r\n\r\n".encode())
+        chunks = []
+        try:
+            while data := sock.recv(65536):
+                chunks.append(data)
+        except ConnectionResetError:
+            pass
+        return b"".join(chunks)
+
+
+def logged(log: Path, line: str) -> bool:
+    """
+    Whether nginx logged C{line}, waiting a little for it.
+    """
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        if line in log.read_text().splitlines():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+class ProxyProtocolTests(SynchronousTestCase):
+    """
+    A relay with public ports, an agent writing PROXY headers to nginx.
+    """
+
+    skip = missing("nginx", "haproxy")
+
+    def setUp(self) -> None:
+        self.public = free_ports(2)
+        self.front, self.web, self.web2 = free_ports(3)
+
+    def relay(self, *extra: str) -> None:
+        self.stack = Stack(
+            Path(self.mktemp()).absolute(),
+            relay_extra=("--public-ports", ",".join(map(str, self.public)),
+                         "--public-ports-interface", "127.0.0.1",
+                         "--proxy-protocol-from", f"{BALANCER}/32", *extra),
+        )
+        self.addCleanup(self.stack.close)
+        self.key = self.stack.key("alice")
+
+    def agent(self, name: str, web: int, public: int, version: str, *extra: str) -> None:
+        agent, _ = self.stack.agent(self.key, name, web, "--e2ee", "false", "--public-port",
+                                    str(public), "--proxy-protocol", version, *extra)
+        agent.wait_for(rf"public port 127\.0\.0\.1:{public} ->")
+
+    def test_eachVersion(self) -> None:
+        """
+        Straight to the public port, nginx logs the visitor's address, from
+        the agent's header of either version.
+        """
+        self.relay()
+        for name, web, public, version, visitor in (
+            ("v1", self.web, self.public[0], "v1", "127.0.0.6"),
+            ("v2", self.web2, self.public[1], "v2", "127.0.0.7"),
+        ):
+            log = start_nginx(self.stack, web)
+            self.agent(name, web, public, version)
+            self.assertIn(b"200 OK", get(public, visitor, f"/{version}"))
+            self.assertTrue(logged(log, f"{visitor} GET /{version} HTTP/1.0"), log.read_text())
+
+    def test_behindHaproxy(self) -> None:
+        """
+        Through haproxy (PROXY v2 from 127.0.0.2, trusted): nginx sees each
+        visitor's own address; the per-source limit (one connection) counts
+        visitors, not haproxy: a second connection of one visitor is
+        refused while another visitor's goes through; the allow list is
+        checked against the visitor; a PROXY header sent straight from an
+        untrusted source is refused.
+        """
+        self.relay("--per-source-connections", "1")
+        log = start_nginx(self.stack, self.web)
+        port = self.public[0]
+        self.agent("web", self.web, port, "v1", "--allow-ip", "127.0.0.0/29")
+        start_haproxy(self.stack, self.front, port)
+        self.assertIn(b"200 OK", get(self.front, "127.0.0.3", "/first"))
+        self.assertTrue(logged(log, "127.0.0.3 GET /first HTTP/1.0"), log.read_text())
+        held = connect(self.front, "127.0.0.3")
+        self.addCleanup(held.close)
+        held.sendall(b"GET /held HTTP/1.0\r\n")  # unfinished: nginx waits
+        time.sleep(1)
+        self.assertEqual(get(self.front, "127.0.0.3", "/second"), b"")
+        self.assertIn(b"200 OK", get(self.front, "127.0.0.4", "/other"))
+        self.assertTrue(logged(log, "127.0.0.4 GET /other HTTP/1.0"), log.read_text())
+        self.assertEqual(get(self.front, "127.0.0.9", "/outside"), b"")
+        forged = encode(V1, ("198.51.100.7", 1), ("127.0.0.1", port))
+        self.assertEqual(get(port, "127.0.0.5", "/forged", prefix=forged), b"")
+        self.assertFalse(any("/second" in line or "/outside" in line or "/forged" in line
+                             for line in log.read_text().splitlines()))
+
