@@ -20,6 +20,10 @@ from nfltr.wire.proxy_protocol import VERSIONS, encode, encode_unknown, parse_ad
 
 from ._settings import ConfigError
 
+#: The destination a header names when the service's address is not an IP
+#: address and port.
+UNKNOWN_SERVICE = ("0.0.0.0", 0)
+
 
 def proxy_version(value: str | None, option: str = "--proxy-protocol") -> str | None:
     """
@@ -45,9 +49,11 @@ def header_writer(version: str | None, visitor: str | None) -> Callable[[Any], b
     source = parse_address(visitor) if visitor else None
 
     def header(service: Any) -> bytes:
-        host, port = getattr(service, "host", None), getattr(service, "port", None)
-        if source is None or not isinstance(host, str) or not isinstance(port, int):
+        if source is None:
             return encode_unknown(version)
+        host, port = getattr(service, "host", None), getattr(service, "port", None)
+        if not isinstance(host, str) or not isinstance(port, int):
+            host, port = UNKNOWN_SERVICE  # not a TCP address: named as nobody's
         return encode(version, source, (host, port))
 
     return header

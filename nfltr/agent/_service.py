@@ -42,6 +42,7 @@ from nfltr.wire.messages import (
     TcpShare,
     agent_hello,
     agent_target,
+    parse_addressed_target,
     parse_agent_target,
     parse_http_target,
     parse_public_target,
@@ -112,11 +113,13 @@ class AgentSessions:
     def _serve(
         self, session: LinkSession, port: int, tls: E2EETLSFactory | None,
         visitor: str | None = None,
-    ) -> None:
+    ) -> bool:
         """
         Accept C{session} (its TLS ended here with C{tls}, if given) and
         connect it to the service on C{port}, after a PROXY header naming
         C{visitor} if the agent writes them.
+
+        @return: true (it is served).
         """
         local, remote = splice_local()
         local.header = header_writer(self.proxyProtocol, visitor)
@@ -125,6 +128,7 @@ class AgentSessions:
         # The session ended before the service answered: give up on it.
         remote.onLost = attempt.cancel
         self.connector.dial(attempt)
+        return True
 
     def _otherTarget(self, session: LinkSession) -> int | None:
         """
@@ -133,31 +137,12 @@ class AgentSessions:
         port spelt otherwise.
         """
         try:
-            share = parse_share_target(session.target)
-            relayed = parse_http_target(session.target)
-            public = parse_public_target(session.target)
+            serve = self._server(session.target)
         except MessageError:
-            share = relayed = public = None
-        if public is not None:
-            if public[0] in self.publicPorts:
-                # The visitor speaks to the service: no TLS here.
-                self._serve(session, public[0], None, public[1])
-            else:
+            serve = None
+        if serve is not None:
+            if not serve(session):
                 session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
-            return None
-        if relayed is not None:
-            server = self.shares.get(relayed)
-            if server is None:
-                session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
-            else:
-                server.serveRelayed(session)
-            return None
-        if share is not None:
-            server = self.shares.get(share[0])
-            if server is None:
-                session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
-            else:
-                server.serve(session, share[1])
             return None
         try:
             port: int | None = parse_agent_target(session.target)
@@ -167,6 +152,32 @@ class AgentSessions:
             return port
         self.log.debug("refused a session for {target!r}", target=session.target)
         session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
+        return None
+
+    def _server(self, target: str) -> Callable[[LinkSession], bool] | None:
+        """
+        What serves a session of C{target} (a client's address, a public
+        port's, a share's), returning whether it could; L{None} for a
+        target of none of those kinds.
+
+        @raise MessageError: a target of one of them, malformed.
+        """
+        client, public = parse_addressed_target(target), parse_public_target(target)
+        share, relayed = parse_share_target(target), parse_http_target(target)
+        if client is not None:
+            port, address = client
+            return lambda s: port in self.ports and self._serve(s, port, self.tls, address)
+        if public is not None:
+            # The visitor speaks to the service: no TLS here.
+            port, address = public
+            return lambda s: port in self.publicPorts and self._serve(s, port, None, address)
+        if relayed is not None:
+            server = self.shares.get(relayed)
+            return lambda s: server is not None and _served(server.serveRelayed, s)
+        if share is not None:
+            name, visitor = share
+            server = self.shares.get(name)
+            return lambda s: server is not None and _served(server.serve, s, visitor)
         return None
 
     def serviceFailed(self, session: LinkSession, port: int, failure: Failure) -> None:
@@ -309,8 +320,9 @@ class AgentService(Service, DiallerObserver):
         self.sessions = AgentSessions(reactor, options.ports, connector, tls, self.shares, public)
         self.sessions.proxyProtocol = options.proxy_protocol
         relay = options.relay
+        addressed = options.proxy_protocol is not None
         shares = [TcpShare(port, options.e2ee, public.get(port),
-                           options.allow if port in public else ())
+                           options.allow if port in public else (), addressed)
                   for port in options.ports]
         http = [server.hello() for server in self.shares.values()]
         hello = agent_hello(relay.key, setup.name, shares, http)
@@ -467,6 +479,14 @@ class AgentService(Service, DiallerObserver):
         The relay turned us away for good.
         """
         self.onFatal(message)
+
+
+def _served(serve: Callable[..., object], *args: Any) -> bool:
+    """
+    Call C{serve} with C{args}; true (it served the session).
+    """
+    serve(*args)
+    return True
 
 
 def _passing(call: Callable[[], object]) -> Callable[[Any], Any]:

@@ -114,6 +114,7 @@ class ISessionOpener(Interface):
 
     def openTCP(
         account: str, name: str, port: int, lostReason: str, plainOnly: bool = False,
+        client: str | None = None,
     ) -> IProtocol:
         """
         Open a session to port C{port} of agent C{name} for a client of
@@ -122,7 +123,9 @@ class ISessionOpener(Interface):
         When the client's side ends with an error, the agent's session is
         reset naming C{lostReason}.  With C{plainOnly} (an SSH client, which
         cannot end the agent's TLS), only ports shared without end-to-end
-        TLS may be reached.  The outcome is counted (kind C{tcp}).
+        TLS may be reached.  C{client}, the client's C{HOST:PORT}, goes in
+        the target if the agent asked for it (it writes PROXY headers).
+        The outcome is counted (kind C{tcp}).
 
         @raise nfltr.relay.tcp_route.RouteRefused: with the code and words
             for the client: the same for another account's agent, a missing

@@ -302,6 +302,7 @@ class RelayLinkHandler(LinkHandler):
         entry = AgentEntry(
             hello.name, key.account, key.keyid, frozenset(s.port for s in hello.tcp), self,
             plain=frozenset(s.port for s in hello.tcp if not s.e2ee),
+            addressed=frozenset(s.port for s in hello.tcp if s.addressed),
         )
         try:
             # Checked before the shares are published, claimed after: all or nothing.
@@ -466,7 +467,8 @@ class RelayLinkHandler(LinkHandler):
             return
         self.log.debug("session to {name}:{port}", name=name, port=port)
         try:
-            end = self.relay.tcp.openTCP(self.key.account, name, port, "client link lost")
+            end = self.relay.tcp.openTCP(self.key.account, name, port, "client link lost",
+                                         client=self._peer())
         except RouteRefused as e:
             session.refuse(e.code, e.reason)
             return

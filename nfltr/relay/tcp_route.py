@@ -110,6 +110,7 @@ class TCPRoute:
 
     def openTCP(
         self, account: str, name: str, port: int, lostReason: str, plainOnly: bool = False,
+        client: str | None = None,
     ) -> SessionEnd:
         """
         See L{ISessionOpener.openTCP}.
@@ -120,7 +121,8 @@ class TCPRoute:
             raise RouteRefused(NOT_FOUND_CODE, NOT_FOUND_REASON)
         if plainOnly and port not in entry.plain:
             raise RouteRefused(ErrorCode.REFUSED, E2EE_ONLY.format(name=name, port=port))
-        return self.openOn(entry.holder, agent_target(port), SessionEnd(lostReason))
+        target = agent_target(port, client if port in entry.addressed else None)
+        return self.openOn(entry.holder, target, SessionEnd(lostReason))
 
     def openOn(self, holder: IAgentHolder, target: str, clientEnd: SessionEnd) -> SessionEnd:
         """

@@ -28,7 +28,8 @@ C{public_ports} only for an agent that asked) or C{refused} ({"reason",
 "message"}) and, after a refusal, a GOAWAY.
 
 Session targets: a client opens C{tcp:AGENT:PORT} on its link to the relay;
-the relay opens C{tcp:PORT} on the agent's link.  Whatever the cause (no such
+the relay opens C{tcp:PORT} on the agent's link (C{tcp:PORT@ADDRESS}, the
+client's address, for a share the agent declared C{addressed}).  Whatever the cause (no such
 agent, another account's agent, a port the agent does not share), the relay
 refuses a client's session with the same RESET: L{NOT_FOUND_CODE} and
 L{NOT_FOUND_REASON}.  A visitor of a share URL becomes a session
@@ -140,12 +141,15 @@ class TcpShare:
         any free one; L{None}: none), L{nfltr.wire.public_ports}.
     @ivar allow: the networks a public port's visitors must come from
         (none: anyone).
+    @ivar addressed: the agent wants each client's address in its sessions'
+        targets (C{tcp:PORT@ADDRESS}): it writes PROXY headers.
     """
 
     port: int
     e2ee: bool = True
     public_port: int | None = None
     allow: tuple[Network, ...] = ()
+    addressed: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """
@@ -156,6 +160,8 @@ class TcpShare:
             data["public_port"] = self.public_port
         if self.allow:
             data["allow"] = [str(network) for network in self.allow]
+        if self.addressed:
+            data["addressed"] = True
         return data
 
 
@@ -167,6 +173,9 @@ def parse_tcp_share(item: Any) -> TcpShare:
     """
     if not isinstance(item, dict) or not isinstance(item.get("e2ee", True), bool):
         raise MessageError("each tcp share needs a port and an e2ee flag")
+    addressed = item.get("addressed", False)
+    if not isinstance(addressed, bool):
+        raise MessageError("addressed: true or false")
     public = item.get("public_port")
     if public is not None and not (type(public) is int and public == 0):
         public = check_port(public)
@@ -174,7 +183,8 @@ def parse_tcp_share(item: Any) -> TcpShare:
         allow = parse_networks(item.get("allow", []))
     except PolicyError as e:
         raise MessageError(str(e)) from None
-    return TcpShare(check_port(item.get("port")), item.get("e2ee", True), public, allow)
+    return TcpShare(check_port(item.get("port")), item.get("e2ee", True), public, allow,
+                    addressed)
 
 
 @dataclass(frozen=True)
@@ -403,11 +413,27 @@ def parse_client_target(target: str) -> tuple[str, int]:
     return check_name(name), check_port(int(port))
 
 
-def agent_target(port: int) -> str:
+def agent_target(port: int, client: str | None = None) -> str:
     """
-    The target the relay opens on an agent's link.
+    The target the relay opens on an agent's link; for a share the agent
+    declared C{addressed}, the client's C{HOST:PORT} after an C{@}.
     """
+    if client:
+        return f"tcp:{check_port(port)}@{client}"
     return f"tcp:{check_port(port)}"
+
+
+def parse_addressed_target(target: str) -> tuple[int, str] | None:
+    """
+    Read a target C{tcp:PORT@CLIENT}: the port and the client's address,
+    or L{None} if C{target} is not one.
+
+    @raise MessageError: such a target with a bad port.
+    """
+    head, at, client = target.partition("@")
+    if not at or not head.startswith("tcp:"):
+        return None
+    return parse_agent_target(head), client
 
 
 def parse_agent_target(target: str) -> int:

@@ -205,3 +205,28 @@ class ProxyProtocolTests(SynchronousTestCase):
         self.assertFalse(any("/second" in line or "/outside" in line or "/forged" in line
                              for line in log.read_text().splitlines()))
 
+
+
+class TCPShareTests(SynchronousTestCase):
+    """
+    A TCP share reached with C{tcp-connect}, end to end encrypted: the
+    agent ends TLS, then writes the header naming the client's link.
+    """
+
+    skip = missing("nginx")
+
+    def test_connector(self) -> None:
+        """
+        nginx logs the address the relay saw the connector's link come
+        from.
+        """
+        stack = Stack(Path(self.mktemp()).absolute())
+        self.addCleanup(stack.close)
+        [web] = free_ports(1)
+        log = start_nginx(stack, web)
+        key = stack.key("alice")
+        _, pin = stack.agent(key, "web", web, "--proxy-protocol", "v2")
+        assert pin is not None
+        _, local = stack.connector(key, "web", web, "--pin", pin)
+        self.assertIn(b"200 OK", get(local, "127.0.0.1", "/connector"))
+        self.assertTrue(logged(log, "127.0.0.1 GET /connector HTTP/1.0"), log.read_text())

@@ -25,6 +25,7 @@ from zope.interface.verify import verifyObject
 from nfltr.link import RefusalReason
 from nfltr.link.twisted import LinkUnavailable
 from nfltr.relay.agents import Relay
+from nfltr.relay.directory import AgentEntry
 from nfltr.relay.interfaces import ISessionOpener
 from nfltr.relay.leases import Leases
 from nfltr.relay.names import REPLACED
@@ -457,3 +458,22 @@ class RelayOptionTests(SynchronousTestCase):
                               ("--public-ports-interface", "example.com")):
             error = self.assertRaises(usage.UsageError, parse, option, value)
             self.assertIn(option, str(error))
+
+
+class AddressedRouteTests(SynchronousTestCase):
+    """
+    L{nfltr.relay.tcp_route.TCPRoute.openTCP} names the client in the
+    target of a port the agent declared C{addressed} (it writes PROXY
+    headers), and only there.
+    """
+
+    def test_addressed(self) -> None:
+        relay = Relay(FakeStore(), Clock())
+        holder: Any = Holder()
+        relay.claimAgent(AgentEntry("box", "acme", "k", frozenset({22, 23}), holder,
+                                    addressed=frozenset({22})))
+        relay.tcp.openTCP("acme", "box", 22, "lost", client="192.0.2.1:9")
+        relay.tcp.openTCP("acme", "box", 23, "lost", client="192.0.2.1:9")
+        relay.tcp.openTCP("acme", "box", 22, "lost")
+        self.assertEqual([target for target, _ in holder.opened],
+                         ["tcp:22@192.0.2.1:9", "tcp:23", "tcp:22"])

@@ -16,6 +16,8 @@ from twisted.trial.unittest import SynchronousTestCase
 from nfltr.wire.messages import (
     MessageError,
     TcpShare,
+    agent_target,
+    parse_addressed_target,
     parse_public_target,
     parse_tcp_share,
     public_target,
@@ -32,13 +34,14 @@ class TcpShareTests(SynchronousTestCase):
     """
 
     @given(ports, st.booleans(), st.none() | st.just(0) | ports,
-           st.lists(st.ip_addresses(v=4), max_size=3))
-    def test_roundTrip(self, port: int, e2ee: bool, public: int | None, allow: list[Any]) -> None:
+           st.lists(st.ip_addresses(v=4), max_size=3), st.booleans())
+    def test_roundTrip(self, port: int, e2ee: bool, public: int | None, allow: list[Any],
+                       addressed: bool) -> None:
         """
         A share read back from its JSON is the same share.
         """
         networks = tuple(ipaddress.ip_network(a) for a in allow)
-        share = TcpShare(port, e2ee, public, networks)
+        share = TcpShare(port, e2ee, public, networks, addressed)
         self.assertEqual(parse_tcp_share(share.to_json()), share)
 
     def test_plainOld(self) -> None:
@@ -84,6 +87,25 @@ class TargetTests(SynchronousTestCase):
         """
         with contextlib.suppress(MessageError):
             parse_public_target(target)
+
+    @given(ports, visitors)
+    def test_addressed(self, port: int, client: str) -> None:
+        """
+        A client's address in a C{tcp:} target reads back; without one, the
+        target is a plain one.
+        """
+        self.assertEqual(parse_addressed_target(agent_target(port, client)), (port, client))
+        self.assertIsNone(parse_addressed_target(agent_target(port)))
+        self.assertIsNone(parse_addressed_target(public_target(port, client)))
+
+    def test_badAddressed(self) -> None:
+        """
+        A bad flag or port is refused.
+        """
+        with self.assertRaises(MessageError):
+            parse_tcp_share({"port": 1, "addressed": "yes"})
+        with self.assertRaises(MessageError):
+            parse_addressed_target("tcp:x@1.2.3.4:5")
 
     def test_notPublic(self) -> None:
         """

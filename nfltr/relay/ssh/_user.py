@@ -51,6 +51,7 @@ from nfltr.relay.public_ports import PortRequest, lease_name
 from nfltr.relay.tcp_route import RouteRefused
 from nfltr.ssh import SSHConfig
 from nfltr.ssh.channel import ForwardChannel
+from nfltr.wire import format_address
 from nfltr.wire.messages import INSPECT, PASSTHROUGH, HttpShare
 
 from . import _forwards as fw
@@ -426,11 +427,19 @@ class RelayUser(ConchUser):
             raise ChannelRefused(OPEN_CONNECT_FAILED, str(e)) from None
         try:
             end = self.hub.relay.tcp.openTCP(self.identity.account, name, port,
-                                             "SSH channel lost", plainOnly=True)
+                                             "SSH channel lost", plainOnly=True,
+                                             client=self._peer())
         except RouteRefused as e:
             raise ChannelRefused(OPEN_CONNECT_FAILED, e.reason) from None
         return ForwardChannel(end, self.hub.config, self.conn, b"direct-tcpip",
                               windowSize, maxPacket)
+
+    def _peer(self) -> str | None:
+        """
+        The SSH client's C{HOST:PORT}, if its connection is up.
+        """
+        getPeer = getattr(getattr(self.conn, "transport", None), "getPeer", None)
+        return None if getPeer is None else format_address(getPeer())
 
     # -- what the status displays print ----------------------------------------------
 
