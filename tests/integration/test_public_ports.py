@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import hashlib
 import socket
+import time
 from pathlib import Path
+from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
 from .harness import Stack, exchange, missing, nfltr
 from .service import pattern
+from .test_redis_directory import RedisProcess, RedisStack
 from .test_ssh import SSHStack
 
 SIZE = 4 * 1024 * 1024
@@ -182,3 +185,53 @@ class SSHPublicPortTests(SynchronousTestCase):
                              f"{port}:127.0.0.1:{self.service}")
         self.assertNotEqual(other.returncode, 0)
         self.assertIn(b"remote port forwarding failed", other.stderr)
+
+
+class PublicPortsOnRedisTests(SynchronousTestCase):
+    """
+    A public port's lease is kept in the Redis directory like a name's: it
+    outlives the relay.
+    """
+
+    skip = missing("redis-server")
+
+    def setUp(self) -> None:
+        self.tmp = Path(self.mktemp()).absolute()
+        self.redis = RedisProcess(self.tmp / "redis")
+        self.addCleanup(self.redis.remove)
+        self.redis.start()
+        [self.port] = free_ports(1)
+
+    def stack(self) -> RedisStack:
+        stack = RedisStack(self.tmp / "stack", self.redis.url, "--public-ports", str(self.port),
+                           "--public-ports-interface", "127.0.0.1")
+        self.addCleanup(stack.close)
+        return stack
+
+    def agent(self, stack: RedisStack, key: str, name: str, service: int) -> Any:
+        return stack.start(
+            nfltr("tcp", str(service), "--name", name, "--public-port", str(self.port),
+                  "--state-dir", str(stack.tmp / f"agent-{name}-{time.monotonic_ns()}"),
+                  *stack.relay_args()),
+            f"agent {name}", {"NFLTR_KEY": key},
+        )
+
+    def test_leaseSurvivesRestart(self) -> None:
+        """
+        After alice's agent left and the relay restarted, bob is refused her
+        port; her agent gets it back and serves visitors.
+        """
+        stack = self.stack()
+        alice, bob = stack.key("alice"), stack.key("bob")
+        first = self.agent(stack, alice, "db", stack.service())
+        first.wait_for(r"public port .* ->")
+        first.stop()
+        stack.relay.wait_for(r"agent db \(account alice\) (disconnected|is draining)")
+        stack.close()
+        again = self.stack()
+        service = again.service()
+        refused = self.agent(again, bob, "bobdb", service)
+        refused.wait_for(rf"public port {self.port} is leased to another account")
+        back = self.agent(again, alice, "db", service)
+        back.wait_for(rf"public port 127\.0\.0\.1:{self.port} ->")
+        self.assertTrue(checked_download(self.port, 9, 65536))
