@@ -13,8 +13,10 @@ Visitors connect from distinct loopback addresses (127.0.0.3, ...: all of
 from __future__ import annotations
 
 import socket
+import subprocess
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -27,10 +29,12 @@ BALANCER = "127.0.0.2"
 TIMEOUT = 30.0
 
 
-def start_nginx(stack: Stack, port: int) -> Path:
+def start_nginx(stack: Stack, port: int, tls: Path | None = None) -> Path:
     """
     nginx on 127.0.0.1:C{port}, reading a PROXY header on each connection
     and logging C{$proxy_protocol_addr} and the request line; its log.
+    With C{tls}, a directory holding C{cert.pem} and C{key.pem}, it ends
+    TLS after the header.
     """
     root = stack.tmp / f"nginx-{port}"
     root.mkdir()
@@ -51,7 +55,8 @@ http {{
     scgi_temp_path {root}/scgi;
     log_format proxied '$proxy_protocol_addr $request';
     server {{
-        listen 127.0.0.1:{port} proxy_protocol;
+        listen 127.0.0.1:{port} {"ssl " if tls else ""}proxy_protocol;
+        {f"ssl_certificate {tls}/cert.pem; ssl_certificate_key {tls}/key.pem;" if tls else ""}
         access_log {log} proxied;
         location / {{ return 200 "ok\\n"; }}
     }}
@@ -230,3 +235,65 @@ class TCPShareTests(SynchronousTestCase):
         _, local = stack.connector(key, "web", web, "--pin", pin)
         self.assertIn(b"200 OK", get(local, "127.0.0.1", "/connector"))
         self.assertTrue(logged(log, "127.0.0.1 GET /connector HTTP/1.0"), log.read_text())
+
+
+class BalancedRelayTests(SynchronousTestCase):
+    """
+    haproxy in front of the relay's TLS port, sending PROXY v2: an
+    C{inspect} share's service reads the visitor's address in
+    C{X-Forwarded-For}, and a C{passthrough} share's nginx, behind an agent
+    with C{--proxy-protocol v1}, in its PROXY header.
+    """
+
+    skip = missing("haproxy", "nginx", "curl", "openssl")
+
+    def setUp(self) -> None:
+        self.stack = Stack(Path(self.mktemp()).absolute(),
+                           relay_extra=("--proxy-protocol-from", f"{BALANCER}/32"))
+        self.addCleanup(self.stack.close)
+        self.key = self.stack.key("alice")
+        [self.front] = free_ports(1)
+        tls = int(self.stack.address.rsplit(":", 1)[1])
+        start_haproxy(self.stack, self.front, tls)
+
+    def curl(self, url: str, source: str, *extra: str) -> subprocess.CompletedProcess[bytes]:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        via = parts._replace(netloc=f"{host}:{self.front}").geturl()
+        return subprocess.run(
+            ["curl", "--silent", "--show-error", "--fail", "--interface", source, "--resolve",
+             f"{host}:{self.front}:127.0.0.1", *extra, via],
+            capture_output=True, timeout=TIMEOUT, check=False,
+        )
+
+    def test_inspect(self) -> None:
+        """
+        The relay's HTTP proxy names the visitor haproxy named.
+        """
+        web = self.stack.web_service()
+        _, url = self.stack.http_agent(self.key, "blog", web, "--mode", "inspect")
+        ca = str(self.stack.data / "tls" / "share-ca.crt")
+        done = self.curl(url + "headers", "127.0.0.3", "--cacert", ca)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn("x-forwarded-for: 127.0.0.3", done.stdout.decode().lower())
+
+    def test_passthrough(self) -> None:
+        """
+        A passthrough share's service (nginx ending TLS itself) reads the
+        visitor haproxy named in the agent's PROXY header.
+        """
+        [port] = free_ports(1)
+        root = self.stack.tmp / "tls-nginx"
+        root.mkdir()
+        subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+             "-nodes", "-days", "1", "-subj", "/CN=shop.localhost", "-keyout",
+             str(root / "key.pem"), "-out", str(root / "cert.pem")],
+            check=True, capture_output=True, timeout=TIMEOUT,
+        )
+        log = start_nginx(self.stack, port, tls=root)
+        _, url = self.stack.http_agent(self.key, "shop", port, "--mode", "passthrough",
+                                       "--proxy-protocol", "v1")
+        done = self.curl(url + "passthrough", "127.0.0.4", "--insecure")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertTrue(logged(log, "127.0.0.4 GET /passthrough HTTP/1.1"), log.read_text())
