@@ -28,6 +28,7 @@ from nfltr.relay.agents import Relay
 from nfltr.relay.directory import AgentEntry
 from nfltr.relay.interfaces import ISessionOpener
 from nfltr.relay.leases import Leases
+from nfltr.relay.metrics import metrics_registry
 from nfltr.relay.names import REPLACED
 from nfltr.relay.port_ranges import MAX_RANGES, PortRangeError, PortRanges, parse_port_ranges
 from nfltr.relay.public_listener import PublicPortFactory
@@ -477,3 +478,26 @@ class AddressedRouteTests(SynchronousTestCase):
         relay.tcp.openTCP("acme", "box", 22, "lost")
         self.assertEqual([target for target, _ in holder.opened],
                          ["tcp:22@192.0.2.1:9", "tcp:23", "tcp:22"])
+
+
+class MetricsTests(PortsCase):
+    """
+    The relay's metrics count public ports and their refused visitors.
+    """
+
+    def test_metrics(self) -> None:
+        from types import SimpleNamespace
+
+        from tests.relay.test_metrics import samples
+
+        relay = Relay(FakeStore(), self.clock)
+        relay.publicPorts = self.ports
+        self.ports.admission = Admission(AdmissionLimits(per_source_open=1))
+        self.ports.publish(Holder(), "acme", [PortRequest(1, 2000)])
+        self.ports.admission.admit("192.0.2.1", 0)
+        self.ports.admission.admit("192.0.2.1", 0)
+        seen = samples(metrics_registry(SimpleNamespace(
+            relay=relay, router=None, tlsAdmission=None, httpAdmission=None)))
+        self.assertEqual(seen[("nfltr_public_ports", ())], 1)
+        self.assertEqual(seen[("nfltr_admission_refused_total",
+                               (("port", "public"), ("reason", "per_source_open")))], 1)
