@@ -29,8 +29,7 @@ from zope.interface import Attribute, Interface
 if TYPE_CHECKING:
     from nfltr.link import RefusalReason
     from nfltr.sni.twisted import Route
-
-    from .tcp_route import SessionEnd
+    from nfltr.streams import SpliceEnd
 
 Kind = Literal["link", "ssh"]
 #: The holder kinds: a native agent's link, an SSH connection.
@@ -132,7 +131,7 @@ class ISessionOpener(Interface):
             agent and a port not shared.
         """
 
-    def openOn(holder: IAgentHolder, target: str, clientEnd: SessionEnd) -> SessionEnd:
+    def openOn(holder: IAgentHolder, target: str, clientEnd: SpliceEnd) -> SpliceEnd:
         """
         Open session C{target} towards C{holder}'s service (the holder of a
         public port: C{public:PORT@VISITOR}), spliced to C{clientEnd}, which

@@ -111,7 +111,7 @@ class TCPRoute:
     def openTCP(
         self, account: str, name: str, port: int, lostReason: str, plainOnly: bool = False,
         client: str | None = None,
-    ) -> SessionEnd:
+    ) -> SpliceEnd:
         """
         See L{ISessionOpener.openTCP}.
         """
@@ -124,7 +124,7 @@ class TCPRoute:
         target = agent_target(port, client if port in entry.addressed else None)
         return self.openOn(entry.holder, target, SessionEnd(lostReason))
 
-    def openOn(self, holder: IAgentHolder, target: str, clientEnd: SessionEnd) -> SessionEnd:
+    def openOn(self, holder: IAgentHolder, target: str, clientEnd: SpliceEnd) -> SpliceEnd:
         """
         See L{ISessionOpener.openOn}.
         """
