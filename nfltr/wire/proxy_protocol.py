@@ -213,7 +213,9 @@ def _v1_line(line: bytes) -> ProxyHeader:
         try:
             ip = ipaddress.ip_address(host)
         except ValueError:
-            raise ProxyHeaderError("a version 1 header with a bad address") from None
+            ip = None
+        if ip is None or "%" in host:  # a scoped IPv6 address names no host elsewhere
+            raise ProxyHeaderError("a version 1 header with a bad address")
         if ip.version != version:
             raise ProxyHeaderError(f"a version 1 {parts[1]} header with another family")
         hosts.append(str(ip))

@@ -128,6 +128,7 @@ class ParserTests(SynchronousTestCase):
             (b"PROXY TCP4 ::1 ::1 1 2\r\n", "another family"),
             (b"PROXY TCP4 1.2.3.4 5.6.7.8 1 99999\r\n", "bad port"),
             (b"PROXY TCP4 x 5.6.7.8 1 2\r\n", "bad address"),
+            (b"PROXY TCP6 fe80::1%eth0 ::1 1 2\r\n", "bad address"),
             (b"PROXY " + b"x" * MAX_V1, "longer than 107"),
             (V2_SIGNATURE + bytes([0x31, 0x11, 0, 0]), "another version"),
             (V2_SIGNATURE + bytes([0x21, 0x11]) + (MAX_V2_BODY + 1).to_bytes(2, "big"),
