@@ -87,9 +87,9 @@ AGENT_OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "proxy-protocol", "VERSION",
-        "v1 or v2: write a PROXY protocol header naming the visitor first on each connection "
-        "to the service (public-port visitors; others get one naming nobody), for a service "
-        "that reads it",
+        "v1 or v2: write a PROXY protocol header first on each connection to the service, "
+        "naming the visitor of a public port or the client (its link to the relay) of a "
+        "tcp-connect, for a service that reads it",
     ),
     *RELAY_OPTIONS,
 )
