@@ -31,6 +31,7 @@ by every agent: C{nfltr tcp} never holds it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -244,7 +245,11 @@ class ShareServer:
             if self.tls is None or self.proxy is None:
                 session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
                 return
-            session.accept(self.tls.wrap(self.proxy.proxyFor(visitor or None)))
+            backend = None
+            if self.option.proxy_protocol is not None:  # a header per connection: none shared
+                header = header_writer(self.option.proxy_protocol, visitor)
+                backend = _PortBackend(self.connector, self.option.port, header)
+            session.accept(self.tls.wrap(self.proxy.proxyFor(visitor or None, backend)))
         elif mode == INSPECT:
             self.serveRelayed(session)
         else:
@@ -287,15 +292,29 @@ class _PortBackend:
     The local service on one port, for the proxy's pool.
     """
 
-    def __init__(self, connector: Any, port: int) -> None:
+    def __init__(
+        self, connector: Any, port: int, header: Callable[[Any], bytes] | None = None,
+    ) -> None:
         self.connector = connector
         self.port = port
+        self.header = header
 
     def connect(self, protocol: Any) -> defer.Deferred[Any]:
         """
-        Connect C{protocol} to the service.
+        Connect C{protocol} to the service; with a C{header} (a PROXY
+        protocol header's writer), write it first, before the proxy's
+        request.
         """
         result: defer.Deferred[Any] = self.connector.connect(self.port, protocol)
+        header = self.header
+        if header is not None:
+
+            def first(connected: Any) -> Any:
+                transport = protocol.transport
+                transport.write(header(transport.getPeer()))
+                return connected
+
+            result.addCallback(first)
         return result
 
 

@@ -152,8 +152,9 @@ HTTP_OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "proxy-protocol", "VERSION",
-        "v1 or v2: for a passthrough share, write a PROXY protocol header naming the visitor "
-        "first on each connection to the service (other modes send X-Forwarded-For)",
+        "v1 or v2: write a PROXY protocol header naming the visitor first on each connection "
+        "to the service (e2ee: one connection per visitor connection, not shared; "
+        "passthrough); inspect and plain-HTTP shares send X-Forwarded-For instead",
     ),
     Option(
         "plain-http", "BOOL",

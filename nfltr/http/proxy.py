@@ -426,13 +426,20 @@ class HTTPProxyFactory(Factory):
         self.scheme = scheme
         self.limits = limits
 
-    def proxyFor(self, visitor: str | None) -> HTTPProxyProtocol:
+    def proxyFor(self, visitor: str | None, backend: IBackend | None = None) -> HTTPProxyProtocol:
         """
         A new proxy for one visitor connection.
 
         @param visitor: the visitor's address as text (C{"203.0.113.5:4711"},
             C{"[2001:db8::1]:443"}), or C{None} if unknown.
+        @param backend: this visitor connection's own backend, in place of
+            the factory's (a pool of its own, as for a bare backend): its
+            connections serve no other visitor (the agent's PROXY protocol
+            header names this one).
         """
+        if backend is not None:
+            source = BackendPool(backend, self.clock, replace(self.limits, pool_max_idle=1))
+            return HTTPProxyProtocol(self, source, visitor, True)
         if isinstance(self.backend, BackendPool):
             source, owns = self.backend, False
         else:

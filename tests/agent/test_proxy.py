@@ -51,17 +51,21 @@ class WriterTests(SynchronousTestCase):
         self.assertEqual(unknown(SERVICE), encode_unknown(V1))
         self.assertIsNone(header_writer(None, "192.0.2.9:5555"))
 
-    def test_httpOnlyPassthrough(self) -> None:
+    def test_httpModes(self) -> None:
         """
-        C{nfltr http --proxy-protocol} is for passthrough shares.
+        C{nfltr http --proxy-protocol} is for e2ee and passthrough shares,
+        whose connections to the service only the agent makes; not for
+        inspect or plain-HTTP ones, whose requests the relay proxies.
         """
         values: dict[str, Any] = {"state-dir": self.mktemp(), "relay-pin": "sha256:" + "1" * 64,
                                   "key": "k", "proxy-protocol": "v2"}
-        with self.assertRaises(ConfigError) as caught:
-            http_agent_options("3000", values, environ={})
-        self.assertIn("passthrough", str(caught.exception))
-        options = http_agent_options("3000", {**values, "mode": "passthrough"}, environ={})
-        self.assertEqual(options.http[0].proxy_protocol, V2)
+        for mode in ("e2ee", "passthrough"):
+            options = http_agent_options("3000", {**values, "mode": mode}, environ={})
+            self.assertEqual(options.http[0].proxy_protocol, V2)
+        for extra in ({"mode": "inspect"}, {"plain-http": "true"}):
+            with self.assertRaises(ConfigError) as caught:
+                http_agent_options("3000", {**values, **extra}, environ={})
+            self.assertIn("X-Forwarded-For", str(caught.exception))
 
 
 class SessionTests(SynchronousTestCase):

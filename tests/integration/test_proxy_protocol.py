@@ -256,13 +256,18 @@ class BalancedRelayTests(SynchronousTestCase):
         tls = int(self.stack.address.rsplit(":", 1)[1])
         start_haproxy(self.stack, self.front, tls)
 
-    def curl(self, url: str, source: str, *extra: str) -> subprocess.CompletedProcess[bytes]:
+    def via(self, url: str) -> str:
+        """
+        C{url} on haproxy's port.
+        """
         parts = urlsplit(url)
-        host = parts.hostname or ""
-        via = parts._replace(netloc=f"{host}:{self.front}").geturl()
+        return parts._replace(netloc=f"{parts.hostname}:{self.front}").geturl()
+
+    def curl(self, url: str, source: str, *extra: str) -> subprocess.CompletedProcess[bytes]:
+        host = urlsplit(url).hostname or ""
         return subprocess.run(
             ["curl", "--silent", "--show-error", "--fail", "--interface", source, "--resolve",
-             f"{host}:{self.front}:127.0.0.1", *extra, via],
+             f"{host}:{self.front}:127.0.0.1", self.via(url), *extra],
             capture_output=True, timeout=TIMEOUT, check=False,
         )
 
@@ -297,3 +302,19 @@ class BalancedRelayTests(SynchronousTestCase):
         done = self.curl(url + "passthrough", "127.0.0.4", "--insecure")
         self.assertEqual(done.returncode, 0, done.stderr)
         self.assertTrue(logged(log, "127.0.0.4 GET /passthrough HTTP/1.1"), log.read_text())
+
+    def test_e2ee(self) -> None:
+        """
+        An e2ee share's service (nginx, plain HTTP after the header) reads
+        the visitor haproxy named; a second visitor's request is not sent on
+        the first visitor's connection (the agent gives each visitor
+        connection connections of its own), so nginx names each.
+        """
+        [port] = free_ports(1)
+        log = start_nginx(self.stack, port)
+        _, url = self.stack.http_agent(self.key, "app", port, "--proxy-protocol", "v2")
+        ca = str(self.stack.tmp / "agent-app" / "share-ca.crt")
+        for source, path in (("127.0.0.5", "one"), ("127.0.0.6", "two")):
+            done = self.curl(url + path, source, "--cacert", ca)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            self.assertTrue(logged(log, f"{source} GET /{path} HTTP/1.1"), log.read_text())
