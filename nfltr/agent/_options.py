@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from nfltr.wire.messages import INSPECT, MAX_SHARES, MessageError, check_name, parse_port
+from nfltr.wire.messages import MAX_SHARES, MessageError, check_name, parse_port
 from nfltr.wire.policy import (
     Network,
     PolicyError,
@@ -145,10 +145,6 @@ def http_option(port: str | int, values: Mapping[str, Any],
     option = check_http_option(checked, values.get("mode"), values.get("host-header"), plain)
     proxy = proxy_version(values.get("proxy-protocol"))
     if proxy is not None:
-        if option.mode == INSPECT or option.plain:
-            raise ConfigError("--proxy-protocol: for e2ee and passthrough shares (the relay "
-                              "proxies inspect and plain-HTTP requests: the service reads the "
-                              "visitor's address in X-Forwarded-For)")
         option = replace(option, proxy_protocol=proxy)
     idle = values.get("idle-expiry")
     if idle is not None:

@@ -44,7 +44,7 @@ from nfltr.wire.messages import (
     agent_target,
     parse_addressed_target,
     parse_agent_target,
-    parse_http_target,
+    parse_http_visitor,
     parse_public_target,
     parse_share_target,
 )
@@ -163,7 +163,7 @@ class AgentSessions:
         @raise MessageError: a target of one of them, malformed.
         """
         client, public = parse_addressed_target(target), parse_public_target(target)
-        share, relayed = parse_share_target(target), parse_http_target(target)
+        share, relayed = parse_share_target(target), parse_http_visitor(target)
         if client is not None:
             port, address = client
             return lambda s: port in self.ports and self._serve(s, port, self.tls, address)
@@ -172,8 +172,8 @@ class AgentSessions:
             port, address = public
             return lambda s: port in self.publicPorts and self._serve(s, port, None, address)
         if relayed is not None:
-            server = self.shares.get(relayed)
-            return lambda s: server is not None and _served(server.serveRelayed, s)
+            server = self.shares.get(relayed[0])
+            return lambda s: server is not None and _served(server.serveRelayed, s, relayed[1])
         if share is not None:
             name, visitor = share
             server = self.shares.get(name)

@@ -213,6 +213,7 @@ class ShareServer:
         return HttpShare(
             self.name, option.port, option.mode, csr, option.plain, policy,
             option.policy.kinds, agent_enforces=option.mode == E2EE,
+            addressed=option.proxy_protocol is not None,
         )
 
     def welcomed(self, answer: dict[str, Any]) -> None:
@@ -245,11 +246,8 @@ class ShareServer:
             if self.tls is None or self.proxy is None:
                 session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
                 return
-            backend = None
-            if self.option.proxy_protocol is not None:  # a header per connection: none shared
-                header = header_writer(self.option.proxy_protocol, visitor)
-                backend = _PortBackend(self.connector, self.option.port, header)
-            session.accept(self.tls.wrap(self.proxy.proxyFor(visitor or None, backend)))
+            proxy = self.proxy.proxyFor(visitor or None, self._visitorBackend(visitor))
+            session.accept(self.tls.wrap(proxy))
         elif mode == INSPECT:
             self.serveRelayed(session)
         else:
@@ -260,15 +258,27 @@ class ShareServer:
             remote.onLost = lambda reason: d.cancel()
             d.addErrback(self._failed, session)
 
-    def serveRelayed(self, session: LinkSession) -> None:
+    def serveRelayed(self, session: LinkSession, visitor: str | None = None) -> None:
         """
-        Serve a session of the relay's HTTP proxy (C{http:NAME}): an
+        Serve a session of the relay's HTTP proxy (C{http:NAME}, or
+        C{http:NAME@VISITOR} for an agent that writes PROXY headers): an
         C{inspect} share's, or a plain-HTTP one's if the share asked for it.
         """
         if self.relayed is None or not (self.option.mode == INSPECT or self.option.plain):
             session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
             return
-        session.accept(self.relayed.proxyFor(None))
+        session.accept(self.relayed.proxyFor(None, self._visitorBackend(visitor)))
+
+    def _visitorBackend(self, visitor: str | None) -> _PortBackend | None:
+        """
+        With C{--proxy-protocol}, the backend of one visitor's connection:
+        connections of its own to the service, each starting with a header
+        naming C{visitor}; without, none (the shared pool serves).
+        """
+        if self.option.proxy_protocol is None:
+            return None
+        header = header_writer(self.option.proxy_protocol, visitor)
+        return _PortBackend(self.connector, self.option.port, header)
 
     def _failed(self, failure: Any, session: LinkSession) -> None:
         if failure.check(defer.CancelledError):

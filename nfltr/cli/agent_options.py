@@ -153,8 +153,8 @@ HTTP_OPTIONS: tuple[Option, ...] = (
     Option(
         "proxy-protocol", "VERSION",
         "v1 or v2: write a PROXY protocol header naming the visitor first on each connection "
-        "to the service (e2ee: one connection per visitor connection, not shared; "
-        "passthrough); inspect and plain-HTTP shares send X-Forwarded-For instead",
+        "to the service, in every mode (the service's connections then serve one visitor "
+        "connection each, not a shared pool)",
     ),
     Option(
         "plain-http", "BOOL",

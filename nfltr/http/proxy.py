@@ -18,7 +18,7 @@ the switch written first.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -409,6 +409,7 @@ class HTTPProxyFactory(Factory):
         limits: HTTPLimits = DEFAULT_LIMITS,
         gate: Gate | None = None,
         hosts: Iterable[str] | None = None,
+        backendFor: Callable[[str | None], IBackend] | None = None,
     ) -> None:
         """
         @param gate: checks each request before it is forwarded (see
@@ -416,7 +417,11 @@ class HTTPProxyFactory(Factory):
         @param hosts: the host names requests may name (see
             L{nfltr.http.Exchange}); L{None}: any.  Settable later, for
             the visitor connections that follow.
+        @param backendFor: given a visitor's address, the backend of that
+            visitor connection alone (see L{proxyFor}), in place of
+            C{backend}.
         """
+        self.backendFor = backendFor
         self.backend = backend
         self.gate = gate
         self.hosts = hosts
@@ -437,6 +442,8 @@ class HTTPProxyFactory(Factory):
             connections serve no other visitor (the agent's PROXY protocol
             header names this one).
         """
+        if backend is None and self.backendFor is not None:
+            backend = self.backendFor(visitor)
         if backend is not None:
             source = BackendPool(backend, self.clock, replace(self.limits, pool_max_idle=1))
             return HTTPProxyProtocol(self, source, visitor, True)

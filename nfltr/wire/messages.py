@@ -204,6 +204,8 @@ class HttpShare:
     @ivar auth: the kinds of credentials the share requires (C{basic},
         C{bearer}, C{headers}).
     @ivar agent_enforces: the agent checks them itself.
+    @ivar addressed: the sessions of the relay's HTTP proxy name the visitor
+        (C{http:NAME@ADDRESS}): the agent writes PROXY headers.
     """
 
     name: str
@@ -214,6 +216,7 @@ class HttpShare:
     policy: SharePolicy = OPEN
     auth: tuple[str, ...] = ()
     agent_enforces: bool = False
+    addressed: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """
@@ -224,6 +227,8 @@ class HttpShare:
             data["csr"] = self.csr
         if self.plain:
             data["plain"] = True
+        if self.addressed:
+            data["addressed"] = True
         if self.policy != OPEN or self.auth or self.agent_enforces:
             data["policy"] = {
                 **self.policy.to_json(), "auth": list(self.auth),
@@ -262,7 +267,10 @@ def parse_http_shares(raw: Any) -> tuple[HttpShare, ...]:
             raise MessageError("plain must be true or false, and false for passthrough")
         name, port = check_name(str(item.get("name"))), check_port(item.get("port"))
         policy, auth, enforces = _share_policy(item.get("policy", {}), name)
-        shares.append(HttpShare(name, port, mode, csr, plain, policy, auth, enforces))
+        addressed = item.get("addressed", False)
+        if not isinstance(addressed, bool):
+            raise MessageError("addressed must be true or false")
+        shares.append(HttpShare(name, port, mode, csr, plain, policy, auth, enforces, addressed))
     if len({s.name for s in shares}) != len(shares):
         raise MessageError("a share name is given twice")
     return tuple(shares)
@@ -477,11 +485,14 @@ def parse_public_target(target: str) -> tuple[int, str] | None:
     return check_port(int(port)), visitor
 
 
-def http_target(name: str) -> str:
+def http_target(name: str, visitor: str | None = None) -> str:
     """
     The target of a session of the relay's HTTP proxy for the share
-    C{name}: plain HTTP/1.1, the visitor headers added by the relay.
+    C{name}: plain HTTP/1.1, the visitor headers added by the relay; for a
+    share declared C{addressed}, the visitor's C{HOST:PORT} after an C{@}.
     """
+    if visitor:
+        return f"{HTTP}:{check_name(name)}@{visitor}"
     return f"{HTTP}:{check_name(name)}"
 
 
@@ -491,8 +502,22 @@ def parse_http_target(target: str) -> str | None:
 
     @raise MessageError: an HTTP target with a bad name.
     """
-    kind, _, name = target.partition(":")
-    return check_name(name) if kind == HTTP else None
+    found = parse_http_visitor(target)
+    return None if found is None else found[0]
+
+
+def parse_http_visitor(target: str) -> tuple[str, str | None] | None:
+    """
+    The share name of an HTTP target and the visitor it names (L{None}:
+    none), or L{None} if C{target} is not one.
+
+    @raise MessageError: an HTTP target with a bad name.
+    """
+    kind, _, rest = target.partition(":")
+    if kind != HTTP:
+        return None
+    name, at, visitor = rest.partition("@")
+    return check_name(name), visitor if at else None
 
 
 def share_target(name: str, visitor: str) -> str:

@@ -271,6 +271,23 @@ class BalancedRelayTests(SynchronousTestCase):
             capture_output=True, timeout=TIMEOUT, check=False,
         )
 
+    def test_inspectProxied(self) -> None:
+        """
+        An inspect share's service (nginx) behind an agent with
+        C{--proxy-protocol v1} reads the visitor haproxy named: the relay
+        names it in its sessions, the agent in its header; two visitors in
+        turn, each named.
+        """
+        [port] = free_ports(1)
+        log = start_nginx(self.stack, port)
+        _, url = self.stack.http_agent(self.key, "site", port, "--mode", "inspect",
+                                       "--proxy-protocol", "v1")
+        ca = str(self.stack.data / "tls" / "share-ca.crt")
+        for source, path in (("127.0.0.3", "one"), ("127.0.0.4", "two")):
+            done = self.curl(url + path, source, "--cacert", ca)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            self.assertTrue(logged(log, f"{source} GET /{path} HTTP/1.1"), log.read_text())
+
     def test_inspect(self) -> None:
         """
         The relay's HTTP proxy names the visitor haproxy named.

@@ -245,3 +245,32 @@ class OptionTests(SynchronousTestCase):
         error = self.assertRaises(usage.UsageError, parse, "--proxy-protocol-from", "10.0.0.0/8,x")
         self.assertIn("--proxy-protocol-from", str(error))
         self.assertIn("'x' is not an address", str(error))
+
+
+class AddressedHTTPTests(SynchronousTestCase):
+    """
+    A share declared C{addressed}: the relay's HTTP proxy gives each visitor
+    connection a backend of its own, whose sessions name the visitor.
+    """
+
+    def test_visitorBackend(self) -> None:
+        from nfltr.http import HTTPProxyFactory
+        from nfltr.relay.shares import LinkSessionBackend, ShareRegistry
+        from nfltr.wire.messages import INSPECT, HttpShare, parse_http_visitor
+        from tests.relay.test_shares import FakeLink
+
+        link = FakeLink()
+        registry = ShareRegistry(None, Clock(), ())
+        addressed = HttpShare("blog", 80, INSPECT, addressed=True)
+        self.assertIsNone(registry._visitorBackend(HttpShare("blog", 80, INSPECT), lambda: link))
+        backendFor = registry._visitorBackend(addressed, lambda: link)
+        assert backendFor is not None
+        backendFor("192.0.2.1:5").connect(Protocol())
+        [(target, _)] = link.opened
+        self.assertEqual(target, "http:blog@192.0.2.1:5")
+        self.assertEqual(parse_http_visitor(target), ("blog", "192.0.2.1:5"))
+        self.assertEqual(parse_http_visitor("http:blog"), ("blog", None))
+        factory = HTTPProxyFactory(LinkSessionBackend("blog", lambda: link), Clock(),
+                                   backendFor=backendFor)
+        proxy = factory.proxyFor("192.0.2.9:7")
+        self.assertEqual(proxy.source.backend.visitor, "192.0.2.9:7")

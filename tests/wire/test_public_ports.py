@@ -14,10 +14,14 @@ from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr.wire.messages import (
+    INSPECT,
+    HttpShare,
     MessageError,
     TcpShare,
     agent_target,
+    http_target,
     parse_addressed_target,
+    parse_http_shares,
     parse_public_target,
     parse_tcp_share,
     public_target,
@@ -97,6 +101,18 @@ class TargetTests(SynchronousTestCase):
         self.assertEqual(parse_addressed_target(agent_target(port, client)), (port, client))
         self.assertIsNone(parse_addressed_target(agent_target(port)))
         self.assertIsNone(parse_addressed_target(public_target(port, client)))
+
+    def test_httpShareAddressed(self) -> None:
+        """
+        An HTTP share declared C{addressed} reads back so; a flag that is
+        not a boolean is refused.
+        """
+        share = HttpShare("blog", 80, INSPECT, addressed=True)
+        self.assertEqual(parse_http_shares([share.to_json()]), (share,))
+        self.assertNotIn("addressed", HttpShare("blog", 80, INSPECT).to_json())
+        with self.assertRaises(MessageError):
+            parse_http_shares([{**share.to_json(), "addressed": 1}])
+        self.assertEqual(http_target("blog", "192.0.2.1:5"), "http:blog@192.0.2.1:5")
 
     def test_badAddressed(self) -> None:
         """
