@@ -21,6 +21,7 @@ timeouts share one timer, L{Timeouts}), and nothing logged.
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 from contextlib import ExitStack, suppress
 from typing import Any
 
@@ -55,9 +56,14 @@ class TcpEnd(SpliceEnd):
     goes on), where a plain splice end would close TLS whole.
     """
 
+    #: Writes the first bytes the service gets, given its address: a PROXY
+    #: protocol header (L{nfltr.agent._proxy}); L{None}: none.
+    header: Callable[[Any], bytes] | None = None
+
     def connectionMade(self) -> None:
         """
-        Join the other end, or abort if it already closed.
+        Join the other end (after the header, if any), or abort if it
+        already closed.
         """
         setNoDelay = getattr(self.transport, "setTcpNoDelay", None)
         if setNoDelay is not None:
@@ -67,6 +73,8 @@ class TcpEnd(SpliceEnd):
             self.connected = True
             self.transport.abortConnection()
             return
+        if self.header is not None:
+            self.transport.write(self.header(self.transport.getPeer()))
         super().connectionMade()
 
     def readConnectionLost(self) -> None:

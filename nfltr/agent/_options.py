@@ -16,10 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from nfltr.wire.messages import MAX_SHARES, MessageError, check_name, parse_port
-from nfltr.wire.policy import PolicyError, SharePolicy, policy_from_options
+from nfltr.wire.policy import (
+    Network,
+    PolicyError,
+    SharePolicy,
+    parse_networks,
+    policy_from_options,
+)
 
 from ._expiry import parse_idle_expiry
 from ._names import default_state_dir
+from ._proxy import proxy_version
 from ._secrets import BASIC_AUTH_ENV, BEARER_ENV, secret_lines, sourced_secret
 from ._settings import ConfigError, RelaySettings, parse_bool, relay_settings
 from ._shares import HttpOption, check_http_option, check_policy
@@ -37,6 +44,9 @@ class AgentOptions:
     state_dir: Path
     relay: RelaySettings
     http: tuple[HttpOption, ...] = ()
+    public_ports: tuple[int, ...] = ()
+    allow: tuple[Network, ...] = ()
+    proxy_protocol: str | None = None
 
 
 def agent_options(
@@ -71,6 +81,7 @@ def agent_options(
     if len(set(checked)) != len(checked):
         raise ConfigError("a port is given twice")
     state = values.get("state-dir")
+    public, allow = _public_ports(checked, values) if not http else ((), ())
     return AgentOptions(
         ports=tuple(checked),
         name=name,
@@ -78,7 +89,41 @@ def agent_options(
         state_dir=Path(state).absolute() if state else default_state_dir(environ),
         relay=relay_settings(values, environ),
         http=tuple(http),
+        public_ports=public,
+        allow=allow,
+        proxy_protocol=proxy_version(values.get("proxy-protocol")) if not http else None,
     )
+
+
+def _public_ports(
+    ports: Sequence[int], values: Mapping[str, Any],
+) -> tuple[tuple[int, ...], tuple[Network, ...]]:
+    """
+    C{--public-port} (one for each of C{ports}, in order, 0 for any) and
+    the C{--allow-ip} networks of their visitors.
+
+    @raise ConfigError: what is wrong.
+    """
+    given = list(values.get("public-port") or [])
+    if len(given) > len(ports):
+        raise ConfigError("--public-port: one for each PORT at most, in the same order")
+    public = []
+    for text in given:
+        if str(text).strip() == "0":
+            public.append(0)
+            continue
+        try:
+            public.append(parse_port(str(text).strip()))
+        except MessageError:
+            raise ConfigError(f"--public-port {text}: give a port, 1..65535, or 0 for any free "
+                              "one") from None
+    allow = values.get("allow-ip") or []
+    if allow and not public:
+        raise ConfigError("--allow-ip: only for --public-port (tcp-connect clients have keys)")
+    try:
+        return tuple(public), parse_networks(list(allow))
+    except PolicyError as e:
+        raise ConfigError(str(e)) from None
 
 
 def http_option(port: str | int, values: Mapping[str, Any],
@@ -98,6 +143,9 @@ def http_option(port: str | int, values: Mapping[str, Any],
     plain = parse_bool(values.get("plain-http") or "false", "--plain-http")
     policy = _policy(values, environ)
     option = check_http_option(checked, values.get("mode"), values.get("host-header"), plain)
+    proxy = proxy_version(values.get("proxy-protocol"))
+    if proxy is not None:
+        option = replace(option, proxy_protocol=proxy)
     idle = values.get("idle-expiry")
     if idle is not None:
         option = replace(option, idle_expiry=parse_idle_expiry(idle))

@@ -42,8 +42,10 @@ from nfltr.wire.messages import (
     TcpShare,
     agent_hello,
     agent_target,
+    parse_addressed_target,
     parse_agent_target,
-    parse_http_target,
+    parse_http_visitor,
+    parse_public_target,
     parse_share_target,
 )
 
@@ -54,6 +56,8 @@ from ._local import ServiceAttempt, ServiceConnector, TcpEnd, free_local_ports, 
 from ._log_limit import Quiet
 from ._names import agent_name, claim_name
 from ._options import AgentOptions
+from ._proxy import header_writer
+from ._public_ports import OLD_RELAY, public_port_lines
 from ._settings import KEY_ENV, ConfigError
 from ._shares import ShareServer, save_share_ca, share_key
 
@@ -76,14 +80,19 @@ class AgentSessions:
 
     def __init__(
         self, clock: Any, ports: Collection[int], connector: Any, tls: E2EETLSFactory | None,
-        shares: Mapping[str, ShareServer] | None = None,
+        shares: Mapping[str, ShareServer] | None = None, publicPorts: Collection[int] = (),
     ) -> None:
         """
         @param connector: has C{dial(attempt)} (L{ServiceConnector}).
         @param tls: ends each session's TLS, or L{None} for plain sessions.
         @param shares: the servers of the share URLs, by share name.
+        @param publicPorts: the shared ports published on a relay port, whose
+            visitors' sessions (C{public:PORT@VISITOR}) are plain.
         """
         self.ports = frozenset(ports)
+        self.publicPorts = frozenset(publicPorts)
+        #: C{v1} or C{v2}: the PROXY header written first to the service.
+        self.proxyProtocol: str | None = None
         self.connector = connector
         self.tls = tls
         self.shares = dict(shares or {})
@@ -99,12 +108,27 @@ class AgentSessions:
             port = self._otherTarget(session)
             if port is None:
                 return
+        self._serve(session, port, self.tls)
+
+    def _serve(
+        self, session: LinkSession, port: int, tls: E2EETLSFactory | None,
+        visitor: str | None = None,
+    ) -> bool:
+        """
+        Accept C{session} (its TLS ended here with C{tls}, if given) and
+        connect it to the service on C{port}, after a PROXY header naming
+        C{visitor} if the agent writes them.
+
+        @return: true (it is served).
+        """
         local, remote = splice_local()
-        session.accept(self.tls.wrap(remote) if self.tls is not None else remote)
+        local.header = header_writer(self.proxyProtocol, visitor)
+        session.accept(tls.wrap(remote) if tls is not None else remote)
         attempt = _SessionAttempt(port, local, session, self)
         # The session ended before the service answered: give up on it.
         remote.onLost = attempt.cancel
         self.connector.dial(attempt)
+        return True
 
     def _otherTarget(self, session: LinkSession) -> int | None:
         """
@@ -113,23 +137,12 @@ class AgentSessions:
         port spelt otherwise.
         """
         try:
-            share = parse_share_target(session.target)
-            relayed = parse_http_target(session.target)
+            serve = self._server(session.target)
         except MessageError:
-            share = relayed = None
-        if relayed is not None:
-            server = self.shares.get(relayed)
-            if server is None:
+            serve = None
+        if serve is not None:
+            if not serve(session):
                 session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
-            else:
-                server.serveRelayed(session)
-            return None
-        if share is not None:
-            server = self.shares.get(share[0])
-            if server is None:
-                session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
-            else:
-                server.serve(session, share[1])
             return None
         try:
             port: int | None = parse_agent_target(session.target)
@@ -139,6 +152,32 @@ class AgentSessions:
             return port
         self.log.debug("refused a session for {target!r}", target=session.target)
         session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
+        return None
+
+    def _server(self, target: str) -> Callable[[LinkSession], bool] | None:
+        """
+        What serves a session of C{target} (a client's address, a public
+        port's, a share's), returning whether it could; L{None} for a
+        target of none of those kinds.
+
+        @raise MessageError: a target of one of them, malformed.
+        """
+        client, public = parse_addressed_target(target), parse_public_target(target)
+        share, relayed = parse_share_target(target), parse_http_visitor(target)
+        if client is not None:
+            port, address = client
+            return lambda s: port in self.ports and self._serve(s, port, self.tls, address)
+        if public is not None:
+            # The visitor speaks to the service: no TLS here.
+            port, address = public
+            return lambda s: port in self.publicPorts and self._serve(s, port, None, address)
+        if relayed is not None:
+            server = self.shares.get(relayed[0])
+            return lambda s: server is not None and _served(server.serveRelayed, s, relayed[1])
+        if share is not None:
+            name, visitor = share
+            server = self.shares.get(name)
+            return lambda s: server is not None and _served(server.serve, s, visitor)
         return None
 
     def serviceFailed(self, session: LinkSession, port: int, failure: Failure) -> None:
@@ -277,9 +316,14 @@ class AgentService(Service, DiallerObserver):
             self.shares[setup.name] = ShareServer(
                 setup.name, options.http[0], connector, reactor, setup.share_key
             )
-        self.sessions = AgentSessions(reactor, options.ports, connector, tls, self.shares)
+        public = dict(zip(options.ports, options.public_ports, strict=False))
+        self.sessions = AgentSessions(reactor, options.ports, connector, tls, self.shares, public)
+        self.sessions.proxyProtocol = options.proxy_protocol
         relay = options.relay
-        shares = [TcpShare(port, options.e2ee) for port in options.ports]
+        addressed = options.proxy_protocol is not None
+        shares = [TcpShare(port, options.e2ee, public.get(port),
+                           options.allow if port in public else (), addressed)
+                  for port in options.ports]
         http = [server.hello() for server in self.shares.values()]
         hello = agent_hello(relay.key, setup.name, shares, http)
         endpoint = endpoint or relay.endpoint(reactor)
@@ -354,9 +398,14 @@ class AgentService(Service, DiallerObserver):
         The relay welcomed us: the first time, say how to connect; take
         each share's URL and certificate, and show the URLs that are new.
         """
+        if self.setup.options.public_ports and "public_ports" not in welcome:
+            self.onFatal(OLD_RELAY)
+            return
         if not self.announced:
             self.announced = True
             for line in self.connectLines():
+                self.announce(line)
+            for line in public_port_lines(self.setup.options.relay.address, welcome):
                 self.announce(line)
         self.data.welcomed(link, welcome.get("data_token"))
         answers = welcome.get("shares")
@@ -430,6 +479,14 @@ class AgentService(Service, DiallerObserver):
         The relay turned us away for good.
         """
         self.onFatal(message)
+
+
+def _served(serve: Callable[..., object], *args: Any) -> bool:
+    """
+    Call C{serve} with C{args}; true (it served the session).
+    """
+    serve(*args)
+    return True
 
 
 def _passing(call: Callable[[], object]) -> Callable[[Any], Any]:

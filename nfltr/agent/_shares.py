@@ -31,6 +31,7 @@ by every agent: C{nfltr tcp} never holds it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -65,6 +66,7 @@ from nfltr.wire.messages import (
 from nfltr.wire.policy import SharePolicy, visitor_ip
 
 from ._local import splice_local
+from ._proxy import header_writer
 from ._settings import ConfigError
 
 if TYPE_CHECKING:
@@ -91,6 +93,7 @@ class HttpOption:
     plain: bool = False
     policy: SharePolicy = OPEN
     idle_expiry: float | None = None
+    proxy_protocol: str | None = None
 
     def host(self) -> bytes | None:
         """
@@ -210,6 +213,7 @@ class ShareServer:
         return HttpShare(
             self.name, option.port, option.mode, csr, option.plain, policy,
             option.policy.kinds, agent_enforces=option.mode == E2EE,
+            addressed=option.proxy_protocol is not None,
         )
 
     def welcomed(self, answer: dict[str, Any]) -> None:
@@ -242,25 +246,39 @@ class ShareServer:
             if self.tls is None or self.proxy is None:
                 session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
                 return
-            session.accept(self.tls.wrap(self.proxy.proxyFor(visitor or None)))
+            proxy = self.proxy.proxyFor(visitor or None, self._visitorBackend(visitor))
+            session.accept(self.tls.wrap(proxy))
         elif mode == INSPECT:
             self.serveRelayed(session)
         else:
             local, remote = splice_local()
+            local.header = header_writer(self.option.proxy_protocol, visitor)
             session.accept(remote)
             d = self.connector.connect(self.option.port, local)
             remote.onLost = lambda reason: d.cancel()
             d.addErrback(self._failed, session)
 
-    def serveRelayed(self, session: LinkSession) -> None:
+    def serveRelayed(self, session: LinkSession, visitor: str | None = None) -> None:
         """
-        Serve a session of the relay's HTTP proxy (C{http:NAME}): an
+        Serve a session of the relay's HTTP proxy (C{http:NAME}, or
+        C{http:NAME@VISITOR} for an agent that writes PROXY headers): an
         C{inspect} share's, or a plain-HTTP one's if the share asked for it.
         """
         if self.relayed is None or not (self.option.mode == INSPECT or self.option.plain):
             session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
             return
-        session.accept(self.relayed.proxyFor(None))
+        session.accept(self.relayed.proxyFor(None, self._visitorBackend(visitor)))
+
+    def _visitorBackend(self, visitor: str | None) -> _PortBackend | None:
+        """
+        With C{--proxy-protocol}, the backend of one visitor's connection:
+        connections of its own to the service, each starting with a header
+        naming C{visitor}; without, none (the shared pool serves).
+        """
+        if self.option.proxy_protocol is None:
+            return None
+        header = header_writer(self.option.proxy_protocol, visitor)
+        return _PortBackend(self.connector, self.option.port, header)
 
     def _failed(self, failure: Any, session: LinkSession) -> None:
         if failure.check(defer.CancelledError):
@@ -284,15 +302,29 @@ class _PortBackend:
     The local service on one port, for the proxy's pool.
     """
 
-    def __init__(self, connector: Any, port: int) -> None:
+    def __init__(
+        self, connector: Any, port: int, header: Callable[[Any], bytes] | None = None,
+    ) -> None:
         self.connector = connector
         self.port = port
+        self.header = header
 
     def connect(self, protocol: Any) -> defer.Deferred[Any]:
         """
-        Connect C{protocol} to the service.
+        Connect C{protocol} to the service; with a C{header} (a PROXY
+        protocol header's writer), write it first, before the proxy's
+        request.
         """
         result: defer.Deferred[Any] = self.connector.connect(self.port, protocol)
+        header = self.header
+        if header is not None:
+
+            def first(connected: Any) -> Any:
+                transport = protocol.transport
+                transport.write(header(transport.getPeer()))
+                return connected
+
+            result.addCallback(first)
         return result
 
 

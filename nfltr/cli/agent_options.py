@@ -72,6 +72,25 @@ AGENT_OPTIONS: tuple[Option, ...] = (
         "where the name and the end-to-end key are kept (default: "
         "$XDG_STATE_HOME/nfltr/agent or ~/.local/state/nfltr/agent)",
     ),
+    Option(
+        "public-port", "N",
+        "also publish the port on this port of the relay, which visitors reach straight, "
+        "with no connector and no end-to-end TLS (0: any free one, printed); within the "
+        "relay's --public-ports; repeatable, one for each PORT in order",
+        kind=REPEAT,
+    ),
+    Option(
+        "allow-ip", "CIDR",
+        "only visitors of the public ports from this network (or address) may connect; "
+        "repeatable",
+        kind=REPEAT,
+    ),
+    Option(
+        "proxy-protocol", "VERSION",
+        "v1 or v2: write a PROXY protocol header first on each connection to the service, "
+        "naming the visitor of a public port or the client (its link to the relay) of a "
+        "tcp-connect, for a service that reads it",
+    ),
     *RELAY_OPTIONS,
 )
 HTTP_OPTIONS: tuple[Option, ...] = (
@@ -130,6 +149,12 @@ HTTP_OPTIONS: tuple[Option, ...] = (
     Option(
         "idle-expiry", "DURATION",
         "end the share (and exit 0) once nobody visited it for DURATION: 90s, 30m, 12h, 7d",
+    ),
+    Option(
+        "proxy-protocol", "VERSION",
+        "v1 or v2: write a PROXY protocol header naming the visitor first on each connection "
+        "to the service, in every mode (the service's connections then serve one visitor "
+        "connection each, not a shared pool)",
     ),
     Option(
         "plain-http", "BOOL",

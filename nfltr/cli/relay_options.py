@@ -12,8 +12,9 @@ names the option in its error), and the field it fills in L{relay_config}.
 
 from __future__ import annotations
 
+import ipaddress
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,8 @@ from nfltr.relay.config import (
     DEFAULT_HANDSHAKE_TIMEOUT,
     DEFAULT_HTTP,
     DEFAULT_LEASE_TIME,
+    DEFAULT_PUBLIC_PORTS_INTERFACE,
+    DEFAULT_PUBLIC_PORTS_PER_ACCOUNT,
     DEFAULT_REVOCATION_POLL,
     DEFAULT_SHARE_DOMAIN,
     DEFAULT_TLS,
@@ -49,12 +52,14 @@ from nfltr.relay.config import (
     RelayConfig,
     default_data_dir,
 )
+from nfltr.relay.port_ranges import PortRangeError, parse_port_ranges
 from nfltr.relay.tls_port import check_share_domain
 from nfltr.ssh import SSHConfig, SSHConfigError
 from nfltr.store import InvalidRedisURL, RedisAddress, parse_redis_url
 from nfltr.streams import AdmissionLimits
 from nfltr.tls import PKIError, subject_alt_names
 from nfltr.wire.messages import is_port_text
+from nfltr.wire.policy import Network
 
 MAX_REVOCATION_POLL = 3600.0
 MAX_DRAIN_TIMEOUT = 3600.0
@@ -158,6 +163,15 @@ def _publicPort(value: object, option: str) -> int | None:
     return int(str(value))
 
 
+def _interface(value: str, option: str) -> str:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        raise usage.UsageError(f"{option} {value}: give an IP address, e.g. 0.0.0.0 or ::") \
+            from None
+    return value
+
+
 def _echoPath(path: str | None, option: str) -> str | None:
     if path is not None and (not path.startswith("/") or path == "/link"):
         raise usage.UsageError(f"{option}: give a path such as /echo (not /link)")
@@ -191,11 +205,37 @@ def _directory(value: str | None, option: str) -> RedisAddress | None:
         raise usage.UsageError(f"{option}: {e}") from None
 
 
-def _logLevel(value: str, option: str) -> Any:
-    try:
-        return parse_level(value)
-    except ValueError as e:
-        raise usage.UsageError(f"{option} {value}: {e}") from None
+def _reading(parse: Callable[[str], Any], errors: type[Exception]) -> Callable[[str, str], Any]:
+    """
+    An option's parser from C{parse}, its C{errors} usage errors that name
+    the option and the value.
+    """
+
+    def read(value: str, option: str) -> Any:
+        try:
+            return parse(value)
+        except errors as e:
+            raise usage.UsageError(f"{option} {value}: {e}") from None
+
+    return read
+
+
+def _networkList(value: str) -> tuple[Network, ...]:
+    text = value.strip()
+    if text.lower() in ("", "none"):
+        return ()
+    networks = []
+    for part in text.split(","):
+        try:
+            networks.append(ipaddress.ip_network(part.strip(), strict=False))
+        except ValueError:
+            raise ValueError(f"{part.strip()!r} is not an address or a CIDR network") from None
+    return tuple(networks)
+
+
+_logLevel = _reading(parse_level, ValueError)
+_networks = _reading(_networkList, ValueError)
+_portRanges = _reading(parse_port_ranges, PortRangeError)
 
 
 _count = partial(limit, none=False)
@@ -284,6 +324,22 @@ RELAY_OPTIONS: tuple[Option, ...] = (
     Option("public-port", None,
            "The port share URLs name, when visitors reach the TLS port through another port "
            "(a port mapping, a load balancer) [default: the TLS port's].", parse=_publicPort),
+    Option("public-ports", None,
+           "Relay ports agents may publish a TCP share on (nfltr tcp PORT --public-port N, or "
+           "ssh -R N:localhost:PORT), which visitors reach straight: ranges and ports, e.g. "
+           "20000-20999,21000 (none: no public ports).", "none", parse=_portRanges),
+    Option("max-public-ports-per-account", None,
+           "Public ports one account may hold at once.", str(DEFAULT_PUBLIC_PORTS_PER_ACCOUNT),
+           parse=_count),
+    Option("public-ports-interface", None,
+           "The address public ports listen on (:: for IPv6 too).",
+           DEFAULT_PUBLIC_PORTS_INTERFACE, parse=_interface),
+    Option("proxy-protocol-from", None,
+           "Networks of load balancers in front of the relay (CIDR or addresses, "
+           "comma-separated): their connections to the TLS, HTTP, SSH and public ports must "
+           "start with a PROXY protocol header (v1 or v2), and the client it names is the one "
+           "per-source limits, allow lists and X-Forwarded-For see; a header from elsewhere is "
+           "refused (none: no PROXY protocol).", "none", parse=_networks),
     Option("per-source-connections", None,
            "Connections one source address may have open at once on each public port "
            "(none: no limit).", "2000", parse=limit),
@@ -450,6 +506,10 @@ def relay_config(values: Mapping[str, Any]) -> RelayConfig:
         ws_echo=values["ws-echo"], ssh=values["ssh"], ssh_config=_sshConfig(values),
         backlog=values["listen-backlog"], peer_drain_timeout=values["peer-drain-timeout"],
         directory=values["directory"], replica=_replicaConfig(values),
+        public_ports=values["public-ports"],
+        public_ports_per_account=values["max-public-ports-per-account"],
+        public_ports_interface=values["public-ports-interface"],
+        proxy_from=values["proxy-protocol-from"],
     )
 
 

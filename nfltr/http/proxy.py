@@ -18,7 +18,7 @@ the switch written first.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -374,6 +374,7 @@ class HTTPProxyFactory(Factory):
         gate: Gate | None = None,
         hosts: Iterable[str] | None = None,
         stream: bool = True,
+        backendFor: Callable[[str | None], IBackend] | None = None,
     ) -> None:
         """
         @param gate: checks each request before it is forwarded (see
@@ -385,7 +386,11 @@ class HTTPProxyFactory(Factory):
         @param hosts: the host names requests may name (see
             L{nfltr.http.Exchange}); L{None}: any.  Settable later, for
             the visitor connections that follow.
+        @param backendFor: given a visitor's address, the backend of that
+            visitor connection alone (see L{proxyFor}), in place of
+            C{backend}.
         """
+        self.backendFor = backendFor
         self.backend = backend
         self.gate = gate
         self.hosts = hosts
@@ -396,14 +401,25 @@ class HTTPProxyFactory(Factory):
         self.limits = limits
         self.stream = stream
 
-    def proxyFor(self, visitor: str | None) -> HTTPProxyProtocol | StreamProxyProtocol:
+    def proxyFor(
+        self, visitor: str | None, backend: IBackend | None = None,
+    ) -> HTTPProxyProtocol | StreamProxyProtocol:
         """
         A new proxy for one visitor connection.
 
         @param visitor: the visitor's address as text (C{"203.0.113.5:4711"},
             C{"[2001:db8::1]:443"}), or C{None} if unknown.
+        @param backend: this visitor connection's own backend, in place of
+            the factory's (a pool of its own, as for a bare backend): its
+            connections serve no other visitor (the agent's PROXY protocol
+            header names this one).
         """
-        if isinstance(self.backend, BackendPool):
+        if backend is None and self.backendFor is not None:
+            backend = self.backendFor(visitor)
+        if backend is not None:
+            source = BackendPool(backend, self.clock, replace(self.limits, pool_max_idle=1))
+            owns = True
+        elif isinstance(self.backend, BackendPool):
             source, owns = self.backend, False
         else:
             source = BackendPool(self.backend, self.clock, replace(self.limits, pool_max_idle=1))

@@ -9,6 +9,8 @@ connections) claim, replace and release their names.
     L{Relay.releaseAgent} gives the name up (its lease runs).
   - Share names: L{Relay.publishShares} and L{Relay.withdrawShares}, in the
     relay's L{nfltr.relay.shares.ShareRegistry}, under the same leases.
+  - Public ports: L{Relay.publishPorts} (L{nfltr.relay.public_ports}), under
+    the same leases; L{Relay.withdrawShares} withdraws them with the shares.
   - A newer holder of an account that takes a name over (an agent name or
     a share's) replaces the holder that had it, of whichever kind: the older
     one is refused with C{conflict} L{REPLACED} and gives up all it holds,
@@ -42,6 +44,8 @@ from .directory import AgentEntry, Directory
 from .interfaces import IAgentHolder, IPresence, IRemoteRoutes
 from .leases import Leases
 from .names import REPLACED, check_agent_claim
+from .public_ports import NOT_ENABLED as PORTS_NOT_ENABLED
+from .public_ports import PortRequest, PublicPortRefused, PublicPorts
 from .shares import ShareRefused, ShareRegistry
 from .store_health import StoreHealth
 from .tcp_route import TCPRoute
@@ -121,6 +125,7 @@ class Relay:
         self.logThrottle = LogThrottle(clock.seconds)
         self.presence: IPresence = NoPresence()
         self.remote: IRemoteRoutes | None = None
+        self.publicPorts: PublicPorts | None = None
 
     def verifyKey(self, plaintext: str) -> Deferred[KeyInfo | None]:
         """
@@ -236,12 +241,41 @@ class Relay:
     def withdrawShares(self, holder: IAgentHolder, name: str | None = None) -> list[str]:
         """
         Remove the share routes C{holder} still holds (only C{name}, if
-        given); their leases run.
+        given); their leases run.  Without C{name}, its public ports go too.
         """
+        if name is None and self.publicPorts is not None:
+            self.publicPorts.withdraw(holder)
         names = [] if self.shares is None else self.shares.withdraw(holder, name)
         if names:
             self.presence.sharesWithdrawn(names)
         return names
+
+    def publishPorts(
+        self, holder: IAgentHolder, account: str, requests: Sequence[PortRequest],
+    ) -> list[dict[str, int]]:
+        """
+        Publish the public ports C{requests} for C{holder} of C{account}
+        (L{PublicPorts.publish}): all or, with L{PublicPortRefused}, none.
+        The holders whose ports they take over are refused (L{REPLACED}).
+
+        @return: the C{public_ports} of the welcome message.
+        """
+        ports = self.publicPorts
+        if ports is None:
+            raise PublicPortRefused(RefusalReason.INVALID, PORTS_NOT_ENABLED)
+        before = [ports.holderOf(r.public) for r in requests if r.public]
+        answers = ports.publish(holder, account, requests)
+        replaced = {id(h): h for h in before if h is not None and h is not holder}
+        for old in replaced.values():
+            old.refuse(RefusalReason.CONFLICT, REPLACED)
+        return answers
+
+    def withdrawPort(self, holder: IAgentHolder, port: int) -> None:
+        """
+        Stop public port C{port} if C{holder} still holds it; its lease runs.
+        """
+        if self.publicPorts is not None:
+            self.publicPorts.withdraw(holder, port)
 
     # -- turning away -------------------------------------------------------------
 

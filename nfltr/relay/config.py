@@ -20,6 +20,9 @@ from typing import TYPE_CHECKING
 from nfltr.link.memory import DEFAULT_LINK_MEMORY
 from nfltr.ssh import SSHConfig
 from nfltr.streams import AdmissionLimits
+from nfltr.wire.policy import Network
+
+from .port_ranges import PortRanges
 
 if TYPE_CHECKING:
     from nfltr.store import RedisAddress
@@ -44,6 +47,10 @@ DEFAULT_ADMISSION = AdmissionLimits()
 # above the default --per-source-connections (2000).
 DEFAULT_BACKLOG = 4096
 MAX_BACKLOG = 65535
+#: Public ports one account may hold at once (--max-public-ports-per-account).
+DEFAULT_PUBLIC_PORTS_PER_ACCOUNT = 4
+#: Where public ports listen (--public-ports-interface): every IPv4 address.
+DEFAULT_PUBLIC_PORTS_INTERFACE = "0.0.0.0"
 DATABASE_NAME = "nfltr.sqlite3"
 STATE_FILE_NAME = "relay.json"
 
@@ -128,6 +135,13 @@ class RelayConfig:
     @ivar ws_echo: a path on the relay's own name where a WebSocket echo
         answers, for the Autobahn TestSuite (L{None}: none, as in
         production).
+    @ivar public_ports: the relay ports agents may publish their TCP shares
+        on (L{nfltr.relay.public_ports}); none by default.
+    @ivar public_ports_per_account: how many of them one account may hold.
+    @ivar public_ports_interface: the address they listen on.
+    @ivar proxy_from: the networks of load balancers in front of the relay
+        whose connections start with a PROXY protocol header naming the
+        client (L{nfltr.relay.proxy_front}); none by default.
     @ivar directory: the Redis directory that holds accounts, API keys and
         SSH keys (C{--directory URL}, L{nfltr.store.RedisStore}); L{None}:
         SQLite in C{data_dir}.
@@ -160,3 +174,7 @@ class RelayConfig:
     peer_drain_timeout: float | None = DEFAULT_DRAIN_TIMEOUT
     directory: RedisAddress | None = None
     replica: ReplicaConfig | None = None
+    public_ports: PortRanges = field(default_factory=PortRanges)
+    public_ports_per_account: int = DEFAULT_PUBLIC_PORTS_PER_ACCOUNT
+    public_ports_interface: str = DEFAULT_PUBLIC_PORTS_INTERFACE
+    proxy_from: tuple[Network, ...] = ()

@@ -35,6 +35,9 @@ class AgentEntry:
         connection (L{nfltr.ssh}).
     @ivar plain: the ports among C{ports} shared without end-to-end TLS
         (C{--e2ee false}), which SSH clients may reach.
+    @ivar addressed: the ports among C{ports} whose sessions name the
+        client's address (C{tcp:PORT@ADDRESS}): the agent writes PROXY
+        headers.
     """
 
     name: str
@@ -43,6 +46,7 @@ class AgentEntry:
     ports: frozenset[int]
     holder: IAgentHolder
     plain: frozenset[int] = frozenset()
+    addressed: frozenset[int] = frozenset()
 
 
 class Directory:

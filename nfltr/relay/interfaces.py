@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from nfltr.link import RefusalReason
     from nfltr.link.twisted import LinkSession
     from nfltr.sni.twisted import Route
+    from nfltr.streams import SpliceEnd
 
 Kind = Literal["link", "ssh", "replica"]
 #: The holder kinds: a native agent's link, an SSH connection, an agent
@@ -122,6 +123,7 @@ class ISessionOpener(Interface):
 
     def openTCP(
         account: str, name: str, port: int, lostReason: str, plainOnly: bool = False,
+        client: str | None = None,
     ) -> IProtocol:
         """
         Open a session to port C{port} of agent C{name} for a client of
@@ -130,11 +132,24 @@ class ISessionOpener(Interface):
         When the client's side ends with an error, the agent's session is
         reset naming C{lostReason}.  With C{plainOnly} (an SSH client, which
         cannot end the agent's TLS), only ports shared without end-to-end
-        TLS may be reached.  The outcome is counted (kind C{tcp}).
+        TLS may be reached.  C{client}, the client's C{HOST:PORT}, goes in
+        the target if the agent asked for it (it writes PROXY headers).
+        The outcome is counted (kind C{tcp}).
 
         @raise nfltr.relay.tcp_route.RouteRefused: with the code and words
             for the client: the same for another account's agent, a missing
             agent and a port not shared.
+        """
+
+    def openOn(holder: IAgentHolder, target: str, clientEnd: SpliceEnd) -> SpliceEnd:
+        """
+        Open session C{target} towards C{holder}'s service (the holder of a
+        public port: C{public:PORT@VISITOR}), spliced to C{clientEnd}, which
+        the caller connects to the client's side and returns.  The outcome
+        is counted (kind C{tcp}).
+
+        @raise nfltr.relay.tcp_route.RouteRefused: the holder cannot open
+            a session now.
         """
 
 

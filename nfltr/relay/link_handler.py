@@ -58,6 +58,7 @@ from .directory import AgentEntry
 from .interfaces import LINK, HolderFigures, IAgentHolder
 from .leases import NameLeased
 from .names import ClaimRefused, name_taken_message
+from .public_ports import PortRequest, lease_name
 from .tcp_route import RouteRefused
 
 INVALID_KEY = "invalid API key"
@@ -266,7 +267,8 @@ class RelayLinkHandler(LinkHandler):
         sessions keep waiting meanwhile.
         """
         assert hello.name is not None
-        names = [hello.name, *(share.name for share in hello.http)]
+        names = [hello.name, *(share.name for share in hello.http),
+                 *(lease_name(s.public_port) for s in hello.tcp if s.public_port)]
         d = self.relay.reserveNames(key.account, names)
         d.addCallbacks(lambda _: self._reserved(hello, key), self._reserveFailed)
         d.addErrback(self._unexpected)
@@ -300,11 +302,15 @@ class RelayLinkHandler(LinkHandler):
         entry = AgentEntry(
             hello.name, key.account, key.keyid, frozenset(s.port for s in hello.tcp), self,
             plain=frozenset(s.port for s in hello.tcp if not s.e2ee),
+            addressed=frozenset(s.port for s in hello.tcp if s.addressed),
         )
         try:
             # Checked before the shares are published, claimed after: all or nothing.
             self.relay.admitAgent(entry)
             shares = self.relay.publishShares(self, key.account, hello.http) if hello.http else []
+            requests = [PortRequest(s.port, s.public_port, s.allow) for s in hello.tcp
+                        if s.public_port is not None]
+            ports = self.relay.publishPorts(self, key.account, requests) if requests else None
             self.relay.claimAgent(entry)  # whom it replaces is refused
         except ClaimRefused as e:
             self.refuse(e.reason, str(e))
@@ -314,12 +320,13 @@ class RelayLinkHandler(LinkHandler):
         self.relay.counters.agentConnects += 1
         self.dataToken = secrets.token_hex(16)
         self.relay.dataTokens[self.dataToken] = self
-        self._send(welcome(key.account, hello.name, shares, self.dataToken))
+        self._send(welcome(key.account, hello.name, shares, self.dataToken, ports))
         self.log.info(
-            "agent {name} (account {account}) connected from {peer}, sharing ports {ports} "
-            "and URLs {urls}",
+            "agent {name} (account {account}) connected from {peer}, sharing ports {ports}, "
+            "URLs {urls} and public ports {public}",
             name=hello.name, account=key.account, peer=self._peer(),
             ports=sorted(entry.ports), urls=[s["url"] for s in shares],
+            public=[p["public_port"] for p in ports or ()],
         )
         self._releasePending()
 
@@ -467,7 +474,8 @@ class RelayLinkHandler(LinkHandler):
             remote.routeTCP(session, self.hello.key, self.key.account, name, port)
             return
         try:
-            end = self.relay.tcp.openTCP(self.key.account, name, port, "client link lost")
+            end = self.relay.tcp.openTCP(self.key.account, name, port, "client link lost",
+                                         client=self._peer())
         except RouteRefused as e:
             session.refuse(e.code, e.reason)
             return

@@ -25,7 +25,8 @@ bounded by the agents connected (and by C{--max-agents}).
 | C{nfltr_dialers_refused_total} | counter | C{reason} (the refusal reasons) |
 | C{nfltr_tls_port_connections_total} | counter | C{route} (hand_over, splice) |
 | C{nfltr_tls_port_refused_total} | counter | C{reason} (the SNI router's) |
-| C{nfltr_admission_refused_total} | counter | C{port} (tls, http), C{reason} |
+| C{nfltr_admission_refused_total} | counter | C{port} (tls, http, public), C{reason} |
+| C{nfltr_public_ports} | gauge | : public ports published now (with C{--public-ports}) |
 | C{nfltr_agent_link_rtt_seconds} | gauge | C{agent} |
 | C{nfltr_agent_sessions_open} | gauge | C{agent} |
 | C{nfltr_agent_link_bytes_total} | counter | C{agent}, C{direction} |
@@ -177,11 +178,18 @@ class RelayCollector:
             "nfltr_admission_refused", "Connections refused before a byte was read.",
             labels=["port", "reason"],
         )
-        for port, counted in (("tls", service.tlsAdmission), ("http", service.httpAdmission)):
+        ports = getattr(service.relay, "publicPorts", None)
+        public = None if ports is None else ports.admission
+        for port, counted in (("tls", service.tlsAdmission), ("http", service.httpAdmission),
+                              ("public", public)):
             if counted is not None:
                 for reason, count in counted.refused.items():
                     admission.add_metric([port, reason], count)
         yield admission
+        if ports is not None:
+            published = _gauge("nfltr_public_ports", "Public ports published now.")
+            published.add_metric([], len(ports))
+            yield published
 
     def _memory(self, memory: Any) -> Iterator[Metric]:
         if memory is None:

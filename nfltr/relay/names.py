@@ -58,6 +58,9 @@ def name_taken_message(name: str) -> str:
     The refusal for a name another account holds: the same for agent names
     and share names, whether the holder is connected or only holds the lease.
     """
+    kind, colon, port = name.partition(":")
+    if colon and kind == "port":  # a public port's lease (nfltr.relay.public_ports)
+        return f"public port {port} is leased to another account"
     return f"name {name} is leased to another account"
 
 

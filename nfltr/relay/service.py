@@ -78,6 +78,8 @@ from .certs import RelayCertificate
 from .config import RelayConfig, database_path, state_file_path
 from .leases import ILeases, Leases
 from .link_handler import Relay
+from .proxy_front import proxy_front
+from .public_listener import public_ports
 from .relay_json import RelayInfo, remove_state_file, write_state_file
 from .revocation import RevocationListener, RevocationPoller
 from .shared_leases import SharedLeases
@@ -251,6 +253,9 @@ class RelayService(Service):
         tlsPort = await self._listen("--tls", config.tls, self._tlsFactory(relay, creator))
         self._cleanups.append(tlsPort.stopListening)
         self.shares.port = config.public_port or tlsPort.getHost().port
+        if config.public_ports:
+            relay.publicPorts = public_ports(relay, config, self.reactor)
+            self._cleanups.append(relay.publicPorts.close)
         sshPort = await self._listenSSH(relay, store, dataDir)
         self._health = health
         adminPort = await self._listenAdmin(FirstUseFactory(self._adminSite), predecessor)
@@ -447,8 +452,10 @@ class RelayService(Service):
         """
         Listen on C{spec}, the value of C{option}; a failure names both.
         """
+        config = self.config
+        front = proxy_front(factory, config.proxy_from, self.reactor, config.handshake_timeout)
         try:
-            return await self._endpoint(spec).listen(factory)
+            return await self._endpoint(spec).listen(front)
         except CannotListenError as e:
             raise ListenerError(option, spec, e) from None
 

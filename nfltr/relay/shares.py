@@ -111,11 +111,17 @@ class LinkSessionBackend:
     """
 
     def __init__(
-        self, name: str, link: Callable[[], Any], counters: RelayCounters | None = None
+        self, name: str, link: Callable[[], Any], counters: RelayCounters | None = None,
+        visitor: str | None = None,
     ) -> None:
+        """
+        @param visitor: the visitor whose connection the sessions serve, named
+            in their targets (a share declared C{addressed}), if any.
+        """
         self.name = name
         self.link = link
         self.counters = counters or RelayCounters()
+        self.visitor = visitor
 
     def connect(self, protocol: interfaces.IProtocol) -> defer.Deferred[Any]:
         """
@@ -126,7 +132,7 @@ class LinkSessionBackend:
         try:
             if link is None:
                 raise LinkUnavailable("the agent's link is gone")
-            link.openSession(http_target(self.name), protocol)
+            link.openSession(http_target(self.name, self.visitor), protocol)
         except LinkUnavailable as e:
             self.counters.session(HTTP, AGENT_UNAVAILABLE)
             return defer.fail(ConnectionRefusedError(str(e)))
@@ -280,6 +286,7 @@ class ShareRegistry:
                         backend, self.clock, scheme=b"http",
                         gate=_gate(share, self.inspectRate, self.clock),
                         hosts=[ca.fqdn(share.name)],
+                        backendFor=self._visitorBackend(share, link),
                     ),
                     share.policy,
                 )
@@ -315,6 +322,7 @@ class ShareRegistry:
         proxy = HTTPProxyFactory(
             LinkSessionBackend(share.name, link, self.counters), self.clock,
             gate=_gate(share, self.inspectRate, self.clock), hosts=[ca.fqdn(share.name)],
+            backendFor=self._visitorBackend(share, link),
         )
         if self._operatorCovers(ca, share.name):
             assert self.operator is not None
@@ -324,6 +332,17 @@ class ShareRegistry:
         tls = TLSMemoryBIOFactory(creator, False, proxy, clock=self.clock)
         tls.noisy = False
         return HandOver(AllowListFactory(tls, share.policy))
+
+    def _visitorBackend(
+        self, share: HttpShare, link: Callable[[], Any],
+    ) -> Callable[[str | None], LinkSessionBackend] | None:
+        """
+        For a share declared C{addressed} (its agent writes PROXY headers),
+        the backend of each visitor connection, whose sessions name it.
+        """
+        if not share.addressed:
+            return None
+        return lambda visitor: LinkSessionBackend(share.name, link, self.counters, visitor)
 
     def _answer(self, ca: ShareCA, share: HttpShare) -> dict[str, Any]:
         """

@@ -2,8 +2,9 @@
 """
 The one TCP route (L{TCPRoute}, an L{ISessionOpener}): a client's session
 towards an agent's TCP port, for native clients (C{tcp-connect}, over a
-link) and SSH clients (C{ssh -L}/C{-W}, over a C{direct-tcpip} channel)
-alike, opened through the agent's holder (L{IAgentHolder.openSession}).
+link), SSH clients (C{ssh -L}/C{-W}, over a C{direct-tcpip} channel) and
+the visitors of public ports (L{nfltr.relay.public_listener}) alike,
+opened through the agent's holder (L{IAgentHolder.openSession}).
 
 The client's side and the agent's are spliced (L{nfltr.streams}): bytes,
 backpressure and half-close travel both ways.  When one side's session is reset (the agent
@@ -29,7 +30,7 @@ from nfltr.wire.messages import NOT_FOUND_CODE, NOT_FOUND_REASON, agent_target
 from .counters import AGENT_UNAVAILABLE as UNAVAILABLE_OUTCOME
 from .counters import NOT_FOUND, ROUTED, TCP, RelayCounters
 from .directory import AgentEntry, Directory
-from .interfaces import ISessionOpener
+from .interfaces import IAgentHolder, ISessionOpener
 
 AGENT_UNAVAILABLE = "agent unavailable (draining, or at its session limit)"
 #: What a client that cannot end the agent's TLS (an SSH client) is told
@@ -109,7 +110,8 @@ class TCPRoute:
 
     def openTCP(
         self, account: str, name: str, port: int, lostReason: str, plainOnly: bool = False,
-    ) -> SessionEnd:
+        client: str | None = None,
+    ) -> SpliceEnd:
         """
         See L{ISessionOpener.openTCP}.
         """
@@ -117,11 +119,12 @@ class TCPRoute:
         if entry is None:
             self.counters.session(TCP, NOT_FOUND)
             raise RouteRefused(NOT_FOUND_CODE, NOT_FOUND_REASON)
-        return self.openEntry(entry, port, lostReason, plainOnly)
+        return self.openEntry(entry, port, lostReason, plainOnly, client)
 
     def openEntry(
         self, entry: AgentEntry, port: int, lostReason: str, plainOnly: bool = False,
-    ) -> SessionEnd:
+        client: str | None = None,
+    ) -> SpliceEnd:
         """
         Open a session to port C{port} of the agent C{entry} (found under the
         ownership rule: here by L{openTCP}, or for an agent another replica
@@ -131,10 +134,17 @@ class TCPRoute:
         name = entry.name
         if plainOnly and port not in entry.plain:
             raise RouteRefused(ErrorCode.REFUSED, E2EE_ONLY.format(name=name, port=port))
-        clientEnd, agentEnd = SessionEnd(lostReason), SessionEnd("agent link lost")
+        target = agent_target(port, client if port in entry.addressed else None)
+        return self.openOn(entry.holder, target, SessionEnd(lostReason))
+
+    def openOn(self, holder: IAgentHolder, target: str, clientEnd: SpliceEnd) -> SpliceEnd:
+        """
+        See L{ISessionOpener.openOn}.
+        """
+        agentEnd = SessionEnd("agent link lost")
         clientEnd.other, agentEnd.other = agentEnd, clientEnd
         try:
-            entry.holder.openSession(agent_target(port), agentEnd)
+            holder.openSession(target, agentEnd)
         except LinkUnavailable:
             agentEnd.closed = True
         if agentEnd.closed:

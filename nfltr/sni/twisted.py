@@ -258,14 +258,6 @@ class SNIRouter(PrefixReader):
             self._endedEarly()
             self.transport.loseConnection()
 
-    def writeConnectionLost(self) -> None:
-        """
-        Our write side is shut: tell a protocol that cares.
-        """
-        halfCloseable = interfaces.IHalfCloseableProtocol(self.inner, None)
-        if halfCloseable is not None:
-            halfCloseable.writeConnectionLost()
-
     def connectionLost(self, reason: Failure = error.ConnectionDone) -> None:  # type: ignore[assignment]
         """
         Pass the loss on to the protocol that took over, or count a

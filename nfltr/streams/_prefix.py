@@ -80,6 +80,15 @@ class PrefixReader(Protocol):
         """
         self.inner = inner
 
+    def writeConnectionLost(self) -> None:
+        """
+        Our write side is shut: tell the protocol that took over, if it
+        cares (for a subclass that declares C{IHalfCloseableProtocol}).
+        """
+        halfCloseable = interfaces.IHalfCloseableProtocol(self.inner, None)
+        if halfCloseable is not None:
+            halfCloseable.writeConnectionLost()
+
     def prefixReceived(self, data: bytes) -> None:
         """
         Bytes arrived before any hand-over.

@@ -7,7 +7,8 @@ Pure functions over dicts and strings; no I/O.
 Dialer hello (C{app} field of the link hello)::
 
     {"role": "agent", "key": KEY, "name": NAME, "version": V,
-     "tcp": [{"port": 3000, "e2ee": true}, ...],
+     "tcp": [{"port": 3000, "e2ee": true, "public_port": 20001,
+              "allow": ["10.0.0.0/8"]}, ...],
      "http": [{"name": SHARE, "port": 3000, "mode": "e2ee", "csr": PEM,
                "plain": false}, ...]}
     {"role": "client", "key": KEY, "version": V}
@@ -16,20 +17,28 @@ Dialer hello (C{app} field of the link hello)::
 C{http} lists the agent's share URLs (L{HttpShare}); C{csr} is the
 certificate signing request of an C{e2ee} share, absent otherwise.
 
+C{public_port} (optional, 0 for any free one) asks for a relay port that
+visitors reach the TCP share on straight, C{allow} (optional) the networks
+they must come from.
+
 The relay answers with a control message C{welcome} ({"account", "name",
-"shares": [{"name", "mode", "url", "cert"}]}, C{cert} the signed chain of
-an C{e2ee} share) or C{refused} ({"reason", "message"}) and, after a
-refusal, a GOAWAY.
+"shares": [{"name", "mode", "url", "cert"}], "public_ports": [{"port",
+"public_port"}]}, C{cert} the signed chain of an C{e2ee} share,
+C{public_ports} only for an agent that asked) or C{refused} ({"reason",
+"message"}) and, after a refusal, a GOAWAY.
 
 Session targets: a client opens C{tcp:AGENT:PORT} on its link to the relay;
-the relay opens C{tcp:PORT} on the agent's link.  Whatever the cause (no such
+the relay opens C{tcp:PORT} on the agent's link (C{tcp:PORT@ADDRESS}, the
+client's address, for a share the agent declared C{addressed}).  Whatever the cause (no such
 agent, another account's agent, a port the agent does not share), the relay
 refuses a client's session with the same RESET: L{NOT_FOUND_CODE} and
 L{NOT_FOUND_REASON}.  A visitor of a share URL becomes a session
 C{share:NAME@ADDRESS} on the agent's link (L{share_target}), ADDRESS the
 visitor's, as C{HOST:PORT} (C{[V6]:PORT}); a connection of the relay's own
 HTTP proxy for a share (C{inspect}, or plain HTTP on the relay's HTTP port)
-a session C{http:NAME} (L{http_target}).
+a session C{http:NAME} (L{http_target}); a visitor of a public port a
+session C{public:PORT@ADDRESS} (L{public_target}), PORT the agent's TCP
+share.
 
 The API key travels in the hello: never log a hello's fields.
 """
@@ -43,7 +52,7 @@ from typing import Any
 from nfltr import __version__
 from nfltr.link import ErrorCode, RefusalReason
 from nfltr.wire import peerText
-from nfltr.wire.policy import KINDS, PolicyError, SharePolicy, parse_policy
+from nfltr.wire.policy import KINDS, Network, PolicyError, SharePolicy, parse_networks, parse_policy
 
 AGENT = "agent"
 CLIENT = "client"
@@ -128,16 +137,54 @@ class TcpShare:
     A TCP port an agent shares.
 
     @ivar e2ee: the agent ends TLS for each session itself.
+    @ivar public_port: the relay port visitors reach it on, straight (0:
+        any free one; L{None}: none), L{nfltr.wire.public_ports}.
+    @ivar allow: the networks a public port's visitors must come from
+        (none: anyone).
+    @ivar addressed: the agent wants each client's address in its sessions'
+        targets (C{tcp:PORT@ADDRESS}): it writes PROXY headers.
     """
 
     port: int
     e2ee: bool = True
+    public_port: int | None = None
+    allow: tuple[Network, ...] = ()
+    addressed: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """
         The share as it travels in the hello.
         """
-        return {"port": self.port, "e2ee": self.e2ee}
+        data: dict[str, Any] = {"port": self.port, "e2ee": self.e2ee}
+        if self.public_port is not None:
+            data["public_port"] = self.public_port
+        if self.allow:
+            data["allow"] = [str(network) for network in self.allow]
+        if self.addressed:
+            data["addressed"] = True
+        return data
+
+
+def parse_tcp_share(item: Any) -> TcpShare:
+    """
+    Validate one entry of the C{tcp} list of an agent's hello.
+
+    @raise MessageError: naming what is wrong.
+    """
+    if not isinstance(item, dict) or not isinstance(item.get("e2ee", True), bool):
+        raise MessageError("each tcp share needs a port and an e2ee flag")
+    addressed = item.get("addressed", False)
+    if not isinstance(addressed, bool):
+        raise MessageError("addressed: true or false")
+    public = item.get("public_port")
+    if public is not None and not (type(public) is int and public == 0):
+        public = check_port(public)
+    try:
+        allow = parse_networks(item.get("allow", []))
+    except PolicyError as e:
+        raise MessageError(str(e)) from None
+    return TcpShare(check_port(item.get("port")), item.get("e2ee", True), public, allow,
+                    addressed)
 
 
 @dataclass(frozen=True)
@@ -157,6 +204,8 @@ class HttpShare:
     @ivar auth: the kinds of credentials the share requires (C{basic},
         C{bearer}, C{headers}).
     @ivar agent_enforces: the agent checks them itself.
+    @ivar addressed: the sessions of the relay's HTTP proxy name the visitor
+        (C{http:NAME@ADDRESS}): the agent writes PROXY headers.
     """
 
     name: str
@@ -167,6 +216,7 @@ class HttpShare:
     policy: SharePolicy = OPEN
     auth: tuple[str, ...] = ()
     agent_enforces: bool = False
+    addressed: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """
@@ -177,6 +227,8 @@ class HttpShare:
             data["csr"] = self.csr
         if self.plain:
             data["plain"] = True
+        if self.addressed:
+            data["addressed"] = True
         if self.policy != OPEN or self.auth or self.agent_enforces:
             data["policy"] = {
                 **self.policy.to_json(), "auth": list(self.auth),
@@ -215,7 +267,10 @@ def parse_http_shares(raw: Any) -> tuple[HttpShare, ...]:
             raise MessageError("plain must be true or false, and false for passthrough")
         name, port = check_name(str(item.get("name"))), check_port(item.get("port"))
         policy, auth, enforces = _share_policy(item.get("policy", {}), name)
-        shares.append(HttpShare(name, port, mode, csr, plain, policy, auth, enforces))
+        addressed = item.get("addressed", False)
+        if not isinstance(addressed, bool):
+            raise MessageError("addressed must be true or false")
+        shares.append(HttpShare(name, port, mode, csr, plain, policy, auth, enforces, addressed))
     if len({s.name for s in shares}) != len(shares):
         raise MessageError("a share name is given twice")
     return tuple(shares)
@@ -305,11 +360,7 @@ def parse_dialer_hello(app: dict[str, Any]) -> DialerHello:
     raw = app.get("tcp", [])
     if not isinstance(raw, list) or len(raw) > MAX_SHARES:
         raise MessageError(f"tcp must be a list of at most {MAX_SHARES} shares")
-    shares = []
-    for item in raw:
-        if not isinstance(item, dict) or not isinstance(item.get("e2ee", True), bool):
-            raise MessageError("each tcp share needs a port and an e2ee flag")
-        shares.append(TcpShare(check_port(item.get("port")), item.get("e2ee", True)))
+    shares = [parse_tcp_share(item) for item in raw]
     if len({s.port for s in shares}) != len(shares):
         raise MessageError("a port is shared twice")
     http = parse_http_shares(app.get("http", []))
@@ -318,17 +369,23 @@ def parse_dialer_hello(app: dict[str, Any]) -> DialerHello:
 
 def welcome(
     account: str, name: str | None, shares: list[dict[str, Any]] | None = None,
-    data_token: str | None = None,
+    data_token: str | None = None, public_ports: list[dict[str, int]] | None = None,
 ) -> dict[str, Any]:
     """
     The relay's answer to an accepted hello; C{shares} describes each
     published share URL (C{name}, C{mode}, C{url}, and C{cert} for e2ee);
     an agent's first link gets the C{data_token} its extra data
-    connections present.
+    connections present; an agent that asked for public ports, the
+    C{public_ports} it got (C{port}, C{public_port}): a relay that does not
+    know them leaves the key out, and the agent stops.
     """
-    message = {"type": WELCOME, "account": account, "name": name, "shares": shares or []}
+    message: dict[str, Any] = {
+        "type": WELCOME, "account": account, "name": name, "shares": shares or [],
+    }
     if data_token is not None:
         message["data_token"] = data_token
+    if public_ports is not None:
+        message["public_ports"] = public_ports
     return message
 
 
@@ -364,11 +421,27 @@ def parse_client_target(target: str) -> tuple[str, int]:
     return check_name(name), check_port(int(port))
 
 
-def agent_target(port: int) -> str:
+def agent_target(port: int, client: str | None = None) -> str:
     """
-    The target the relay opens on an agent's link.
+    The target the relay opens on an agent's link; for a share the agent
+    declared C{addressed}, the client's C{HOST:PORT} after an C{@}.
     """
+    if client:
+        return f"tcp:{check_port(port)}@{client}"
     return f"tcp:{check_port(port)}"
+
+
+def parse_addressed_target(target: str) -> tuple[int, str] | None:
+    """
+    Read a target C{tcp:PORT@CLIENT}: the port and the client's address,
+    or L{None} if C{target} is not one.
+
+    @raise MessageError: such a target with a bad port.
+    """
+    head, at, client = target.partition("@")
+    if not at or not head.startswith("tcp:"):
+        return None
+    return parse_agent_target(head), client
 
 
 def parse_agent_target(target: str) -> int:
@@ -383,13 +456,43 @@ def parse_agent_target(target: str) -> int:
 
 SHARE = "share"
 HTTP = "http"
+PUBLIC = "public"
 
 
-def http_target(name: str) -> str:
+def public_target(port: int, visitor: str) -> str:
+    """
+    The target the relay opens on an agent's link for a visitor of a
+    public port that goes to the agent's TCP share C{port}: plain (no
+    end-to-end TLS: the visitor speaks to the service); C{visitor} is the
+    visitor's C{HOST:PORT}.
+    """
+    return f"{PUBLIC}:{check_port(port)}@{visitor}"
+
+
+def parse_public_target(target: str) -> tuple[int, str] | None:
+    """
+    Read a public port's target: the shared port and the visitor's
+    address, or L{None} if C{target} is not one.
+
+    @raise MessageError: a public target with a bad port.
+    """
+    kind, _, rest = target.partition(":")
+    if kind != PUBLIC:
+        return None
+    port, _, visitor = rest.partition("@")
+    if not is_port_text(port):
+        raise MessageError(f"bad target '{peerText(target)}'")
+    return check_port(int(port)), visitor
+
+
+def http_target(name: str, visitor: str | None = None) -> str:
     """
     The target of a session of the relay's HTTP proxy for the share
-    C{name}: plain HTTP/1.1, the visitor headers added by the relay.
+    C{name}: plain HTTP/1.1, the visitor headers added by the relay; for a
+    share declared C{addressed}, the visitor's C{HOST:PORT} after an C{@}.
     """
+    if visitor:
+        return f"{HTTP}:{check_name(name)}@{visitor}"
     return f"{HTTP}:{check_name(name)}"
 
 
@@ -399,8 +502,22 @@ def parse_http_target(target: str) -> str | None:
 
     @raise MessageError: an HTTP target with a bad name.
     """
-    kind, _, name = target.partition(":")
-    return check_name(name) if kind == HTTP else None
+    found = parse_http_visitor(target)
+    return None if found is None else found[0]
+
+
+def parse_http_visitor(target: str) -> tuple[str, str | None] | None:
+    """
+    The share name of an HTTP target and the visitor it names (L{None}:
+    none), or L{None} if C{target} is not one.
+
+    @raise MessageError: an HTTP target with a bad name.
+    """
+    kind, _, rest = target.partition(":")
+    if kind != HTTP:
+        return None
+    name, at, visitor = rest.partition("@")
+    return check_name(name), visitor if at else None
 
 
 def share_target(name: str, visitor: str) -> str:

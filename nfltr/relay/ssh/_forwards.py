@@ -10,6 +10,9 @@ to bind on the server; the relay binds nothing and reads them as a share:
     key), HTTP proxied over the SSH connection;
   - C{-R NAME:443:HOST:PORT}: the same name in C{passthrough}: visitors'
     TLS goes to the service untouched, which must end it itself;
+  - C{-R [localhost:]PORT:HOST:PORT} for a port within the relay's public
+    ports (C{--public-ports}): that port of the relay, which visitors reach
+    straight (as sshd's C{GatewayPorts} would), leased to the account;
   - C{-R [localhost:]PORT:HOST:PORT}, C{-R 0:HOST:PORT} (OpenSSH sends
     C{localhost}, or the empty string for C{-R :PORT...} and C{*}): a TCP
     share on port C{PORT} of the agent named by the SSH user name (C{ssh
@@ -28,7 +31,7 @@ from __future__ import annotations
 
 import ipaddress
 import struct
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -38,6 +41,7 @@ from nfltr.wire.messages import (
     is_port_text,
     parse_agent_target,
     parse_http_target,
+    parse_public_target,
     parse_share_target,
 )
 
@@ -50,10 +54,11 @@ AGENT_ADDRESSES = frozenset({"", "localhost", "*", "0.0.0.0", "::", "127.0.0.1",
 #: The longest host string the relay reads in a request.
 MAX_HOST = 255
 
-Kind = Literal["http", "passthrough", "tcp"]
+Kind = Literal["http", "passthrough", "tcp", "public"]
 HTTP: Kind = "http"
 PASSTHROUGH: Kind = "passthrough"
 TCP: Kind = "tcp"
+PUBLIC: Kind = "public"
 
 
 class RequestError(Exception):
@@ -151,11 +156,16 @@ def pack_port(port: int) -> bytes:
     return struct.pack(">L", port)
 
 
-def classify(address: str, port: int, user: str) -> tuple[Kind, str]:
+def classify(
+    address: str, port: int, user: str, public: Container[int] = (),
+) -> tuple[Kind, str]:
     """
     What a C{tcpip-forward} for C{address}, C{port} from user C{user}
-    publishes (see the module): the kind and the share's or agent's name.
+    publishes (see the module): the kind and the share's or agent's name
+    (none for a public port, one of C{public}).
     """
+    if address in AGENT_ADDRESSES and port in public:
+        return PUBLIC, ""
     if address in AGENT_ADDRESSES:
         if not NAME_PATTERN.fullmatch(user):
             raise RequestError(
@@ -206,10 +216,10 @@ class ForwardTable:
     def __iter__(self) -> Iterator[Forward]:
         return iter(list(self._forwards.values()))
 
-    def check(self, address: str, port: int, user: str) -> Forward:
+    def check(self, address: str, port: int, user: str, public: Container[int] = ()) -> Forward:
         """
         The forward a request would add (port 0 allocated), without adding
-        it.
+        it; a port in C{public} is a public port of the relay's.
 
         @raise RequestError: it cannot be added.
         """
@@ -217,8 +227,11 @@ class ForwardTable:
             raise RequestError(f"at most {self.limit} remote forwards per connection")
         if (address, port) in self._forwards:
             raise RequestError(f"{address}:{port} is forwarded already")
-        kind, name = classify(address, port, user)
-        if kind != TCP:
+        kind, name = classify(address, port, user, public)
+        if kind == PUBLIC:
+            if any(f.kind == PUBLIC and f.port == port for f in self._forwards.values()):
+                raise RequestError(f"public port {port} is forwarded already")
+        elif kind != TCP:
             if self.share(name) is not None:
                 raise RequestError(f"share {name} is forwarded already")
         elif port == 0:
@@ -250,7 +263,13 @@ class ForwardTable:
         The HTTP or passthrough forward of the share C{name}.
         """
         for forward in self._forwards.values():
-            if forward.kind != TCP and forward.name == name:
+            if forward.kind in (HTTP, PASSTHROUGH) and forward.name == name:
+                return forward
+        return None
+
+    def _public(self, port: int) -> Forward | None:
+        for forward in self._forwards.values():
+            if forward.kind == PUBLIC and forward.port == port:
                 return forward
         return None
 
@@ -271,6 +290,10 @@ class ForwardTable:
                 forward = self.share(name)
                 ok = forward is not None and forward.kind == PASSTHROUGH
                 return (forward, visitor) if ok else None  # type: ignore[return-value]
+            public = parse_public_target(target)
+            if public is not None:
+                forward = self._public(public[0])
+                return None if forward is None else (forward, public[1])
             port = parse_agent_target(target)
         except MessageError:
             return None

@@ -47,10 +47,11 @@ from nfltr.relay.directory import AgentEntry
 from nfltr.relay.interfaces import SSH, HolderFigures, IAgentHolder
 from nfltr.relay.leases import NameLeased
 from nfltr.relay.names import ClaimRefused, name_taken_message
-from nfltr.relay.shares import ShareRefused
+from nfltr.relay.public_ports import PortRequest, lease_name
 from nfltr.relay.tcp_route import RouteRefused
 from nfltr.ssh import SSHConfig
 from nfltr.ssh.channel import ForwardChannel
+from nfltr.wire import format_address
 from nfltr.wire.messages import INSPECT, PASSTHROUGH, HttpShare
 
 from . import _forwards as fw
@@ -255,9 +256,11 @@ class RelayUser(ConchUser):
             return False
         try:
             address, port = fw.parse_forward_request(data)
-            forward = self.forwards.check(address, port, self.identity.user)
+            ports = self.hub.relay.publicPorts
+            forward = self.forwards.check(address, port, self.identity.user,
+                                          ports.ranges if ports is not None else ())
             note = self._publish(forward)
-        except (fw.RequestError, ShareRefused) as e:
+        except (fw.RequestError, ClaimRefused) as e:
             self.say(f"refused -R {_spell(data)}: {e}", error=True)
             self._refused()
             return False
@@ -274,20 +277,18 @@ class RelayUser(ConchUser):
         a name another account holds in the directory is then withdrawn,
         and the status display says why.
         """
-        d = self.hub.relay.reserveNames(self.identity.account, [forward.name])
+        leased = lease_name(forward.port) if forward.kind == fw.PUBLIC else forward.name
+        d = self.hub.relay.reserveNames(self.identity.account, [leased])
 
         def refused(failure: Any) -> None:
             if not failure.check(NameLeased):
                 return  # the directory is away: the claim here stands
             if self.gone or self.forwards.remove(forward.address, forward.port) is None:
                 return
-            if forward.kind == fw.TCP:
-                self._claimAgent()
-            else:
-                self.hub.relay.withdrawShares(self, forward.name)
-            self.hub.relay.directory.leases.forget(forward.name, self.identity.account)
+            self._withdraw(forward)
+            self.hub.relay.directory.leases.forget(leased, self.identity.account)
             self.say(f"withdrawn -R {forward.address}:{forward.port}: "
-                     f"{name_taken_message(forward.name)}", error=True)
+                     f"{name_taken_message(leased)}", error=True)
 
         d.addErrback(refused)
 
@@ -306,11 +307,19 @@ class RelayUser(ConchUser):
             return False
         if self.draining:
             return True  # withdrawn already: claiming again would re-publish
+        self._withdraw(forward)
+        return True
+
+    def _withdraw(self, forward: fw.Forward) -> None:
+        """
+        What C{forward} published goes (its lease runs).
+        """
         if forward.kind == fw.TCP:
             self._claimAgent()
+        elif forward.kind == fw.PUBLIC:
+            self.hub.relay.withdrawPort(self, forward.port)
         else:
             self.hub.relay.withdrawShares(self, forward.name)
-        return True
 
     def _refused(self) -> None:
         """
@@ -330,6 +339,12 @@ class RelayUser(ConchUser):
 
     def _publish(self, forward: fw.Forward) -> str:
         relay, identity = self.hub.relay, self.identity
+        if forward.kind == fw.PUBLIC:
+            port = forward.port
+            relay.publishPorts(self, identity.account, [PortRequest(port, port)])
+            host, _ = self.hub.address()
+            return (f"public port {host}:{port}: visitors connect straight to it (not end-to-end "
+                    "encrypted: they speak to your service directly)")
         if forward.kind == fw.TCP:
             self._claimAgent(extra=forward.port)
             host, sshPort = self.hub.address()
@@ -412,11 +427,19 @@ class RelayUser(ConchUser):
             raise ChannelRefused(OPEN_CONNECT_FAILED, str(e)) from None
         try:
             end = self.hub.relay.tcp.openTCP(self.identity.account, name, port,
-                                             "SSH channel lost", plainOnly=True)
+                                             "SSH channel lost", plainOnly=True,
+                                             client=self._peer())
         except RouteRefused as e:
             raise ChannelRefused(OPEN_CONNECT_FAILED, e.reason) from None
         return ForwardChannel(end, self.hub.config, self.conn, b"direct-tcpip",
                               windowSize, maxPacket)
+
+    def _peer(self) -> str | None:
+        """
+        The SSH client's C{HOST:PORT}, if its connection is up.
+        """
+        getPeer = getattr(getattr(self.conn, "transport", None), "getPeer", None)
+        return None if getPeer is None else format_address(getPeer())
 
     # -- what the status displays print ----------------------------------------------
 
@@ -457,6 +480,8 @@ class RelayUser(ConchUser):
             f"  ssh -p {port} -R NAME:443:localhost:3443 {host}     share URL, TLS passed "
             "through",
             f"  ssh -p {port} -R 0:localhost:22 AGENT@{host}        TCP share of agent AGENT",
+            f"  ssh -p {port} -R N:localhost:5432 {host}            public port N of the relay, "
+            "within its --public-ports",
             f"  ssh -p {port} -L 9000:AGENT:PORT {host}             reach an agent's TCP share",
             f"  ssh -p {port} -W AGENT:PORT {host}                  the same on stdin/stdout",
             f"  ssh -p {port} {host} status                         your agents and shares",
@@ -471,6 +496,9 @@ class RelayUser(ConchUser):
         shares = relay.shares.sharesOf(account) if relay.shares is not None else []
         for name, mode, url in shares:
             lines.append(f"  share {name} ({mode}): {url}")
+        for held in sorted(relay.publicPorts or (), key=lambda e: e.port):
+            if held.account == account:
+                lines.append(f"  public port {held.port}")
         if len(lines) == 1:
             lines.append("  no agents or shares connected")
         return lines
