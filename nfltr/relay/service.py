@@ -345,7 +345,20 @@ class RelayService(Service):
             return self.ready and (self._health is None or self._health.available)
 
         metrics = MetricsResource(lambda: metrics_registry(self))
-        return admin_site(ready, metrics, self.reactor)
+        return admin_site(ready, metrics, self.reactor, self._apiResources(ready))
+
+    def _apiResources(self, ready: Callable[[], bool]) -> dict[bytes, Any]:
+        """
+        The API and the dashboard (L{nfltr.relay.api}); draining through
+        them stops the relay as a signal would.
+        """
+        from .api import RelayView, api_resources
+
+        reactor = self.reactor
+        view = RelayView(lambda: self.relay, lambda: self.shares, reactor,
+                         lambda: reactor.callLater(0, reactor.stop), ready, __version__)
+        assert self.relay is not None
+        return api_resources(view, self.relay.store, reactor)[1]
 
     async def _listenSSH(self, relay: Relay, store: IStore, dataDir: Path) -> Any:
         """

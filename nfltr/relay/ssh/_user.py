@@ -51,6 +51,7 @@ from nfltr.relay.shares import ShareRefused
 from nfltr.relay.tcp_route import RouteRefused
 from nfltr.ssh import SSHConfig
 from nfltr.ssh.channel import ForwardChannel
+from nfltr.wire import format_address
 from nfltr.wire.messages import INSPECT, PASSTHROUGH, HttpShare
 
 from . import _forwards as fw
@@ -192,8 +193,10 @@ class RelayUser(ConchUser):
         sessions = sum(1 for c in conn.channels.values()
                        if isinstance(c, ForwardChannel) and c.name == FORWARDED)
         transport = conn.transport
+        lower = transport.transport
+        address = None if lower is None else format_address(lower.getPeer())
         return HolderFigures(SSH, sessions, transport.bytesReceived, transport.bytesSent, None,
-                             self.since)
+                             self.since, address)
 
     def refuse(self, reason: RefusalReason, message: str) -> None:
         """
