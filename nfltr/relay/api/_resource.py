@@ -49,11 +49,13 @@ SECURITY_HEADERS = (
     (b"content-security-policy", CSP),
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),
     (b"cache-control", b"no-store"),
 )
 EVENTS_PATH = f"{API_PREFIX}/events"
 _READS = (b"GET", b"HEAD")
+# Referrer-Policy: same-origin, not no-referrer: under no-referrer a browser sends Origin: null
+# with its own same-origin POSTs, which the origin check would then refuse.
 
 
 def secure(request: Request) -> None:
