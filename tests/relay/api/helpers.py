@@ -14,6 +14,7 @@ from typing import Any
 
 from twisted.internet.address import IPv4Address
 from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.internet.interfaces import ISSLTransport
 from twisted.internet.testing import StringTransport
 from zope.interface import implementer
 
@@ -46,6 +47,18 @@ class ImmediateStore:
         return call
 
 
+@implementer(ISSLTransport)
+class TLSStringTransport(StringTransport):
+    """
+    A L{StringTransport} that says it is TLS (as a TLS admin listener's).
+    """
+
+    def setTcpNoDelay(self, enabled: bool) -> None:
+        """
+        Nothing to set.
+        """
+
+
 @dataclass
 class Answer:
     """
@@ -73,6 +86,8 @@ class ApiFixture:
     tmp: Path
     harness: RelayHarness = field(init=False)
     drains: list[int] = field(default_factory=list)
+    #: The admin listener is TLS.
+    tls: bool = False
 
     def __post_init__(self) -> None:
         self.tmp.mkdir(parents=True, exist_ok=True)
@@ -120,7 +135,8 @@ class ApiFixture:
         head = f"{method} {path} HTTP/1.0\r\n" + "".join(
             f"{k}: {v}\r\n" for k, v in all_headers.items()
         )
-        transport = StringTransport(peerAddress=IPv4Address("TCP", source, 40000))
+        kind = TLSStringTransport if self.tls else StringTransport
+        transport = kind(peerAddress=IPv4Address("TCP", source, 40000))
         protocol = self.site.buildProtocol(IPv4Address("TCP", source, 40000))
         assert protocol is not None
         protocol.makeConnection(transport)

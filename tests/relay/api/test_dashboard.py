@@ -69,6 +69,21 @@ class DashboardTests(SynchronousTestCase):
         self.assertIn(b'src="/dashboard/app.js"', page.body)
         self.assertEqual(re.findall(rb"<script(?![^>]*src=)", page.body), [])
 
+    def test_secureCookieOnTLS(self) -> None:
+        """
+        On a TLS admin listener the cookie is also C{Secure}, and the
+        origin it expects is C{https}.
+        """
+        body = urlencode({"token": self.f.admin}).encode()
+        self.f.tls = True
+        answer = self.f.call("POST", "/dashboard/login", raw=body,
+                             headers={**FORM, "Origin": "https://admin.test"})
+        self.assertEqual(answer.status, 303)
+        self.assertIn("secure", (answer.header("set-cookie") or "").lower().split("; "))
+        plain = self.f.call("POST", "/dashboard/login", raw=body,
+                            headers={**FORM, "Origin": "http://admin.test"})
+        self.assertEqual(plain.status, 403)
+
     def test_loginRefused(self) -> None:
         """
         A bad token gets the form again with a message (401); a login from
