@@ -33,6 +33,7 @@ from nfltr.streams import SpliceEnd
 
 from ._exchange import Exchange, Gate, Phase
 from ._limits import DEFAULT_LIMITS, HTTPLimits
+from ._tap import IExchangeTap
 from .backend import BackendConnection, IBackend
 from .flow import BackendSpliceEnd, Valve, ValveProducer
 from .pool import BackendPool
@@ -106,7 +107,7 @@ class HTTPProxyProtocol(Protocol):
         self.exchange = Exchange(
             self, visitor=visitor, host=factory.host, forwarded=factory.forwarded,
             scheme=factory.scheme, limits=factory.limits, gate=factory.gate,
-            hosts=factory.hosts,
+            hosts=factory.hosts, tap=factory.tap,
         )
         self.backend: BackendConnection | None = None
         self.visitorFull = False
@@ -420,6 +421,9 @@ class HTTPProxyFactory(Factory):
         self.backend = backend
         self.gate = gate
         self.hosts = hosts
+        #: Told of each request and response (L{nfltr.http._tap}); settable
+        #: later, for the visitor connections that follow.
+        self.tap: IExchangeTap | None = None
         self.clock = clock
         self.host = host
         self.forwarded = forwarded
