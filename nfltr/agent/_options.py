@@ -19,6 +19,7 @@ from nfltr.wire.messages import MAX_SHARES, MessageError, check_name, parse_port
 from nfltr.wire.policy import PolicyError, SharePolicy, policy_from_options
 
 from ._expiry import parse_idle_expiry
+from ._inspect_ui import parse_inspect_ui
 from ._names import default_state_dir
 from ._secrets import BASIC_AUTH_ENV, BEARER_ENV, secret_lines, sourced_secret
 from ._settings import ConfigError, RelaySettings, parse_bool, relay_settings
@@ -101,6 +102,7 @@ def http_option(port: str | int, values: Mapping[str, Any],
     idle = values.get("idle-expiry")
     if idle is not None:
         option = replace(option, idle_expiry=parse_idle_expiry(idle))
+    option = replace(option, inspect_ui=parse_inspect_ui(values.get("inspect-ui")))
     return check_policy(option, policy)
 
 

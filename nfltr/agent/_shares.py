@@ -91,6 +91,8 @@ class HttpOption:
     plain: bool = False
     policy: SharePolicy = OPEN
     idle_expiry: float | None = None
+    #: Where the request inspector listens (L{nfltr.agent._inspect_ui}); L{None}: off.
+    inspect_ui: tuple[str, int] | None = None
 
     def host(self) -> bytes | None:
         """

@@ -47,16 +47,13 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def inspector_site(inspector: Inspector, bind: tuple[str, int], boundPort: int) -> Any:
+def inspector_site(inspector: Inspector, host: str) -> Any:
     """
-    The twisted.web site of C{inspector}, for the listener bound to
-    C{bind} (its port C{boundPort}): it answers under that address only,
-    and with a token (made here) when C{bind} is not a loopback address.
+    The twisted.web site of C{inspector}, for a listener on C{host}; a
+    token is made (L{Inspector.token}) when C{host} is not a loopback
+    address.  Once it listens, tell the inspector its port
+    (L{Inspector.bound}).
     """
-    name, _ = bind
-    names = {name, "localhost", "127.0.0.1"} if is_loopback(name) else {name}
-    shown = {f"[{n}]" if ":" in n else n for n in names}
-    inspector.hosts = {f"{n}:{boundPort}".encode().lower() for n in shown}
-    if not is_loopback(name):
+    if not is_loopback(host):
         inspector.token = secrets.token_urlsafe(_TOKEN_BYTES)
     return QuietSite(InspectorSite(inspector), reactor=inspector.reactor)

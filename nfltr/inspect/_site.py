@@ -76,6 +76,17 @@ class Inspector:
         self.hosts: set[bytes] = set()
         self.token: str | None = None
 
+    def bound(self, host: str, port: int) -> None:
+        """
+        The listener is on C{host}, port C{port}: answer under that address
+        only (and C{localhost}'s, on loopback).
+        """
+        from . import is_loopback
+
+        names = {host, "localhost", "127.0.0.1"} if is_loopback(host) else {host}
+        shown = {f"[{n}]" if ":" in n else n for n in names}
+        self.hosts = {f"{n}:{port}".encode().lower() for n in shown}
+
 
 def secure(request: Request) -> None:
     request.setHeader(b"content-security-policy", CSP)

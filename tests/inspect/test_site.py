@@ -45,7 +45,8 @@ class SiteTests(SynchronousTestCase):
     def setUp(self) -> None:
         self.ring = Ring(Clock().seconds)
         self.inspector = Inspector(Clock(), self.ring, 3000, None, E2EE)
-        self.site = inspector_site(self.inspector, ("127.0.0.1", 4040), 4040)
+        self.site = inspector_site(self.inspector, "127.0.0.1")
+        self.inspector.bound("127.0.0.1", 4040)
 
     def call(self, method: str, path: str, headers: dict[str, str] | None = None,
              body: bytes = b"") -> Answer:
@@ -114,7 +115,8 @@ class SiteTests(SynchronousTestCase):
         in the query (it becomes a cookie), or as a bearer token.
         """
         inspector = Inspector(Clock(), self.ring, 3000, None, E2EE)
-        self.site = inspector_site(inspector, ("192.0.2.1", 4040), 4040)
+        self.site = inspector_site(inspector, "192.0.2.1")
+        inspector.bound("192.0.2.1", 4040)
         host = {"Host": "192.0.2.1:4040"}
         self.assertEqual(self.call("GET", "/", host).status, 401)
         token = inspector.token
