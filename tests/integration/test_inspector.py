@@ -15,6 +15,7 @@ import urllib.request
 from typing import Any
 from urllib.parse import urlsplit
 
+from .cdp import Browser
 from .harness import StackTestCase, missing
 
 CURL_TIMEOUT = 60.0
@@ -32,9 +33,9 @@ def post(url: str, body: Any) -> tuple[int, Any]:
         return answer.status, json.loads(answer.read())
 
 
-class InspectorMixin:
+class InspectorStack:
     """
-    The inspector with a share of mode C{mode}; mixed into a
+    A share of mode C{mode} with its inspector; mixed into a
     L{StackTestCase}.
     """
 
@@ -68,6 +69,13 @@ class InspectorMixin:
         if done.returncode != 0:
             raise AssertionError(f"curl failed: {done.stderr.decode()}")
         return done.stdout
+
+
+
+class InspectorMixin(InspectorStack):
+    """
+    What the inspector does in every mode where the agent sees HTTP.
+    """
 
     def test_requestSeenAndReplayed(self) -> None:
         """
@@ -129,3 +137,40 @@ class PassthroughInspectorTests(StackTestCase):
         match = agent.wait_for(r"inspector (http://\S+) \((.*)\)")
         self.assertIn("only ciphertext", match.group(2))
         self.assertIn("only ciphertext", get(f"{match.group(1)}api/requests")["note"])
+
+
+class InspectorBrowserTests(InspectorStack, StackTestCase):
+    """
+    The inspector's page in headless Chromium (L{tests.integration.cdp}):
+    a request made through the share appears, its markup shown as text,
+    and the page's Replay button makes the service get it again.
+    Screenshot: C{inspector.png} in the test's temporary directory.
+    """
+
+    mode = "e2ee"
+    skip = missing("curl", "chromium")
+
+    def test_seeAndReplay(self) -> None:
+        """
+        See the request live, open it, replay it from the page.
+        """
+        url, inspector, _ = self.start()
+        browser = Browser(self.stack.tmp / "chromium")
+        self.addCleanup(browser.close)
+        browser.navigate(inspector)
+        self.curl(f"{url}headers?q=%3Cimg%20src=x%20onerror=alert(1)%3E",
+                  "--header", "X-Note: <script>window.pwned=1</script>")
+        row = "#requests tbody tr"
+        browser.until(f"document.querySelectorAll('{row}').length === 1")
+        browser.evaluate(f"document.querySelector('{row}').click(); true")
+        browser.until("!document.getElementById('detail').hidden"
+                      " && document.getElementById('response-body').textContent !== ''")
+        self.assertEqual(browser.evaluate("document.querySelectorAll('main img').length"), 0)
+        self.assertIsNone(browser.evaluate("window.pwned ?? null"))
+        browser.evaluate("document.getElementById('replay').click(); true")
+        browser.until("document.getElementById('replay-result').textContent"
+                      ".startsWith('replayed as')")
+        browser.until(f"document.querySelectorAll('{row}').length === 2")
+        browser.screenshot(self.stack.tmp / "inspector.png")
+        lines = self.log.read_text().splitlines()
+        self.assertEqual(sum("onerror" in line for line in lines), 2, lines)
