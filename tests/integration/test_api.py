@@ -12,9 +12,13 @@ import json
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
-from .harness import StackTestCase, run
+from twisted.trial.unittest import SynchronousTestCase
+
+from .harness import StackTestCase, missing, run
+from .test_redis_directory import RedisProcess, RedisStack
 
 #: How long a state change of the relay may take to show.
 SETTLE = 15.0
@@ -146,3 +150,37 @@ class ApiTests(StackTestCase):
         status, answer = call(self.base, "POST", "/api/v1/relay/drain", self.admin)
         self.assertEqual((status, answer["draining"]), (202, True))
         self.assertEqual(self.stack.relay.wait_exit(), 0)
+
+
+class ApiOnRedisTests(SynchronousTestCase):
+    """
+    Two relays on one Redis directory: an admin token made on the directory
+    works on both, what one's API changes the other's shows, and a token
+    revoked through one is refused by the other at once.
+    """
+
+    skip = missing("redis-server")
+
+    def test_cluster(self) -> None:
+        """
+        See the class.
+        """
+        tmp = Path(self.mktemp()).absolute()
+        redis = RedisProcess(tmp / "redis")
+        self.addCleanup(redis.remove)
+        redis.start()
+        stacks = [RedisStack(tmp / f"relay-{n}", redis.url) for n in (1, 2)]
+        for stack in stacks:
+            self.addCleanup(stack.close)
+        one, two = ("http://" + s.info["admin"] for s in stacks)
+        done = run("admin", "token", "create", "--directory", redis.url)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        token = done.stdout.strip()
+        self.assertEqual(call(one, "POST", "/api/v1/accounts", token, {"name": "acme"})[0], 201)
+        accounts = call(two, "GET", "/api/v1/accounts", token)[1]["accounts"]
+        self.assertEqual([a["name"] for a in accounts], ["acme"])
+        status, other = call(one, "POST", "/api/v1/admin-tokens", token, {"read_only": True})
+        self.assertEqual(status, 201)
+        self.assertEqual(call(two, "GET", "/api/v1/relay", other["token"])[0], 200)
+        call(one, "DELETE", f"/api/v1/admin-tokens/{other['tokenid']}", token)
+        self.assertEqual(call(two, "GET", "/api/v1/relay", other["token"])[0], 401)
