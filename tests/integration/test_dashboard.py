@@ -16,7 +16,7 @@ import shutil
 
 from .cdp import Browser
 from .harness import StackTestCase, exchange, run
-from .test_api import admin_token
+from .test_api import admin_token, call
 
 #: A label an attacker would like the page to parse.
 MARKUP = '<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>'
@@ -110,3 +110,22 @@ class DashboardBrowserTests(StackTestCase):
                          " s.textContent = 'window.inline = 1'; document.body.appendChild(s); true")
         self.assertIsNone(browser.evaluate("window.inline ?? null"))
         self.assertTrue(any("Content Security Policy" in m for m in browser.messages))
+
+    def test_adminTokenFromPage(self) -> None:
+        """
+        An admin token made from the page is shown once, works on the API,
+        and once revoked from the page is refused.
+        """
+        self.login()
+        browser = self.browser
+        browser.until("document.querySelectorAll('#admin-tokens tbody tr').length === 1")
+        browser.evaluate("document.querySelector('#token-form input[name=label]').value = 'ci';"
+                         " document.querySelector('#token-form button').click(); true")
+        token = browser.until("document.getElementById('new-token').hidden === false"
+                              " && document.getElementById('new-token-text').textContent")
+        self.assertEqual(call(self.base, "GET", "/api/v1/relay", token)[0], 200)
+        row = f"#admin-tokens tr[data-tokenid=\"{token.split('_')[1]}\"]"
+        browser.until(f"!!document.querySelector('{row} button')")
+        browser.evaluate(f"document.querySelector('{row} button').click(); true")
+        browser.until(f"document.querySelector('{row}').children[4].textContent !== '-'")
+        self.assertEqual(call(self.base, "GET", "/api/v1/relay", token)[0], 401)

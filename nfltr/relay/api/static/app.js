@@ -147,6 +147,20 @@ async function loadKeys() {
   });
 }
 
+async function loadTokens() {
+  const data = await api("GET", "/api/v1/admin-tokens");
+  fill("admin-tokens", data.admin_tokens, (row, t) => {
+    row.dataset.tokenid = t.tokenid;
+    cell(row, t.tokenid); cell(row, t.read_only ? "read-only" : "read-write"); cell(row, t.label);
+    cell(row, time(t.created_at)); cell(row, t.revoked_at ? time(t.revoked_at) : null);
+    if (t.revoked_at) { cell(row, ""); return; }
+    button(row, "Revoke", async () => {
+      await api("DELETE", "/api/v1/admin-tokens/" + encodeURIComponent(t.tokenid));
+      await loadTokens();
+    });
+  });
+}
+
 function onSubmit(id, action) {
   $(id).addEventListener("submit", (event) => {
     event.preventDefault();
@@ -176,6 +190,18 @@ async function start() {
     $("new-key").hidden = false;
     await loadKeys();
   });
+  onSubmit("ssh-form", async (form) => {
+    await api("POST", "/api/v1/ssh-keys", { account: form.get("account"), key: form.get("key") });
+    await loadKeys();
+  });
+  onSubmit("token-form", async (form) => {
+    const label = form.get("label");
+    const made = await api("POST", "/api/v1/admin-tokens",
+      { label: label ? label : null, read_only: form.get("read_only") === "on" });
+    $("new-token-text").textContent = made.token;
+    $("new-token").hidden = false;
+    await loadTokens();
+  });
   $("drain").addEventListener("click", () => {
     if (window.confirm("Drain this relay? It stops once its sessions finished.")) {
       api("POST", "/api/v1/relay/drain").catch((e) => showError(e.message));
@@ -187,6 +213,7 @@ async function start() {
   });
   await loadAccounts();
   await loadKeys();
+  if (!me.read_only) { await loadTokens(); }
 }
 
 document.addEventListener("DOMContentLoaded", () => { start().catch((e) => showError(e.message)); });
