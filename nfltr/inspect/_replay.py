@@ -121,7 +121,6 @@ async def replay(
         response = await request
     except Exception:  # noqa: BLE001 - any failure to reach the service ends the replay
         new.outcome, new.took = "aborted", ring.clock() - new.started
-        ring.changed()
         return new
     new.status = response.code
     new.firstByte = ring.clock() - new.started
@@ -134,5 +133,4 @@ async def replay(
     response.deliverBody(_Collect(new, ring, done))
     await done
     new.outcome, new.took = "complete", ring.clock() - new.started
-    ring.changed()
     return new

@@ -142,7 +142,6 @@ class _Capture:
     def ended(self, outcome: str) -> None:
         self.record.outcome = outcome
         self.record.took = self.ring.clock() - self.record.started
-        self.ring.changed()
 
 
 @implementer(IExchangeTap)
@@ -151,7 +150,6 @@ class Ring:
     The exchanges of one share; see the module.
 
     @ivar secret: the header names whose values are redacted.
-    @ivar listeners: called whenever an exchange starts or ends.
     """
 
     def __init__(
@@ -162,7 +160,6 @@ class Ring:
         self.bodyCap = bodyCap
         self.secret = REDACTED | {n.lower() for n in secretHeaders}
         self.exchanges: deque[Exchange] = deque(maxlen=size)
-        self.listeners: list[Callable[[], object]] = []
         self._next = 1
 
     def opened(
@@ -184,7 +181,6 @@ class Ring:
                           replay=replay)
         self._next += 1
         self.exchanges.append(record)
-        self.changed()
         return record
 
     def find(self, ident: int) -> Exchange | None:
@@ -200,7 +196,3 @@ class Ring:
         wanted = (query or "").lower()
         return [e.summary() for e in reversed(self.exchanges)
                 if not wanted or e.matches(wanted)]
-
-    def changed(self) -> None:
-        for listener in list(self.listeners):
-            listener()
