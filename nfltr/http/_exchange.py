@@ -116,6 +116,8 @@ class Exchange:
         self.io = io
         self._tap = tap
         self._capture: ICapture | None = None
+        #: The capture of the request that switched protocols, told the raw bytes after.
+        self.switchedCapture: ICapture | None = None
         self._gate = gate
         self._hosts = None if hosts is None else frozenset(
             host.lower().removesuffix(".") for host in hosts
@@ -495,6 +497,7 @@ class Exchange:
         ):
             capture.response(event.status_code, list(event.headers))
             self._capture = None
+            self.switchedCapture = capture
             capture.ended(SWITCHED)
         elif isinstance(event, h11.Data):
             capture.responseBody(event.data)

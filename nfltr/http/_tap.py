@@ -9,7 +9,8 @@ checks: a request the share's policy refuses is seen with its 401 or 403),
 then of each piece of its body, of the response head that went back (the
 service's, or the proxy's own error), of each piece of the response's body,
 and of its end: complete, aborted (the connection cut mid-way), or switched
-(a C{101}: what follows is no longer HTTP).  The tap owns what it keeps:
+(a C{101}: what follows is no longer HTTP, and the raw bytes each way are
+told as they pass).  The tap owns what it keeps:
 it must bound it.
 """
 
@@ -41,7 +42,14 @@ class ICapture(Interface):
     def ended(outcome: str) -> None:
         """
         The exchange ended: C{complete}, C{aborted} or C{switched}.  Nothing
-        more is told.
+        more is told, but after C{switched} the raw bytes that pass
+        (L{switchedData}).
+        """
+
+    def switchedData(fromVisitor: bool, data: bytes) -> None:
+        """
+        After a switch of protocols (a WebSocket, say): bytes that passed
+        one way, from the visitor or to it.
         """
 
 

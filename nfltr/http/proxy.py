@@ -35,7 +35,7 @@ from ._exchange import Exchange, Gate, Phase
 from ._limits import DEFAULT_LIMITS, HTTPLimits
 from ._tap import IExchangeTap
 from .backend import BackendConnection, IBackend
-from .flow import BackendSpliceEnd, Valve, ValveProducer
+from .flow import BackendSpliceEnd, TapSpliceEnd, Valve, ValveProducer
 from .pool import BackendPool
 
 # Reasons a transport is paused (see Valve).
@@ -300,7 +300,15 @@ class HTTPProxyProtocol(Protocol):
         assert backend is not None
         self._setTimer(None)
         self._unregister()
-        visitorEnd, backendEnd = SpliceEnd(), BackendSpliceEnd()
+        capture = self.exchange.switchedCapture
+        if capture is None:
+            visitorEnd, backendEnd = TapSpliceEnd(), BackendSpliceEnd()
+        else:
+            visitorEnd = TapSpliceEnd(lambda data: capture.switchedData(True, data))
+            backendEnd = BackendSpliceEnd(lambda data: capture.switchedData(False, data))
+            for fromVisitor, early in ((False, toVisitor), (True, toBackend)):
+                if early:
+                    capture.switchedData(fromVisitor, early)
         visitorEnd.other, backendEnd.other = backendEnd, visitorEnd
         self.raw, backend.raw = visitorEnd, backendEnd
         if toVisitor:

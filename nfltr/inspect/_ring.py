@@ -23,6 +23,8 @@ from zope.interface import implementer
 
 from nfltr.http import ICapture, IExchangeTap
 
+from ._ws import FrameHeads
+
 #: Exchanges kept (the oldest dropped first).
 RING_SIZE = 100
 #: Bytes of each body kept.
@@ -32,6 +34,8 @@ REDACTED = frozenset({b"authorization", b"proxy-authorization", b"cookie", b"set
 REDACTION = b"[redacted]"
 #: Headers kept per message.
 MAX_HEADERS = 100
+#: WebSocket frames listed per switched exchange (the last ones; all are counted).
+MAX_FRAMES = 50
 
 
 @dataclass
@@ -79,6 +83,8 @@ class Exchange:
     took: float | None = None
     outcome: str | None = None
     replay: bool = False
+    frames: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=MAX_FRAMES))
+    frameCount: dict[str, int] = field(default_factory=lambda: {"visitor": 0, "service": 0})
 
     def summary(self) -> dict[str, Any]:
         """
@@ -97,7 +103,8 @@ class Exchange:
         return {**self.summary(),
                 "headers": [list(h) for h in self.headers], "body": self.body.json(),
                 "response_headers": [list(h) for h in self.responseHeaders],
-                "response_body": self.responseBody.json()}
+                "response_body": self.responseBody.json(),
+                "frames": list(self.frames), "frame_count": dict(self.frameCount)}
 
     def matches(self, query: str) -> bool:
         """
@@ -126,6 +133,7 @@ class _Capture:
     def __init__(self, ring: Ring, record: Exchange) -> None:
         self.ring = ring
         self.record = record
+        self.heads: dict[str, FrameHeads] = {}
 
     def requestBody(self, data: bytes) -> None:
         self.record.body.add(data, self.ring.bodyCap)
@@ -142,6 +150,18 @@ class _Capture:
     def ended(self, outcome: str) -> None:
         self.record.outcome = outcome
         self.record.took = self.ring.clock() - self.record.started
+
+    def switchedData(self, fromVisitor: bool, data: bytes) -> None:
+        """
+        Count and list the WebSocket frames that pass (L{nfltr.inspect._ws}).
+        """
+        side = "visitor" if fromVisitor else "service"
+        heads = self.heads.setdefault(side, FrameHeads())
+        record = self.record
+        for opcode, size in heads.feed(data):
+            record.frameCount[side] += 1
+            record.frames.append({"from": side, "opcode": opcode, "size": size,
+                                  "at": self.ring.clock() - record.started})
 
 
 @implementer(IExchangeTap)

@@ -64,6 +64,15 @@ async function show(id) {
   headerRows("response-headers", r.response_headers);
   $("request-body").textContent = bodyText(r.body);
   $("response-body").textContent = bodyText(r.response_body);
+  $("frames-pane").hidden = r.outcome !== "switched";
+  $("frames-title").textContent = "WebSocket frames: " + r.frame_count.visitor + " from the visitor, " +
+    r.frame_count.service + " from the service (the last " + r.frames.length + " listed)";
+  const frames = r.frames.map((f) => {
+    const row = document.createElement("tr");
+    cells(row, [f.from, f.opcode, f.size, ms(f.at)]);
+    return row;
+  });
+  $("frames").tBodies[0].replaceChildren(...frames);
   $("replay-method").value = r.method;
   $("replay-target").value = r.target;
   $("replay-headers").value = r.headers.map(([n, v]) => n + ": " + v).join("\n");
