@@ -3,7 +3,7 @@
 C{GET /api/v1/events}: server-sent events (C{text/event-stream}) for the
 dashboard.  Every L{EVENT_INTERVAL} seconds each stream gets one
 C{snapshot} event whose data is a JSON object: C{relay} (as C{GET
-/api/v1/relay}), C{agents} and C{shares} (as their routes).  A snapshot is
+/api/v1/relay}), C{agents}, C{shares} and C{sessions} (as their routes).  A snapshot is
 made once per tick for all streams.
 
 Memory stays bounded: at most L{MAX_STREAMS} streams at once (more get
@@ -101,7 +101,7 @@ class EventStreams:
         """
         view = self.view
         data = {"relay": view.status(), "agents": view.listAgents(),
-                "shares": view.listShares()}
+                "shares": view.listShares(), "sessions": view.listSessions()["sessions"]}
         text = json.dumps(data, separators=(",", ":"), allow_nan=False)
         return f"event: snapshot\ndata: {text}\n\n".encode()
 

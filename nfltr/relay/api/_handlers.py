@@ -96,6 +96,10 @@ async def kick(call: Call) -> tuple[int, Any]:
     return 200, {"kicked": call.params["name"]}
 
 
+async def sessions(call: Call) -> tuple[int, Any]:
+    return 200, call.view.listSessions()
+
+
 async def shares(call: Call) -> tuple[int, Any]:
     return 200, {"shares": call.view.listShares()}
 
@@ -185,6 +189,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", f"{P}/agents/{{name}}", False, "One connected agent", agent),
     Route("POST", f"{P}/agents/{{name}}/kick", True, "Disconnect an agent", kick),
     Route("GET", f"{P}/shares", False, "The published shares", shares),
+    Route("GET", f"{P}/sessions", False, "The sessions open towards native agents", sessions),
     Route("GET", f"{P}/events", False, "Server-sent events: a snapshot of the relay, its "
           "agents and shares, every second", events),
     Route("GET", f"{P}/accounts", False, "The accounts", accounts),

@@ -19,10 +19,13 @@ from twisted.internet.interfaces import IReactorTime
 from nfltr.link import RefusalReason
 
 from ..agents import Relay
+from ..link_handler import RelayLinkHandler
 from ..shares import ShareEntry, ShareRegistry
 
 #: What a kicked agent is told.
 KICKED = "disconnected by the relay's operator"
+#: Sessions listed at most (the listing says when there were more).
+MAX_LISTED_SESSIONS = 1000
 
 
 class RelayView:
@@ -108,6 +111,29 @@ class RelayView:
         return [_share(registry, e, names.get(id(e.holder)), leaseTime)
                 for e in registry.entries()]
 
+    def listSessions(self) -> dict[str, Any]:
+        """
+        The sessions open towards native agents, from their links' own
+        tables (SSH agents' channels are not listed): up to
+        L{MAX_LISTED_SESSIONS}, and how many there are.
+        """
+        relay = self.relay()
+        records: list[dict[str, Any]] = []
+        total = 0
+        now = self.clock.seconds()
+        for entry in [] if relay is None else sorted(relay.directory.agents(),
+                                                      key=lambda e: e.name):
+            holder = entry.holder
+            if not isinstance(holder, RelayLinkHandler):
+                continue
+            links = [("agent", holder.link), *(("data", d.link) for d in holder.dataLinks)]
+            for role, link in links:
+                for session in [] if link is None else link.openSessions():
+                    total += 1
+                    if len(records) < MAX_LISTED_SESSIONS:
+                        records.append(_session(entry.name, entry.account, role, session, now))
+        return {"sessions": records, "total": total}
+
     def kick(self, name: str) -> bool:
         """
         Disconnect the agent called C{name} (its names' leases run; it may
@@ -175,3 +201,16 @@ def _share(
         "lease": {"account": entry.account, "lease_time": leaseTime},
     }
     return record
+
+
+def _session(agent: str, account: str, role: str, session: Any, now: float) -> dict[str, Any]:
+    """
+    One session's record: its kind and where it goes (C{tcp:PORT},
+    C{share:NAME@VISITOR}, C{http:NAME}), from whom when the target says.
+    """
+    target = str(session.target)
+    kind, _, rest = target.partition(":")
+    to, _, visitor = rest.partition("@")
+    return {"agent": agent, "account": account, "link": role, "id": session.sessionId,
+            "kind": kind, "to": f"{agent}:{to}", "from": visitor or None,
+            "age": max(0.0, now - session.openedAt)}

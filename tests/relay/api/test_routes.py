@@ -181,6 +181,34 @@ class RouteTests(SynchronousTestCase):
         self.assertEqual((status["agents"], status["shares"], status["version"]),
                          (1, 1, "0.test"))
 
+    def test_sessions(self) -> None:
+        """
+        A session a client opens to an agent's port is listed: its agent,
+        link, kind, where it goes and its age; the count says all.
+        """
+        from nfltr.wire.messages import TcpShare, agent_hello, client_target
+
+        from ...link.twisted_helpers import RecordingHandler
+        from ..test_link_handler import Recorder
+
+        harness = self.f.harness
+        key = harness.store.addKey("00000000aaaa", "acme")
+        harness.dial(agent_hello(key, "web", [TcpShare(3000)]),
+                     RecordingHandler(lambda s: Recorder()))
+        self.assertEqual(self.get("/api/v1/sessions"), {"sessions": [], "total": 0})
+        client = harness.client(key)
+        client.link.openSession(client_target("web", 3000), Recorder())
+        harness.run()
+        harness.clock.advance(5)
+        listing = self.get("/api/v1/sessions")
+        self.assertEqual(listing["total"], 1)
+        [session] = listing["sessions"]
+        self.assertEqual(
+            {k: session[k] for k in ("agent", "account", "link", "kind", "to", "from", "age")},
+            {"agent": "web", "account": "acme", "link": "agent", "kind": "tcp",
+             "to": "web:3000", "from": None, "age": 5.0},
+        )
+
     def test_kick(self) -> None:
         """
         Kicking an agent closes its link and withdraws its shares; kicking

@@ -111,6 +111,11 @@ function snapshot(data) {
     cell(row, "").appendChild(sparkline(a.name));
     button(row, "Kick", () => api("POST", "/api/v1/agents/" + encodeURIComponent(a.name) + "/kick"));
   });
+  $("session-count").textContent = "(" + data.sessions.length + ")";
+  fill("sessions", data.sessions, (row, s) => {
+    cell(row, s.agent); cell(row, s.link); cell(row, s.kind); cell(row, s.to); cell(row, s.from);
+    cell(row, s.age.toFixed(0) + " s", "num");
+  });
   fill("shares", data.shares, (row, s) => {
     cell(row, s.name); cell(row, s.account); cell(row, s.agent); cell(row, s.mode);
     cell(row, s.url); cell(row, s.policy.allow.join(" ") || "anyone");
