@@ -25,6 +25,7 @@ from nfltr.wire.policy import (
 )
 
 from ._expiry import parse_idle_expiry
+from ._inspect_ui import parse_inspect_ui
 from ._names import default_state_dir
 from ._proxy import proxy_version
 from ._secrets import BASIC_AUTH_ENV, BEARER_ENV, secret_lines, sourced_secret
@@ -149,6 +150,7 @@ def http_option(port: str | int, values: Mapping[str, Any],
     idle = values.get("idle-expiry")
     if idle is not None:
         option = replace(option, idle_expiry=parse_idle_expiry(idle))
+    option = replace(option, inspect_ui=parse_inspect_ui(values.get("inspect-ui")))
     return check_policy(option, policy)
 
 

@@ -52,6 +52,7 @@ from nfltr.wire.messages import (
 from ._dialler import DiallerObserver, RelayDialler
 from ._expiry import IdleExpiry
 from ._extra_links import DataLinks
+from ._inspect_ui import InspectUI
 from ._local import ServiceAttempt, ServiceConnector, TcpEnd, free_local_ports, splice_local
 from ._log_limit import Quiet
 from ._names import agent_name, claim_name
@@ -316,6 +317,7 @@ class AgentService(Service, DiallerObserver):
             self.shares[setup.name] = ShareServer(
                 setup.name, options.http[0], connector, reactor, setup.share_key
             )
+        self.inspectUI = _inspect_ui(reactor, options.http, self.shares.get(setup.name))
         public = dict(zip(options.ports, options.public_ports, strict=False))
         self.sessions = AgentSessions(reactor, options.ports, connector, tls, self.shares, public)
         self.sessions.proxyProtocol = options.proxy_protocol
@@ -373,6 +375,8 @@ class AgentService(Service, DiallerObserver):
         self.dialler.start()
         if self.expiry is not None:
             self.expiry.start()
+        if self.inspectUI is not None:
+            defer.ensureDeferred(self.inspectUI.start()).addCallback(self.announce)
 
     def stopService(self) -> defer.Deferred[None]:
         """
@@ -389,6 +393,8 @@ class AgentService(Service, DiallerObserver):
         for server in self.shares.values():
             d.addBoth(_passing(server.close))
         d.addBoth(_passing(self.connector.stop))
+        if self.inspectUI is not None:
+            d.addBoth(_passing(self.inspectUI.stop))
         if owner is not None:
             d.addBoth(_passing(owner.release))
         return d
@@ -495,3 +501,13 @@ def _passing(call: Callable[[], object]) -> Callable[[Any], Any]:
         return result
 
     return run
+
+
+def _inspect_ui(reactor: Any, http: Any, server: ShareServer | None) -> InspectUI | None:
+    """
+    The request inspector of the agent's share, if it has one and asked for
+    it (L{nfltr.agent._inspect_ui}).
+    """
+    if server is None or not http or http[0].inspect_ui is None:
+        return None
+    return InspectUI(reactor, server, http[0].inspect_ui)

@@ -94,6 +94,8 @@ class HttpOption:
     policy: SharePolicy = OPEN
     idle_expiry: float | None = None
     proxy_protocol: str | None = None
+    #: Where the request inspector listens (L{nfltr.agent._inspect_ui}); L{None}: off.
+    inspect_ui: tuple[str, int] | None = None
 
     def host(self) -> bytes | None:
         """

@@ -39,6 +39,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "nfltr.cli.version",
     "nfltr.cli.relay",
     "nfltr.cli.keys",
+    "nfltr.cli.admin",
     "nfltr.cli.agent",
     "nfltr.cli.demo",
     "nfltr.cli.cluster_ca",

@@ -157,6 +157,11 @@ HTTP_OPTIONS: tuple[Option, ...] = (
         "connection each, not a shared pool)",
     ),
     Option(
+        "inspect-ui", "ADDR",
+        "the request inspector's page, kept on this machine: HOST:PORT or PORT (default "
+        "127.0.0.1:4040), or none; off loopback it needs the token printed with its URL",
+    ),
+    Option(
         "plain-http", "BOOL",
         "true: also serve the share in plain HTTP on the relay's HTTP port (the relay then "
         "reads that traffic); default false: the HTTP port redirects to HTTPS",

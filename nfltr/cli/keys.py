@@ -12,9 +12,11 @@ directory).
     nfltr keys list [--account NAME]
     nfltr keys revoke KEYID
 
-Each takes C{--data-dir} (default: the relay's) or C{--directory URL} (a
+Each takes C{--data-dir} (default: the relay's), C{--directory URL} (a
 Redis URL, L{nfltr.store.parse_redis_url}: then the command runs under
-L{twisted.internet.task.react} with L{nfltr.store.RedisStore}).  C{keys
+L{twisted.internet.task.react} with L{nfltr.store.RedisStore}), or C{--api
+URL --admin-token-file FILE} (a running relay's API:
+L{nfltr.cli.api_client}).  C{keys
 create} prints the new key once, alone on standard output.  Errors are one
 line on standard error, C{nfltr: error: ...}, with exit status 2.
 
@@ -55,6 +57,15 @@ def register(subparsers: Subparsers) -> None:
     """
     Add the C{accounts} and C{keys} subcommands to C{subparsers}.
     """
+    common = store_options()
+    _registerAccounts(subparsers, common)
+    _registerKeys(subparsers, common)
+
+
+def store_options() -> argparse.ArgumentParser:
+    """
+    The options that say where the store is (a parent parser).
+    """
     common = argparse.ArgumentParser(add_help=False)
     where = common.add_mutually_exclusive_group()
     where.add_argument(
@@ -67,8 +78,16 @@ def register(subparsers: Subparsers) -> None:
         "rediss://HOST:PORT/DB?ca=FILE or redis+unix:///PATH?db=N (password in the URL "
         "or in NFLTR_REDIS_PASSWORD)",
     )
-    _registerAccounts(subparsers, common)
-    _registerKeys(subparsers, common)
+    where.add_argument(
+        "--api", metavar="URL", default=None,
+        help="a running relay's admin listener, http://HOST:PORT: manage its store "
+        "through its API (with --admin-token-file)",
+    )
+    common.add_argument(
+        "--admin-token-file", metavar="FILE", default=None,
+        help="a file holding an admin token (nfltr admin token create), for --api",
+    )
+    return common
 
 
 def _registerAccounts(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
@@ -77,9 +96,9 @@ def _registerAccounts(subparsers: Subparsers, common: argparse.ArgumentParser) -
     commands.required = True
     create = commands.add_parser("create", parents=[common], help="create an account")
     create.add_argument("name", help="1-32 characters: a-z, 0-9 and '-'")
-    create.set_defaults(run=_runner(_accountsCreate, create=True))
+    create.set_defaults(run=runner(_accountsCreate, create=True))
     listing = commands.add_parser("list", parents=[common], help="list the accounts")
-    listing.set_defaults(run=_runner(_accountsList))
+    listing.set_defaults(run=runner(_accountsList))
 
 
 def _registerKeys(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
@@ -91,15 +110,15 @@ def _registerKeys(subparsers: Subparsers, common: argparse.ArgumentParser) -> No
     )
     create.add_argument("--account", required=True, help="the account the key belongs to")
     create.add_argument("--label", default=None, help="a note on what the key is for")
-    create.set_defaults(run=_runner(_keysCreate))
+    create.set_defaults(run=runner(_keysCreate))
     listing = commands.add_parser("list", parents=[common], help="list API keys")
     listing.add_argument("--account", default=None, help="only this account's keys")
-    listing.set_defaults(run=_runner(_keysList))
+    listing.set_defaults(run=runner(_keysList))
     revoke = commands.add_parser(
         "revoke", parents=[common], help="revoke an API key (its links are closed)"
     )
     revoke.add_argument("keyid", metavar="ID", help="the key's id, as `keys list` shows it")
-    revoke.set_defaults(run=_runner(_keysRevoke))
+    revoke.set_defaults(run=runner(_keysRevoke))
     addSSH = commands.add_parser(
         "add-ssh", parents=[common],
         help="register an SSH public key for an account (for the relay's SSH listener)",
@@ -107,16 +126,16 @@ def _registerKeys(subparsers: Subparsers, common: argparse.ArgumentParser) -> No
     addSSH.add_argument("--account", required=True, help="the account the key belongs to")
     addSSH.add_argument("--label", default=None, help="a note (default: the key's comment)")
     addSSH.add_argument("file", metavar="FILE", help="an OpenSSH public key file (.pub), or -")
-    addSSH.set_defaults(run=_runner(_keysAddSSH))
+    addSSH.set_defaults(run=runner(_keysAddSSH))
     listSSH = commands.add_parser("list-ssh", parents=[common], help="list SSH keys")
     listSSH.add_argument("--account", default=None, help="only this account's keys")
-    listSSH.set_defaults(run=_runner(_keysListSSH))
+    listSSH.set_defaults(run=runner(_keysListSSH))
     removeSSH = commands.add_parser("remove-ssh", parents=[common], help="unregister an SSH key")
     removeSSH.add_argument("fingerprint", metavar="SHA256:...", help="as `keys list-ssh` shows")
-    removeSSH.set_defaults(run=_runner(_keysRemoveSSH))
+    removeSSH.set_defaults(run=runner(_keysRemoveSSH))
 
 
-def _runner(action: Action, create: bool = False) -> Callable[[argparse.Namespace], int]:
+def runner(action: Action, create: bool = False) -> Callable[[argparse.Namespace], int]:
     """
     Wrap C{action}: open the store, run it, turn known errors into one line
     on standard error and exit status 2.
@@ -128,6 +147,10 @@ def _runner(action: Action, create: bool = False) -> Callable[[argparse.Namespac
         from nfltr.store import StoreError
 
         try:
+            if args.api is not None:
+                return _runApi(action, args)
+            if args.admin_token_file is not None:
+                raise CommandError("--admin-token-file goes with --api")
             if args.directory is not None:
                 return _runRedis(args.directory, action, args)
             core = _openStore(args.data_dir, create)
@@ -176,6 +199,21 @@ def _runNow(coroutine: Coroutine[Any, Any, None]) -> None:
     assert outcome, "an SQLite action waited on something"
     if isinstance(outcome[0], Failure):
         outcome[0].raiseException()
+
+
+def _runApi(action: Action, args: argparse.Namespace) -> int:
+    """
+    Run C{action} through a relay's API (L{nfltr.cli.api_client}).
+    """
+    from nfltr.cli.api_client import ApiError, ApiStore, read_token
+
+    if args.admin_token_file is None:
+        raise CommandError("--api needs --admin-token-file FILE (nfltr admin token create)")
+    try:
+        _runNow(action(ApiStore(args.api, read_token(args.admin_token_file)), args))
+    except ApiError as e:
+        raise CommandError(str(e)) from None
+    return 0
 
 
 def _runRedis(url: str, action: Action, args: argparse.Namespace) -> int:
@@ -232,8 +270,8 @@ async def _accountsCreate(store: Any, args: argparse.Namespace) -> None:
 
 
 async def _accountsList(store: Any, args: argparse.Namespace) -> None:
-    rows = [(a.name, _time(a.created_at)) for a in await store.list_accounts()]
-    _table(("NAME", "CREATED"), rows)
+    rows = [(a.name, utc(a.created_at)) for a in await store.list_accounts()]
+    table(("NAME", "CREATED"), rows)
 
 
 async def _keysCreate(store: Any, args: argparse.Namespace) -> None:
@@ -250,12 +288,12 @@ async def _keysCreate(store: Any, args: argparse.Namespace) -> None:
 async def _keysList(store: Any, args: argparse.Namespace) -> None:
     rows = [
         (
-            k.keyid, k.account, k.label if k.label is not None else "-", _time(k.created_at),
-            _time(k.revoked_at) if k.revoked_at is not None else "-",
+            k.keyid, k.account, k.label if k.label is not None else "-", utc(k.created_at),
+            utc(k.revoked_at) if k.revoked_at is not None else "-",
         )
         for k in await store.list_keys(args.account)
     ]
-    _table(("ID", "ACCOUNT", "LABEL", "CREATED", "REVOKED"), rows)
+    table(("ID", "ACCOUNT", "LABEL", "CREATED", "REVOKED"), rows)
 
 
 async def _keysRevoke(store: Any, args: argparse.Namespace) -> None:
@@ -263,6 +301,8 @@ async def _keysRevoke(store: Any, args: argparse.Namespace) -> None:
     print(f"revoked API key {info.keyid} of account {info.account}")
     when = (
         "at once (they are told through the directory)" if args.directory
+        else "at once on the relay that took the request, within their --revocation-poll "
+        "(2 s unless set) on others" if args.api
         else "within their --revocation-poll (2 s unless set)"
     )
     print(
@@ -284,10 +324,10 @@ async def _keysAddSSH(store: Any, args: argparse.Namespace) -> None:
 async def _keysListSSH(store: Any, args: argparse.Namespace) -> None:
     rows = [
         (k.fingerprint, k.account, k.algorithm, k.label if k.label is not None else "-",
-         _time(k.created_at))
+         utc(k.created_at))
         for k in await store.list_ssh_keys(args.account)
     ]
-    _table(("FINGERPRINT", "ACCOUNT", "TYPE", "LABEL", "CREATED"), rows)
+    table(("FINGERPRINT", "ACCOUNT", "TYPE", "LABEL", "CREATED"), rows)
 
 
 async def _keysRemoveSSH(store: Any, args: argparse.Namespace) -> None:
@@ -295,11 +335,11 @@ async def _keysRemoveSSH(store: Any, args: argparse.Namespace) -> None:
     print(f"removed SSH key {info.fingerprint} of account {info.account}")
 
 
-def _time(posix: float) -> str:
+def utc(posix: float) -> str:
     return datetime.fromtimestamp(posix, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     """
     Print C{rows} under C{header}, in columns separated by two spaces.
     """

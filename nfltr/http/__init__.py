@@ -31,6 +31,7 @@ from ._limits import (
     POOL_MAX_IDLE,
     HTTPLimits,
 )
+from ._tap import ABORTED, COMPLETE, SWITCHED, ICapture, IExchangeTap
 from .backend import BackendConnection, EndpointBackend, FunctionBackend, IBackend
 from .pool import BackendPool
 from .proxy import HTTPProxyFactory, HTTPProxyProtocol
@@ -55,4 +56,9 @@ __all__ = [
     "Gate",
     "Refusal",
     "requestHost",
+    "ICapture",
+    "IExchangeTap",
+    "COMPLETE",
+    "ABORTED",
+    "SWITCHED",
 ]

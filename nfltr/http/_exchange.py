@@ -50,6 +50,7 @@ import h11
 from ._checks import parseErrorStatus, requestRefusal
 from ._io import ExchangeIO, Phase, errorResponse, forwardedRequest, forwardedResponse
 from ._limits import DEFAULT_LIMITS, HTTPLimits
+from ._tap import ABORTED, COMPLETE, SWITCHED, ICapture, IExchangeTap
 
 
 class Refusal(Protocol):
@@ -101,6 +102,7 @@ class Exchange:
         limits: HTTPLimits = DEFAULT_LIMITS,
         gate: Gate | None = None,
         hosts: Iterable[str] | None = None,
+        tap: IExchangeTap | None = None,
     ) -> None:
         """
         @param gate: decides, from each request's headers and the visitor's
@@ -108,8 +110,14 @@ class Exchange:
             (a L{Refusal}) without reaching the backend.
         @param hosts: the host names requests may name (a share's); a
             request for another gets 421.  L{None}: any.
+        @param tap: told of each request and response as they pass
+            (L{nfltr.http._tap}: the agent's inspector).
         """
         self.io = io
+        self._tap = tap
+        self._capture: ICapture | None = None
+        #: The capture of the request that switched protocols, told the raw bytes after.
+        self.switchedCapture: ICapture | None = None
         self._gate = gate
         self._hosts = None if hosts is None else frozenset(
             host.lower().removesuffix(".") for host in hosts
@@ -229,6 +237,8 @@ class Exchange:
                 self._onRequest(event)
             elif isinstance(event, h11.Data):
                 self._bodySent = True
+                if self._capture is not None:
+                    self._capture.requestBody(event.data)
                 self._toBackend(h11.Data(data=event.data))
             elif isinstance(event, h11.EndOfMessage):
                 self._requestEnded = True
@@ -238,6 +248,9 @@ class Exchange:
     def _onRequest(self, request: h11.Request) -> None:
         self.io.idleTimer(False)
         self._method = request.method
+        if self._tap is not None:
+            self._capture = self._tap.opened(request.method, request.target,
+                                             list(request.headers), self._visitor)
         if self._headRead - len(self.server.trailing_data[0]) > self._requestHeadLimit:
             self.io.problem("request head too large")
             self._respondError(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE)
@@ -470,7 +483,30 @@ class Exchange:
 
     # Ending.
 
+    def _observe(self, event: h11.Event) -> None:
+        """
+        Tell the capture, if any, of an event that goes to the visitor.
+        """
+        capture = self._capture
+        if capture is None:
+            return
+        if isinstance(event, h11.Response):
+            capture.response(event.status_code, list(event.headers))
+        elif isinstance(event, h11.InformationalResponse) and (
+            event.status_code == HTTPStatus.SWITCHING_PROTOCOLS
+        ):
+            capture.response(event.status_code, list(event.headers))
+            self._capture = None
+            self.switchedCapture = capture
+            capture.ended(SWITCHED)
+        elif isinstance(event, h11.Data):
+            capture.responseBody(event.data)
+        elif isinstance(event, h11.EndOfMessage):
+            self._capture = None
+            capture.ended(COMPLETE)
+
     def _send(self, event: h11.Event) -> bool:
+        self._observe(event)
         try:
             data = self.server.send(event)
         except h11.LocalProtocolError:
@@ -485,11 +521,11 @@ class Exchange:
         self, status: HTTPStatus | int, headers: Sequence[tuple[bytes, bytes]] = ()
     ) -> None:
         server = self.server
+        events = errorResponse(status, self._method == b"HEAD", headers)
+        for event in events:
+            self._observe(event)
         try:
-            data = b"".join(
-                server.send(event)
-                for event in errorResponse(status, self._method == b"HEAD", headers)
-            )
+            data = b"".join(server.send(event) for event in events)
         except h11.LocalProtocolError:
             self._abort()
             return
@@ -502,6 +538,9 @@ class Exchange:
         self.io.closeVisitor()
 
     def _abort(self) -> None:
+        capture, self._capture = self._capture, None
+        if capture is not None:
+            capture.ended(ABORTED)
         self.phase = Phase.CLOSED
         self.io.idleTimer(False)
         if self.client is not None:

@@ -1,42 +1,26 @@
 # -*- test-case-name: tests.http.test_stream -*-
 """
-The stream path's logic for one visitor connection, sans I/O: requests are
-read only as far as the share needs (their heads, strictly:
-L{nfltr.http._heads}; the length of their bodies), their heads rewritten
-(C{Host}, forwarding headers) and checked (the target, the host, the gate:
-on every request of the connection), and every other byte is copied as it
-came: request bodies to the service, responses back to the visitor.  One
-service connection serves the visitor connection for as long as both keep
-it; a service connection that closes between responses is replaced at the
-next request.
+The stream path's logic for one visitor connection, sans I/O (the whole
+behaviour, for operators: docs/shares.md).  Request heads are read strictly
+(L{nfltr.http._heads}) and checked and rewritten (L{nfltr.http._rules}) on
+every request; every other byte is copied as it came, request bodies to
+the service (chunked ones framed by L{nfltr.http._chunked}) and responses
+back, their framing followed so the path knows where each ends: to answer
+a refused request in its turn, switch to copying after a C{101}, and give a
+service connection back to its pool at a boundary.  One service connection
+serves the visitor connection while both keep it; one that closes between
+responses is replaced at the next request (a safe bodiless request it took
+unanswered is sent once more).  Response heads go as they came unless they
+would mislead the visitor about its connection (L{forwardedHead}).
 
-Responses are followed too, without being rewritten (heads that cannot go
-on as they came excepted: L{nfltr.http._heads}): only so can the path know
-where each ends, answer a refused request in its turn (after the responses
-to the requests before it), see a C{101} switch both sides to plain
-copying, and hand a service connection back to its pool at a boundary.
-
-Errors: a request that must not go on is answered (400, 421, 431, or the
-gate's refusal) once the responses before it are out, and the visitor
-connection closed; nothing of it reaches the service.  A request body
-found malformed midway, or cut, aborts the service connection (so the
-service never reads it as complete) and the visitor's.  A service that
-cannot be reached, closes before a response or sends a head that cannot be
-read gets the visitor a C{502} if nothing of that response went out, and
-an abort otherwise, so a cut response never looks complete.
-
-At most L{HTTPLimits.max_pipelined} requests wait for their responses
-(after a C{HEAD} or an upgrade, none more until it is answered); beyond
-that, or with more than a head's worth of bytes waiting (for a service
-connection, say), the visitor is not read.  A request sent on a service
-connection that served before, which closes without a byte of answer, is
-sent again once on a new one if it is safe and has no body (the service
-closed an idle connection as it went out).
-
-Responses go to the visitor as they came, but for a head that says
-something else than what the visitor's connection does next
-(L{forwardedHead}): a service that closes its connection after each
-response does not make the visitor close its own.
+Errors: a refused request is answered (400, 405, 421, 431, the gate's)
+after the responses before it, nothing of it forwarded, and the visitor's
+connection closed; a body malformed or cut midway aborts both connections;
+a service unreachable, closing early or unreadable gets the visitor a 502,
+or an abort once some of the response went out.  At most
+L{HTTPLimits.max_pipelined} requests wait for their responses (none after
+a C{HEAD} or an upgrade until it is answered); beyond that, or with more
+than a head's worth of bytes waiting, the visitor is not read.
 """
 
 from __future__ import annotations
@@ -61,10 +45,12 @@ from ._heads import (
     parseResponseHead,
     responseFraming,
 )
-from ._io import errorBytes
+from ._io import errorBytes, errorParts
 from ._limits import DEFAULT_LIMITS, HTTPLimits
 from ._rules import RequestRules
 from ._streamio import SentRequest, StreamIO
+from ._streamtap import NoTap, StreamTap
+from ._tap import COMPLETE, SWITCHED, IExchangeTap
 
 _RESPONSE_END = re.compile(rb"\r?\n\r?\n")
 #: The first status of a final response.
@@ -96,10 +82,13 @@ class StreamExchange:
         limits: HTTPLimits = DEFAULT_LIMITS,
         gate: Gate | None = None,
         hosts: Sequence[str] | None = None,
+        tap: IExchangeTap | None = None,
     ) -> None:
         self.io = io
         self.state = HEAD
         self.pending: deque[SentRequest] = deque()
+        self._tap = NoTap() if tap is None else StreamTap(tap)
+        self._visitor = visitor
         self._rules = RequestRules(visitor=visitor, host=host, forwarded=forwarded,
                                    scheme=scheme, gate=gate, hosts=hosts)
         self._limits = limits
@@ -145,6 +134,7 @@ class StreamExchange:
         The visitor connection is gone: nothing more happens here (the
         I/O gives back or drops the service connection).
         """
+        self._tap.abortAll()
         self.state = GONE
         self._service = None
 
@@ -164,8 +154,7 @@ class StreamExchange:
         elif self._started:
             self._fail()
         else:
-            self.io.toVisitor(errorBytes(HTTPStatus.GATEWAY_TIMEOUT))
-            self.pending.clear()
+            self._answerError(HTTPStatus.GATEWAY_TIMEOUT)
             self._finish(reusable=False)
 
     # The visitor's side.
@@ -175,6 +164,7 @@ class StreamExchange:
         Bytes from the visitor.
         """
         if self.state == RAW:
+            self._tap.switchedData(True, data)
             self._send(data)
         elif self.state in (HEAD, BODY, WAIT):
             self._in += data
@@ -238,8 +228,10 @@ class StreamExchange:
         except HeadError as e:
             self._refuse(e.status)
             return False
+        self._tap.opened(head, self._visitor)
         refusal = self._rules.refusal(head)
         if refusal is not None:
+            self._tap.refused(refusal[0], errorParts(*refusal)[1])
             self._refuse(*refusal)
             return False
         self._in = data[end + 4:]
@@ -273,7 +265,9 @@ class StreamExchange:
             self._left -= end
             done = not self._left
         if end:
-            self._send(data[:end] if end < len(data) else data)
+            piece = data[:end] if end < len(data) else data
+            self._tap.requestBody(piece)
+            self._send(piece)
         self._in = data[end:]
         if done:
             self._requestEnded()
@@ -346,6 +340,7 @@ class StreamExchange:
         Bytes from the service.
         """
         if self.state == RAW:
+            self._tap.switchedData(False, data)
             self.io.toVisitor(data)
             return
         self._unanswered = None
@@ -381,6 +376,7 @@ class StreamExchange:
             self.io.needService(fresh=True)
         elif self._response is not None and self._response.length == UNTIL_CLOSE:
             self._response = None
+            self._tap.ended(COMPLETE)
             self.pending.clear()
             self._finish()
         elif self.pending or self._out:
@@ -419,6 +415,7 @@ class StreamExchange:
             or (not response.reusable and (len(self.pending) > 1 or self.state == BODY))
         )
         self.io.toVisitor(forwardedHead(response, raw, self._visitorCloses))
+        self._tap.response(response.status, response.headers)
         self._response = response
         if response.length == CHUNKED:
             self._responseChunks = ChunkedBody()
@@ -443,6 +440,8 @@ class StreamExchange:
                 return b""
             self._started = True
             self.io.toVisitor(head)
+            self._tap.response(response.status, response.headers)
+            self._tap.ended(SWITCHED)
             self._switch(rest)
             return b""
         if request.version == b"1.1":
@@ -453,6 +452,7 @@ class StreamExchange:
         response = self._response
         assert response is not None
         if response.length == UNTIL_CLOSE:
+            self._tap.responseBody(data)
             self.io.toVisitor(data)
             return b""
         if self._responseChunks is not None:
@@ -470,7 +470,9 @@ class StreamExchange:
             self._responseLeft -= end
             done = not self._responseLeft
         if end:
-            self.io.toVisitor(data[:end] if end < len(data) else data)
+            piece = data[:end] if end < len(data) else data
+            self._tap.responseBody(piece)
+            self.io.toVisitor(piece)
         if done:
             self._responseEnded()
         return data[end:]
@@ -479,6 +481,7 @@ class StreamExchange:
         response = self._response
         assert response is not None
         self.pending.popleft()
+        self._tap.ended(COMPLETE)
         self._response, self._responseChunks, self._started = None, None, False
         if self._visitorCloses:
             self.pending.clear()
@@ -486,12 +489,11 @@ class StreamExchange:
             return
         if not response.reusable:
             self._dropService()
-        if self.state == WAIT and not self.pending:
-            self.state = HEAD  # the request waited for was answered
         if not self.pending:
+            if self.state == WAIT:
+                self.state = HEAD  # the request waited for was answered
             # The connection served: what goes on it next may meet its close.
             self._unanswered = []
-        if not self.pending:
             if self.state == REFUSED:
                 self._answerRefusal()
                 return
@@ -503,9 +505,11 @@ class StreamExchange:
     def _switch(self, rest: bytes) -> None:
         self.state = RAW
         self.pending.clear()
+        held, self._in = self._in, b""
+        self._tap.switchedData(False, rest)
+        self._tap.switchedData(True, held)
         if rest:
             self.io.toVisitor(rest)
-        held, self._in = self._in, b""
         if held:
             self._send(held)
         if self._visitorEnded:
@@ -530,14 +534,24 @@ class StreamExchange:
         if self._started:
             self._fail()
             return
-        self.io.toVisitor(errorBytes(HTTPStatus.BAD_GATEWAY))
-        self.pending.clear()
+        self._answerError(HTTPStatus.BAD_GATEWAY)
         self._finish(reusable=False)
+
+    def _answerError(self, status: HTTPStatus) -> None:
+        """
+        Answer the oldest request in flight C{status} ourselves; the others
+        are lost.
+        """
+        self._tap.response(status, errorParts(status)[1])
+        self._tap.ended(COMPLETE)
+        self.io.toVisitor(errorBytes(status))
+        self.pending.clear()
 
     def _fail(self) -> None:
         """
         Abort both connections: something was cut or malformed midway.
         """
+        self._tap.abortAll()
         self.state = GONE
         if self._service == ATTACHED:
             self.io.abortService()
@@ -551,6 +565,7 @@ class StreamExchange:
         """
         atBoundary = (not self.pending and self._response is None
                       and not self._out and not self._held)
+        self._tap.abortAll()
         self.state = GONE
         if self._service == ATTACHED:
             self.io.releaseService(reusable and atBoundary)

@@ -9,6 +9,7 @@ connection to the visitor as L{nfltr.streams.splice} does.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from twisted.internet import interfaces
@@ -135,7 +136,26 @@ class PausesBackend:
         """
 
 
-class BackendSpliceEnd(SpliceEnd):
+class TapSpliceEnd(SpliceEnd):
+    """
+    A splice end that tells C{tap}, if there is one, each chunk before it
+    goes on (the inspector's view of a switched connection).
+    """
+
+    def __init__(self, tap: Callable[[bytes], object] | None = None) -> None:
+        super().__init__()
+        self.tap = tap
+
+    def dataReceived(self, data: bytes) -> None:
+        """
+        Tell, then forward.
+        """
+        if self.tap is not None:
+            self.tap(data)
+        super().dataReceived(data)
+
+
+class BackendSpliceEnd(TapSpliceEnd):
     """
     The splice end on the backend connection: its end of input half-closes
     an end-to-end TLS layer on the visitor's side (which can), where a plain

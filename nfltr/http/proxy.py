@@ -33,8 +33,9 @@ from nfltr.streams import SpliceEnd
 
 from ._exchange import Exchange, Gate, Phase
 from ._limits import DEFAULT_LIMITS, HTTPLimits
+from ._tap import IExchangeTap
 from .backend import BackendConnection, IBackend
-from .flow import PEER_FULL, BackendSpliceEnd, PausesBackend, Valve, ValveProducer
+from .flow import PEER_FULL, BackendSpliceEnd, PausesBackend, TapSpliceEnd, Valve, ValveProducer
 from .pool import BackendPool
 from .stream import StreamProxyProtocol
 
@@ -70,7 +71,7 @@ class HTTPProxyProtocol(Protocol):
         self.exchange = Exchange(
             self, visitor=visitor, host=factory.host, forwarded=factory.forwarded,
             scheme=factory.scheme, limits=factory.limits, gate=factory.gate,
-            hosts=factory.hosts,
+            hosts=factory.hosts, tap=factory.tap,
         )
         self.backend: BackendConnection | None = None
         self._pauser = PausesBackend(self)
@@ -263,7 +264,15 @@ class HTTPProxyProtocol(Protocol):
         assert backend is not None
         self._setTimer(None)
         self._unregister()
-        visitorEnd, backendEnd = SpliceEnd(), BackendSpliceEnd()
+        capture = self.exchange.switchedCapture
+        if capture is None:
+            visitorEnd, backendEnd = TapSpliceEnd(), BackendSpliceEnd()
+        else:
+            visitorEnd = TapSpliceEnd(lambda data: capture.switchedData(True, data))
+            backendEnd = BackendSpliceEnd(lambda data: capture.switchedData(False, data))
+            for fromVisitor, early in ((False, toVisitor), (True, toBackend)):
+                if early:
+                    capture.switchedData(fromVisitor, early)
         visitorEnd.other, backendEnd.other = backendEnd, visitorEnd
         self.raw, backend.raw = visitorEnd, backendEnd
         if toVisitor:
@@ -394,6 +403,9 @@ class HTTPProxyFactory(Factory):
         self.backend = backend
         self.gate = gate
         self.hosts = hosts
+        #: Told of each request and response (L{nfltr.http._tap}); settable
+        #: later, for the visitor connections that follow.
+        self.tap: IExchangeTap | None = None
         self.clock = clock
         self.host = host
         self.forwarded = forwarded

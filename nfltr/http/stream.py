@@ -51,7 +51,7 @@ class StreamProxyProtocol(Protocol):
         self.exchange = StreamExchange(
             self, visitor=visitor, host=factory.host, forwarded=factory.forwarded,
             scheme=factory.scheme, limits=factory.limits, gate=factory.gate,
-            hosts=factory.hosts,
+            hosts=factory.hosts, tap=factory.tap,
         )
         self.backend: BackendConnection | None = None
         self._ownsSource = ownsSource

@@ -75,6 +75,7 @@ class LinkSession(WindowedStream):
     @ivar link: the link carrying it.
     @ivar sessionId: its id on the link.
     @ivar target: what the opener asked to reach.
+    @ivar openedAt: when it was made, on the link's clock (for listings).
     @ivar protocol: the attached protocol, C{None} until accepted.
     @ivar disconnecting: C{loseConnection} was called.
     @ivar _queue: received bytes not yet delivered (bounded by the window).
@@ -91,6 +92,7 @@ class LinkSession(WindowedStream):
         self.link = link
         self.sessionId = sessionId
         self.target = target
+        self.openedAt: float = link.clock.seconds()
         self.protocol: Any = None
         self.peerAddress: Any = LinkAddress(target, sessionId)
         self._queue: deque[bytes] = deque()

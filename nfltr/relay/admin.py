@@ -4,7 +4,8 @@ The admin listener's web site: C{/healthz} answers C{200 ok} while the relay
 process runs (liveness); C{/readyz} answers C{200 ready} once the relay
 listens and until it starts to stop, C{503} otherwise (readiness: take it
 out of a load balancer while it drains); C{/metrics} serves Prometheus
-metrics (L{nfltr.relay.metrics}).  Every other path is a plain 404; there
+metrics (L{nfltr.relay.metrics}); C{/api} and C{/dashboard} the relay's API
+and dashboard (L{nfltr.relay.api}).  Every other path is a plain 404; there
 is no directory listing, no traceback in responses and no access log.
 """
 
@@ -72,11 +73,12 @@ class AdminSite(QuietSite):
 
 def admin_site(
     ready: Callable[[], bool] | None = None, metrics: resource.Resource | None = None,
-    reactor: Any = None,
+    reactor: Any = None, children: dict[bytes, resource.Resource] | None = None,
 ) -> AdminSite:
     """
     The admin site: C{/healthz}, C{/readyz} (if C{ready} is given),
-    C{/metrics} (if C{metrics} is), and 404 for anything else (C{/}
+    C{/metrics} (if C{metrics} is), C{children} (the API and the
+    dashboard: L{nfltr.relay.api}), and 404 for anything else (C{/}
     included); its connection timeouts on C{reactor}.
     """
     root = resource.Resource()
@@ -86,4 +88,6 @@ def admin_site(
         root.putChild(b"readyz", Readyz(ready))
     if metrics is not None:
         root.putChild(b"metrics", metrics)
+    for name, child in (children or {}).items():
+        root.putChild(name, child)
     return AdminSite(root, reactor=reactor)

@@ -61,6 +61,8 @@ class HolderFigures:
     @ivar rtt: the last round-trip time measured on it, in seconds; L{None}
         when none was (yet, or ever: SSH connections).
     @ivar since: when it connected, in the relay clock's seconds.
+    @ivar address: its peer's address (C{HOST:PORT}), if known.
+    @ivar dataLinks: its extra data connections (a native agent's).
     """
 
     kind: Kind
@@ -69,6 +71,8 @@ class HolderFigures:
     bytesOut: int
     rtt: float | None
     since: float
+    address: str | None = None
+    dataLinks: int = 0
 
 
 class IAgentHolder(Interface):

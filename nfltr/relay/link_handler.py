@@ -390,7 +390,7 @@ class RelayLinkHandler(LinkHandler):
             return HolderFigures(LINK, 0, 0, 0, None, self.since)
         sessions = link.connection.session_count if link.connection is not None else 0
         return HolderFigures(LINK, sessions, link.bytesReceived, link.bytesSent, link.rtt,
-                             self.since)
+                             self.since, self._peer(), len(self.dataLinks))
 
     def _endDataLinks(self, drain: bool) -> None:
         """

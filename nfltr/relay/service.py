@@ -161,6 +161,7 @@ class RelayService(Service):
         self.sshFactory: Any = None
         self.replica: Any = None
         self._adminPort: Any = None
+        self._api: Any = None
         self._health: StoreHealth | None = None
         self._statePath: Path | None = None
         self._cleanups: list[Cleanup] = []
@@ -374,7 +375,22 @@ class RelayService(Service):
             return self.ready and (self._health is None or self._health.available)
 
         metrics = MetricsResource(lambda: metrics_registry(self))
-        return admin_site(ready, metrics, self.reactor)
+        return admin_site(ready, metrics, self.reactor, self._apiResources(ready))
+
+    def _apiResources(self, ready: Callable[[], bool]) -> dict[bytes, Any]:
+        """
+        The API and the dashboard (L{nfltr.relay.api}); draining through
+        them stops the relay as a signal would.
+        """
+        from .api import RelayView, api_resources
+
+        reactor = self.reactor
+        view = RelayView(lambda: self.relay, lambda: self.shares, reactor,
+                         lambda: reactor.callLater(0, reactor.stop), ready, __version__)
+        assert self.relay is not None
+        api, children = api_resources(view, self.relay.store, reactor)
+        self._api = api
+        return children
 
     async def _listenSSH(self, relay: Relay, store: IStore, dataDir: Path) -> Any:
         """
@@ -446,6 +462,8 @@ class RelayService(Service):
         Stop the admin listener, if it listens (once).
         """
         port, self._adminPort = self._adminPort, None
+        if self._api is not None and self._api.events is not None:
+            self._api.events.close()
         return None if port is None else port.stopListening()
 
     async def _listen(self, option: str, spec: str, factory: Any) -> Any:
@@ -491,8 +509,9 @@ class RelayService(Service):
 
     def _announce(self, info: RelayInfo) -> None:
         self.log.info(
-            "relay listening: links (TLS) on {tls}, admin on {admin}",
-            tls=info.tls, admin=info.admin,
+            "relay listening: links (TLS) on {tls}, admin on {admin} (dashboard: "
+            "http://{admin}/dashboard, API: /api/v1/, with a token from nfltr admin token "
+            "create)", tls=info.tls, admin=info.admin,
         )
         if info.http is not None:
             self.log.info("HTTP port on {http} redirects to HTTPS", http=info.http)

@@ -148,6 +148,7 @@ class ShareEntry:
     @ivar holder: the link handler that published it.
     @ivar route: where the TLS port sends its visitors.
     @ivar plain: serves it in plain HTTP on the HTTP port, if it asked.
+    @ivar share: what the agent asked for (its policy, its credentials' kinds).
     """
 
     name: str
@@ -156,6 +157,7 @@ class ShareEntry:
     holder: Any
     route: Route
     plain: interfaces.IProtocolFactory | None = None
+    share: HttpShare | None = None
 
 
 @implementer(IShareRoutes)
@@ -292,7 +294,9 @@ class ShareRegistry:
                 )
                 answer["plain_url"] = self.plainURL(share.name)
             answers.append(answer)
-            entries.append(ShareEntry(share.name, account, share.mode, holder, route, plain))
+            entries.append(
+                ShareEntry(share.name, account, share.mode, holder, route, plain, share)
+            )
         for entry in entries:
             self.leases.claim(entry.name, account, now)
             old = self._entries.get(entry.name)
@@ -379,6 +383,12 @@ class ShareRegistry:
         """
         return sorted((e.name, e.mode, self.url(e.name)) for e in self._entries.values()
                       if e.account == account)
+
+    def entries(self) -> list[ShareEntry]:
+        """
+        The published shares, by name (for the API, L{nfltr.relay.api}).
+        """
+        return [self._entries[name] for name in sorted(self._entries)]
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -17,6 +17,7 @@ use this package for L{OwnerLock} alone.
 
 from typing import TYPE_CHECKING, Any
 
+from nfltr.store._admin import AdminTokenInfo, UnknownAdminToken
 from nfltr.store._model import (
     AccountExists,
     AccountInfo,
@@ -47,6 +48,7 @@ from nfltr.store._redis_url import (
 )
 from nfltr.store._ssh import InvalidSSHKey, SSHKey, SSHKeyInfo, parse_ssh_public_key
 from nfltr.store.interfaces import (
+    IAdminTokens,
     INameLeaseTable,
     IPresenceTable,
     IRevocationFeed,
@@ -55,6 +57,9 @@ from nfltr.store.interfaces import (
 )
 
 __all__ = [
+    "AdminTokenInfo",
+    "IAdminTokens",
+    "UnknownAdminToken",
     "DirectoryInUse",
     "OwnerLock",
     "claim_owner",

@@ -22,6 +22,8 @@ prefix (L{DEFAULT_PREFIX}, written C{P} below):
     P presence:<kind>:<name> hash    who holds an agent or share, where a
                                      replica listens (L{presence_table},
                                      L{nfltr.store._redis_presence})
+    P admin-token:<id>       hash    an admin token (L{nfltr.store._redis_admin})
+    P admin-tokens           zset    every admin token id, by creation time
 
 A sorted set with equal scores orders its members as text, so "by creation
 time, then by id" is one C{ZRANGE}.  Every change touching several keys is
@@ -58,9 +60,13 @@ from nfltr.store._model import (
     new_key,
     parse_key,
 )
+from nfltr.store._redis_admin import RedisAdminTokens
 from nfltr.store._redis_client import RedisConnection
 from nfltr.store._redis_leases import RedisLeaseTable
 from nfltr.store._redis_presence import RedisPresenceTable
+from nfltr.store._redis_records import (
+    LIST_SCRIPT as _LIST,
+)
 from nfltr.store._redis_records import (
     account_list,
     float_text,
@@ -79,6 +85,7 @@ from nfltr.store._redis_url import (
 )
 from nfltr.store._ssh import InvalidSSHKey, SSHKeyInfo, parse_ssh_public_key
 from nfltr.store.interfaces import (
+    IAdminTokens,
     INameLeaseTable,
     IPresenceTable,
     IRevocationFeed,
@@ -125,20 +132,6 @@ end
 return redis.call('HGETALL', KEYS[1])
 """
 
-# Records listed in the order of a sorted set, each as id, HGETALL.
-# KEYS: the sorted set, accounts.  ARGV: the records' key prefix, account ('' for all).
-_LIST = """
-if ARGV[2] ~= '' and redis.call('HEXISTS', KEYS[2], ARGV[2]) == 0 then
-  return redis.error_reply('NFLTR unknown-account')
-end
-local out = {}
-for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
-  out[#out + 1] = id
-  out[#out + 1] = redis.call('HGETALL', ARGV[1] .. id)
-end
-return out
-"""
-
 # KEYS: accounts, ssh:<fp>, ssh-keys, account-ssh:<name>
 # ARGV: account, fingerprint, algorithm, key, created_at, has label, label
 _ADD_SSH = """
@@ -168,8 +161,8 @@ return record
 """
 
 
-@implementer(IStore, IRevocationFeed)
-class RedisStore:
+@implementer(IStore, IRevocationFeed, IAdminTokens)
+class RedisStore(RedisAdminTokens):
     """
     L{IStore} over Redis, through txredisapi.
 

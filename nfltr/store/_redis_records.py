@@ -14,6 +14,20 @@ from nfltr.store._ssh import SSHKeyInfo
 
 _DIGEST_BYTES = 32
 
+# Records listed in the order of a sorted set, each as id, HGETALL.
+# KEYS: the sorted set, accounts.  ARGV: the records' key prefix, account ('' for all).
+LIST_SCRIPT = """
+if ARGV[2] ~= '' and redis.call('HEXISTS', KEYS[2], ARGV[2]) == 0 then
+  return redis.error_reply('NFLTR unknown-account')
+end
+local out = {}
+for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  out[#out + 1] = id
+  out[#out + 1] = redis.call('HGETALL', ARGV[1] .. id)
+end
+return out
+"""
+
 
 def float_text(value: float) -> str:
     """
@@ -56,6 +70,21 @@ def _time(fields: dict[str, bytes], name: str, key: str) -> float:
         raise StoreCorrupt(f"Redis key {key} has a field {name!r} that is not a time") from None
 
 
+def digest_field(fields: dict[str, bytes], key: str) -> bytes:
+    """
+    The SHA-256 digest a record keeps in its field C{digest}, in hex.
+
+    @raise StoreCorrupt: missing or malformed.
+    """
+    try:
+        digest = bytes.fromhex(_text(fields, "digest", key))
+    except ValueError:
+        digest = b""
+    if len(digest) != _DIGEST_BYTES:
+        raise StoreCorrupt(f"Redis key {key} has a malformed 'digest'")
+    return digest
+
+
 def key_info(keyid: str, reply: Any, key: str) -> tuple[KeyInfo, bytes]:
     """
     An API key's record and its stored digest, from an C{HGETALL} of
@@ -64,12 +93,7 @@ def key_info(keyid: str, reply: Any, key: str) -> tuple[KeyInfo, bytes]:
     @raise StoreCorrupt: a field is missing or malformed.
     """
     fields = _fields(reply, key)
-    try:
-        digest = bytes.fromhex(_text(fields, "digest", key))
-    except ValueError:
-        digest = b""
-    if len(digest) != _DIGEST_BYTES:
-        raise StoreCorrupt(f"Redis key {key} has a malformed 'digest'")
+    digest = digest_field(fields, key)
     revoked_at = _time(fields, "revoked_at", key) if "revoked_at" in fields else None
     info = KeyInfo(keyid, _text(fields, "account", key), _optional_text(fields, "label", key),
                    _time(fields, "created_at", key), revoked_at)

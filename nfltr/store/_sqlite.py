@@ -48,8 +48,10 @@ from nfltr.store._model import (
     new_key,
     parse_key,
 )
+from nfltr.store._sqlite_admin import ADMIN_TOKENS_MIGRATION as _ADMIN
+from nfltr.store._sqlite_admin import AdminTokensCore, AdminTokensDeferred
 from nfltr.store._ssh import InvalidSSHKey, SSHKeyInfo, parse_ssh_public_key
-from nfltr.store.interfaces import IStore
+from nfltr.store.interfaces import IAdminTokens, IStore
 
 _T = TypeVar("_T")
 
@@ -92,6 +94,7 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )""",
         "CREATE INDEX ssh_keys_by_account ON ssh_keys (account)",
     ),
+    _ADMIN,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -103,7 +106,7 @@ def _key_info(row: tuple[str, str, str | None, float, float | None]) -> KeyInfo:
     return KeyInfo(keyid, account, label, created_at, revoked_at)
 
 
-class SQLiteStoreCore:
+class SQLiteStoreCore(AdminTokensCore):
     """
     The synchronous store.  Safe to share between threads: one lock
     serialises the use of its single connection.
@@ -469,8 +472,8 @@ def _create_private_file(path: str) -> None:
         )
 
 
-@implementer(IStore)
-class SQLiteStore:
+@implementer(IStore, IAdminTokens)
+class SQLiteStore(AdminTokensDeferred):
     """
     L{SQLiteStoreCore} behind L{Deferred}s: each call runs in C{threadpool}
     and its result (or error: the same typed L{StoreError}s) is delivered in

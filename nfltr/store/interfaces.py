@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from twisted.internet.defer import Deferred
 from zope.interface import Attribute, Interface
 
+from nfltr.store._admin import AdminTokenInfo
 from nfltr.store._model import AccountInfo, KeyInfo
 from nfltr.store._ssh import SSHKeyInfo
 
@@ -225,4 +226,43 @@ class IPresenceTable(Interface):
         """
         The record C{kind}/C{name} (its fields, the writing replica's under
         C{replica}), or L{None} if there is none.
+        """
+
+
+class IAdminTokens(Interface):
+    """
+    The admin tokens of the relay's API and dashboard
+    (L{nfltr.store._admin}): kept as SHA-256 digests only, in the same
+    store as the accounts, so every relay on a shared directory takes the
+    same tokens.
+    """
+
+    def create_admin_token(
+        label: str | None = None, read_only: bool = False,
+    ) -> Deferred[tuple[AdminTokenInfo, str]]:
+        """
+        Create an admin token: its record and its plaintext, which exists
+        nowhere else afterwards.
+
+        @raise InvalidLabel: C{label} is too long or not printable.
+        """
+
+    def verify_admin_token(plaintext: str) -> Deferred[AdminTokenInfo | None]:
+        """
+        The record of the token C{plaintext} is (check
+        L{AdminTokenInfo.revoked}), or L{None} if it is malformed, names no
+        token or has a wrong secret (digests compared in constant time; an
+        unknown id costs the same comparison).
+        """
+
+    def list_admin_tokens() -> Deferred[list[AdminTokenInfo]]:
+        """
+        Every admin token, oldest first (then by id), revoked ones included.
+        """
+
+    def revoke_admin_token(tokenid: str) -> Deferred[AdminTokenInfo]:
+        """
+        Revoke a token; revoking a revoked one changes nothing.
+
+        @raise UnknownAdminToken: no token has this id.
         """

@@ -145,6 +145,7 @@ class ShareTrustTests(SynchronousTestCase):
         state = self.mktemp()
         options = http_agent_options("8080", {
             "name": "blog", "mode": mode, "state-dir": state, "relay-pin": RELAY_PIN, "key": KEY,
+            "inspect-ui": "none",
         }, environ={})
         announced: list[str] = []
         agent = AgentService(

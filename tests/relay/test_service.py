@@ -507,6 +507,30 @@ class RelayServiceTests(TestCase):
             await connectProtocol(TCP4ClientEndpoint(reactor, host, int(port)), Protocol())
 
     @asyncTest
+    async def test_eventStreamsEndOnStop(self) -> None:
+        """
+        The API's event streams (L{nfltr.relay.api}) end when the relay
+        stops, so its admin listener can close.
+        """
+        core = SQLiteStoreCore(self.dataDir / "nfltr.sqlite3")
+        _, token = core.create_admin_token()
+        core.close()
+        info = await self.startRelay(drainTimeout=1.0)
+        ask = (f"GET /api/v1/events HTTP/1.1\r\nHost: admin\r\nAuthorization: Bearer {token}"
+               "\r\nConnection: close\r\n\r\n").encode()
+        host, port = info.admin.rsplit(":", 1)
+        collector = Collector(ask, 1 << 30)
+        await connectProtocol(TCP4ClientEndpoint(reactor, host, int(port)), collector)
+        for _ in range(100):
+            if b"event: snapshot" in collector.received:
+                break
+            await deferLater(reactor, 0.05)
+        self.assertIn(b"event: snapshot", collector.received)
+        await self.service.stopService()
+        received = await collector.done
+        self.assertTrue(received.startswith(b"HTTP/1.1 200 "))
+
+    @asyncTest
     async def test_oneRelayPerDataDirectory(self) -> None:
         """
         A second relay on a data directory in use refuses to start, naming the holder's pid,

@@ -189,20 +189,24 @@ class StoreBehaviourMixin:
         raise NotImplementedError
 
 
-class SQLiteStoreBehaviourTests(StoreBehaviourMixin, unittest.TestCase):
+class SQLiteStoreMaker:
     """
-    The behaviour of L{SQLiteStore}.
+    Makes an L{SQLiteStore} on a thread pool, in a test's temporary
+    directory (a mixin of trial test cases, before the behaviour mixin).
     """
+
+    store: Any
 
     async def makeStore(self) -> SQLiteStore:
         from twisted.internet import reactor
 
+        t: Any = self
         pool = ThreadPool(minthreads=1, maxthreads=2, name="nfltr-store-test")
         pool.start()
-        self.addCleanup(pool.stop)
-        self.path = Path(self.mktemp()) / "nfltr.sqlite3"
+        t.addCleanup(pool.stop)
+        self.path = Path(t.mktemp()) / "nfltr.sqlite3"
         store = SQLiteStore(self.path, reactor, pool)
-        self.addCleanup(store.close)
+        t.addCleanup(store.close)
         return store
 
     async def storedBytes(self) -> bytes:
@@ -210,9 +214,9 @@ class SQLiteStoreBehaviourTests(StoreBehaviourMixin, unittest.TestCase):
         return b"".join(p.read_bytes() for p in self.path.parent.iterdir())
 
 
-class RedisStoreBehaviourTests(StoreBehaviourMixin, unittest.TestCase):
+class RedisStoreMaker:
     """
-    The behaviour of L{RedisStore}, on a real C{redis-server}.
+    Makes a L{RedisStore} on a real C{redis-server} of the test's own.
     """
 
     if REDIS_SERVER is None:
@@ -221,13 +225,26 @@ class RedisStoreBehaviourTests(StoreBehaviourMixin, unittest.TestCase):
     async def makeStore(self) -> RedisStore:
         from twisted.internet import reactor
 
-        self.server = await start_redis(self)
+        t: Any = self
+        self.server = await start_redis(t)
         store = RedisStore(reactor, parse_redis_url(self.server.url),
                            command_timeout=TEST_COMMAND_TIMEOUT)
-        self.addCleanup(store.close)
+        t.addCleanup(store.close)
         return store
 
     async def storedBytes(self) -> bytes:
         keys = await redis_command(self.server, "KEYS", "*")
         dumps = [await redis_command(self.server, "DUMP", key) for key in keys]
         return b"".join(keys + dumps)
+
+
+class SQLiteStoreBehaviourTests(SQLiteStoreMaker, StoreBehaviourMixin, unittest.TestCase):
+    """
+    The behaviour of L{SQLiteStore}.
+    """
+
+
+class RedisStoreBehaviourTests(RedisStoreMaker, StoreBehaviourMixin, unittest.TestCase):
+    """
+    The behaviour of L{RedisStore}, on a real C{redis-server}.
+    """

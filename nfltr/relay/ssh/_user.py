@@ -193,8 +193,10 @@ class RelayUser(ConchUser):
         sessions = sum(1 for c in conn.channels.values()
                        if isinstance(c, ForwardChannel) and c.name == FORWARDED)
         transport = conn.transport
+        lower = transport.transport
+        address = None if lower is None else format_address(lower.getPeer())
         return HolderFigures(SSH, sessions, transport.bytesReceived, transport.bytesSent, None,
-                             self.since)
+                             self.since, address)
 
     def refuse(self, reason: RefusalReason, message: str) -> None:
         """

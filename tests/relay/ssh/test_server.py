@@ -14,6 +14,7 @@ from twisted.conch.error import ValidPublicKey
 from twisted.conch.ssh import keys
 from twisted.cred.credentials import SSHPrivateKey, UsernamePassword
 from twisted.cred.error import UnauthorizedLogin
+from twisted.internet.address import IPv4Address
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.task import Clock
 from twisted.logger import Logger
@@ -68,6 +69,9 @@ class FakeConnection:
 
     def sendDisconnect(self, code: int, why: bytes) -> None:
         self.disconnects.append(why)
+
+    def getPeer(self) -> IPv4Address:
+        return IPv4Address("TCP", "192.0.2.7", 50022)
 
 
 class Sink:

@@ -1,0 +1,3 @@
+"""
+Tests for L{nfltr.inspect}: the agent's request inspector.
+"""

@@ -1,0 +1,3 @@
+"""
+Tests for L{nfltr.relay.api}: the relay's API and dashboard.
+"""
