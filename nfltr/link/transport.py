@@ -380,3 +380,10 @@ class LinkSession(WindowedStream):
         reason = self._closeReason
         assert reason is not None
         protocol.connectionLost(reason)
+
+
+def open_sessions(link: LinkProtocol) -> list[LinkSession]:
+    """
+    The sessions open on C{link} now, for listings (the relay's API).
+    """
+    return list(link._sessions.values())

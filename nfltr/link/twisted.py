@@ -367,12 +367,6 @@ class LinkProtocol(LinkOutput, Protocol):
 
     # -- the application's actions -----------------------------------------
 
-    def openSessions(self) -> list[LinkSession]:
-        """
-        The sessions open on this link now (for listings: the relay's API).
-        """
-        return list(self._sessions.values())
-
     def openSession(self, target: str, protocol: Any, firstBytes: bytes = b"") -> LinkSession:
         """
         Open a session to C{target} and attach C{protocol} to it;

@@ -17,6 +17,7 @@ from typing import Any
 from twisted.internet.interfaces import IReactorTime
 
 from nfltr.link import RefusalReason
+from nfltr.link.transport import open_sessions
 
 from ..agents import Relay
 from ..link_handler import RelayLinkHandler
@@ -128,7 +129,7 @@ class RelayView:
                 continue
             links = [("agent", holder.link), *(("data", d.link) for d in holder.dataLinks)]
             for role, link in links:
-                for session in [] if link is None else link.openSessions():
+                for session in [] if link is None else open_sessions(link):
                     total += 1
                     if len(records) < MAX_LISTED_SESSIONS:
                         records.append(_session(entry.name, entry.account, role, session, now))
