@@ -20,11 +20,12 @@ from ._settings import (
     parse_bool,
     relay_settings,
 )
+from ._shares import HttpOption
 
 __all__ = [
     "claim_name",
     "DEFAULT_RELAY", "KEY_ENV", "NON_HEALING", "WELCOME_TIMEOUT",
-    "AgentOptions", "AgentService", "AgentSessions", "AgentSetup", "ConfigError",
+    "AgentOptions", "AgentService", "HttpOption", "AgentSessions", "AgentSetup", "ConfigError",
     "DiallerObserver", "Quiet", "RelayDialler", "RelaySettings", "ServiceConnector",
     "TcpEnd", "agent_name", "agent_options", "default_state_dir", "free_local_ports",
     "http_agent_options",

@@ -271,12 +271,11 @@ class AgentService(Service, DiallerObserver):
         if setup.server_tls is not None:
             tls = E2EETLSFactory(setup.server_tls, False, reactor)
         connector = self.connector = connector or ServiceConnector(reactor)
-        # One share URL per agent, named as the agent (see agent_options).
+        # Share URLs, each named as the agent unless it has a name (a config file's).
         self.shares: dict[str, ShareServer] = {}
-        if options.http:
-            self.shares[setup.name] = ShareServer(
-                setup.name, options.http[0], connector, reactor, setup.share_key
-            )
+        for option in options.http:
+            name = option.name or setup.name
+            self.shares[name] = ShareServer(name, option, connector, reactor, setup.share_key)
         self.sessions = AgentSessions(reactor, options.ports, connector, tls, self.shares)
         relay = options.relay
         shares = [TcpShare(port, options.e2ee) for port in options.ports]

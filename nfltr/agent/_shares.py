@@ -83,6 +83,8 @@ class HttpOption:
     A share URL to publish: the service's port, the mode, the C{Host}
     header the service gets (L{REWRITE}, L{PRESERVE} or a value), and
     whether the relay's HTTP port serves it in plain HTTP too.
+
+    @ivar name: the share's name; L{None}: the agent's (C{nfltr http}).
     """
 
     port: int
@@ -91,6 +93,7 @@ class HttpOption:
     plain: bool = False
     policy: SharePolicy = OPEN
     idle_expiry: float | None = None
+    name: str | None = None
 
     def host(self) -> bytes | None:
         """

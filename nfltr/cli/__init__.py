@@ -40,6 +40,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "nfltr.cli.relay",
     "nfltr.cli.keys",
     "nfltr.cli.agent",
+    "nfltr.cli.up",
     "nfltr.cli.demo",
 )
 

@@ -1,0 +1,103 @@
+"""
+C{nfltr up FILE} with real processes: one agent, one link, serving every
+entry of a config file, reached with C{nfltr tcp-connect} and curl.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from .harness import Process, Stack, StackTestCase, exchange, missing, nfltr
+
+CURL_TIMEOUT = 60
+
+
+def write_config(stack: Stack, key: str, body: str, name: str = "nfltr.toml") -> Path:
+    """
+    A config file for C{stack}'s relay (its key in a key file beside it),
+    with the entries C{body}.
+    """
+    key_file = stack.tmp / "key"
+    key_file.write_text(key + "\n")
+    key_file.chmod(0o600)
+    path = stack.tmp / name
+    path.write_text(
+        f'relay = "{stack.address}"\nca = "{stack.ca}"\nkey-file = "key"\n'
+        f'name = "box"\nstate-dir = "state"\n\n{body}'
+    )
+    return path
+
+
+def tcp_entries(ports: list[int]) -> str:
+    return "".join(f"[[tcp]]\nport = {port}\n\n" for port in ports)
+
+
+def http_entry(name: str, port: int, mode: str) -> str:
+    return f'[[http]]\nname = "{name}"\nport = {port}\nmode = "{mode}"\n\n'
+
+
+def curl(stack: Stack, url: str) -> subprocess.CompletedProcess[bytes]:
+    """
+    GET C{url} (a share's) through the relay, trusting its share CA.
+    """
+    host, port = url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)
+    return subprocess.run(
+        ["curl", "--silent", "--show-error", "--fail", "--cacert",
+         str(stack.data / "tls" / "share-ca.crt"), "--resolve", f"{host}:{port}:127.0.0.1",
+         url + "headers"],
+        capture_output=True, timeout=CURL_TIMEOUT, check=False,
+    )
+
+
+def start_up(stack: Stack, path: Path, *extra: str) -> Process:
+    """
+    Start C{nfltr up FILE}.
+    """
+    return stack.start(nfltr("up", str(path), *extra), "up")
+
+
+class UpTests(StackTestCase):
+    """
+    One agent for three TCP entries and two share URLs.
+    """
+
+    skip = missing("curl")
+
+    def test_manyEntries(self) -> None:
+        """
+        Every entry is served by the one agent: each TCP port through
+        tcp-connect (pinning the agent's one key), each share URL with curl;
+        the agent dialled the relay once.
+        """
+        key = self.stack.key("alice")
+        tcp = [self.stack.service() for _ in range(3)]
+        web = [self.stack.web_service() for _ in range(2)]
+        path = write_config(self.stack, key, tcp_entries(tcp) + http_entry(
+            "site-a", web[0], "e2ee") + http_entry("site-b", web[1], "inspect"))
+        self.assertEqual(
+            subprocess.run(nfltr("check", str(path)), capture_output=True, check=False,
+                           timeout=CURL_TIMEOUT).returncode, 0,
+        )
+        agent = start_up(self.stack, path)
+        fingerprint = agent.wait_for(r"(sha256:[0-9a-f]{64})").group(1)
+        urls = {agent.wait_for(r"share (https://site-[ab]\S+) ").group(1) for _ in range(2)}
+        for port in tcp:
+            _, local = self.stack.connector(key, "box", port, "--pin", fingerprint)
+            self.assertEqual(exchange(local, b"MARKER ok\n"), b"ok\n")
+        for url in sorted(urls):
+            done = curl(self.stack, url)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            self.assertIn(b"GET /headers", done.stdout)
+        self.assertEqual(self.stack.relay.output().count("agent box (account alice) connected"),
+                         1)
+
+    def test_brokenFile(self) -> None:
+        """
+        C{nfltr up} on a broken file exits 2 naming the line.
+        """
+        path = write_config(self.stack, "k", "[[tcp]]\nport = 0\n")
+        done = subprocess.run(nfltr("up", str(path)), capture_output=True, text=True,
+                              check=False, timeout=CURL_TIMEOUT)
+        self.assertEqual(done.returncode, 2)
+        self.assertIn(f"{path}:8: [[tcp]] 1: port 0", done.stderr)
