@@ -41,6 +41,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "nfltr.cli.keys",
     "nfltr.cli.agent",
     "nfltr.cli.up",
+    "nfltr.cli.login",
     "nfltr.cli.demo",
 )
 

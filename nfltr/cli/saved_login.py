@@ -81,6 +81,23 @@ def apply_login(values: Mapping[str, Any], saved: Mapping[str, Any],
     return merged
 
 
+def with_login(values: Mapping[str, Any],
+               environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
+    """
+    A command's relay options (keyed by name) completed from the saved
+    login (L{apply_login}).
+
+    @raise nfltr.agent.ConfigError: the saved login cannot be read.
+    """
+    from nfltr.agent import ConfigError
+
+    try:
+        saved = saved_login(environ)
+    except ConfigFileError as e:
+        raise ConfigError(f"the saved login: {e}") from None
+    return apply_login(values, saved, environ)
+
+
 def login_text(old: str, login: Mapping[str, str]) -> str:
     """
     The user's config file C{old} with C{login} in place of the login it

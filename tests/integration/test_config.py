@@ -5,6 +5,8 @@ entry of a config file, reached with C{nfltr tcp-connect} and curl.
 
 from __future__ import annotations
 
+import os
+import stat
 import subprocess
 from pathlib import Path
 
@@ -101,3 +103,78 @@ class UpTests(StackTestCase):
                               check=False, timeout=CURL_TIMEOUT)
         self.assertEqual(done.returncode, 2)
         self.assertIn(f"{path}:8: [[tcp]] 1: port 0", done.stderr)
+
+
+class LoginTests(StackTestCase):
+    """
+    C{nfltr login} against a real relay, then the agent commands with no
+    relay, trust or key on their command lines.
+    """
+
+    skip = missing("curl")
+
+    def login(self, *args: str, answer: str = "y\n",
+              env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            nfltr("login", self.stack.address, *args), input=answer, capture_output=True,
+            text=True, timeout=CURL_TIMEOUT, check=False,
+            env={**os.environ, "XDG_CONFIG_HOME": str(self.config), **(env or {})},
+        )
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.config = self.stack.tmp / "config"
+
+    def test_loginThenCommands(self) -> None:
+        """
+        login shows the relay's fingerprint (the one it printed) and, once
+        confirmed, saves it and the key 0600; then nfltr tcp, tcp-connect
+        and http work with nothing but their own options.
+        """
+        key = self.stack.key("alice")
+        done = self.login(answer="n\n", env={"NFLTR_KEY": key})
+        self.assertEqual(done.returncode, 1)
+        self.assertFalse((self.config / "nfltr" / "nfltr.toml").exists())
+        done = self.login(env={"NFLTR_KEY": key})
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn(self.stack.info["fingerprint"], done.stdout)
+        saved = self.config / "nfltr" / "nfltr.toml"
+        self.assertEqual(stat.S_IMODE(saved.stat().st_mode), 0o600)
+        env = {"XDG_CONFIG_HOME": str(self.config)}
+        service = self.stack.service()
+        agent = self.stack.start(
+            nfltr("tcp", str(service), "--name", "box", "--state-dir",
+                  str(self.stack.tmp / "box")), "agent", env)
+        fingerprint = agent.wait_for(r"(sha256:[0-9a-f]{64})").group(1)
+        client = self.stack.start(
+            nfltr("tcp-connect", "box", str(service), "--listen", "127.0.0.1:0",
+                  "--pin", fingerprint), "client", env)
+        local = int(client.wait_for(r"listening on [\d.]+:(\d+)").group(1))
+        self.assertEqual(exchange(local, b"MARKER in\n"), b"in\n")
+        web = self.stack.start(
+            nfltr("http", str(self.stack.web_service()), "--name", "site", "--state-dir",
+                  str(self.stack.tmp / "site")), "http", env)
+        done_curl = curl(self.stack, web.wait_for(r"share (https://\S+) ").group(1))
+        self.assertEqual(done_curl.returncode, 0, done_curl.stderr)
+
+    def test_givenPinAndKeyFile(self) -> None:
+        """
+        With --relay-pin and --key-file nothing is asked; a wrong pin saved
+        this way is the relay's refusal at the agent's first link, and a
+        command line's own options win over the login.
+        """
+        key = self.stack.key("alice")
+        key_file = self.stack.tmp / "key"
+        key_file.write_text(key)
+        key_file.chmod(0o600)
+        done = self.login("--relay-pin", "sha256:" + "0" * 64, "--key-file", str(key_file),
+                          answer="")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        env = {"XDG_CONFIG_HOME": str(self.config)}
+        service = self.stack.service()
+        # The saved pin is wrong; the command line's --ca wins over it.
+        agent = self.stack.start(
+            nfltr("tcp", str(service), "--name", "box", "--state-dir", str(self.stack.tmp / "b"),
+                  "--ca", self.stack.ca), "agent", env)
+        agent.wait_for(r"(sha256:[0-9a-f]{64})")
+        agent.wait_for(r"online|connected|welcome")
