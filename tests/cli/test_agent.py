@@ -46,9 +46,8 @@ class ArgumentTests(SynchronousTestCase):
         # No login saved by the user (nfltr login) may fill in what a test leaves out.
         config = os.environ.get("XDG_CONFIG_HOME")
         os.environ["XDG_CONFIG_HOME"] = self.mktemp()
-        self.addCleanup(os.environ.pop, "XDG_CONFIG_HOME")
-        if config is not None:
-            self.addCleanup(os.environ.__setitem__, "XDG_CONFIG_HOME", config)
+        self.addCleanup(lambda: os.environ.update(XDG_CONFIG_HOME=config) if config is not None
+                        else os.environ.pop("XDG_CONFIG_HOME"))
 
     def test_help(self) -> None:
         """
