@@ -1,9 +1,10 @@
 # -*- test-case-name: tests.agent.test_tap -*-
 """
-C{twistd nfltr-agent tcp PORT...}, C{twistd nfltr-agent http PORT} and
-C{twistd nfltr-agent tcp-connect AGENT PORT}: the agent and the client as
-twistd services, with the options of C{nfltr tcp}, C{nfltr http} and
-C{nfltr tcp-connect} (the tables of L{nfltr.cli.agent_options}).
+C{twistd nfltr-agent tcp PORT...}, C{twistd nfltr-agent http PORT},
+C{twistd nfltr-agent up [FILE]} and C{twistd nfltr-agent tcp-connect AGENT
+PORT}: the agent and the client as twistd services, with the options of
+C{nfltr tcp}, C{nfltr http}, C{nfltr up} and C{nfltr tcp-connect} (the
+tables of L{nfltr.cli.agent_options}).
 
 Under twistd the connect command and the listening address go to the log,
 at info, or at debug too with C{-v}.  In the foreground (C{-n}) no pidfile
@@ -90,6 +91,38 @@ class HttpOptions(InterspersedOptions):
         self.stem = "nfltr-agent" + ("" if self.checked.name is None else f"-{self.checked.name}")
 
 
+class UpOptions(InterspersedOptions):
+    """
+    C{up [FILE]}: the agent of a config file's entries (L{nfltr.cli.up}).
+    """
+
+    synopsis = "[FILE] [options]"
+    table = (VERBOSE,)
+
+    def parseArgs(self, *files: str) -> None:
+        """
+        The config file, if given.
+        """
+        if len(files) > 1:
+            raise usage.UsageError("give one config file")
+        self["file"] = files[0] if files else None
+
+    def postOptions(self) -> None:
+        """
+        Check the file (the relay's CA and the key files are read).
+        """
+        from nfltr.cli.config_file import ConfigFileError
+        from nfltr.cli.up import config_path, load_config
+
+        self.path = config_path(self["file"])
+        try:
+            self.config = load_config(self.path)
+        except ConfigFileError as e:
+            raise usage.UsageError(str(e)) from None
+        self.checked = self.config.options
+        self.stem = "nfltr-agent" + ("" if self.checked.name is None else f"-{self.checked.name}")
+
+
 class TcpConnectOptions(InterspersedOptions):
     """
     C{tcp-connect AGENT PORT}: the client.
@@ -126,10 +159,11 @@ class Options(usage.Options):
     C{twistd nfltr-agent COMMAND}.
     """
 
-    synopsis = "tcp PORT... | http PORT | tcp-connect AGENT PORT [options]"
+    synopsis = "tcp PORT... | http PORT | up [FILE] | tcp-connect AGENT PORT [options]"
     subCommands = [
         ["tcp", None, TcpOptions, "share local TCP services through the relay"],
         ["http", None, HttpOptions, "publish a local web service at a share URL"],
+        ["up", None, UpOptions, "serve every entry of a config file (nfltr.toml)"],
         ["tcp-connect", None, TcpConnectOptions, "reach an agent's TCP service from a local port"],
     ]
 
@@ -149,7 +183,7 @@ class Options(usage.Options):
         A command is required; twistd's files are named for it.
         """
         if self.subCommand is None:
-            raise usage.UsageError("give a command: tcp, http or tcp-connect")
+            raise usage.UsageError("give a command: tcp, http, up or tcp-connect")
         twistd_files(self.parent, self.subOptions.stem)
 
 
@@ -200,15 +234,15 @@ def build_service(
     fatal: Callable[[str], None], done: Callable[[str], None] | None = None,
 ) -> IService:
     """
-    The service of C{command} (C{tcp}, C{http} or C{tcp-connect}) for its
-    checked options.
+    The service of C{command} (C{tcp}, C{http}, C{up} or C{tcp-connect})
+    for its checked options.
 
     @raise SystemExit: the agent's state directory cannot be used.
     """
     from nfltr.agent import AgentService, ConfigError, prepare_agent
     from nfltr.client import TcpConnector
 
-    if command in ("tcp", "http"):
+    if command in ("tcp", "http", "up"):
         try:
             setup = prepare_agent(checked)
         except ConfigError as e:
