@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from twisted.application.service import IService
 from twisted.logger import Logger
@@ -31,6 +31,9 @@ from nfltr.cli.options import environment, option_values
 from nfltr.cli.twistd import InterspersedOptions, TwistdService, twistd_files
 
 EXIT_FATAL = 1
+
+if TYPE_CHECKING:
+    from nfltr.cli.config_agent import ConfigAgent
 
 _log = Logger()
 
@@ -225,8 +228,33 @@ def plugin_service(options: Options, reactor: Any, fatal: Callable[[str], None],
     assert options.subCommand is not None
     sub = options.subOptions
     top = TwistdService(options.parent, verbosity(bool(sub["verbose"])))
+    if options.subCommand == "up":
+        from nfltr.cli.config_agent import reload_on_sighup
+
+        agent = up_service(sub, reactor, fatal)
+        reload_on_sighup(reactor, agent.reload)
+        agent.setServiceParent(top)
+        return top
     build_service(options.subCommand, sub.checked, reactor, None, fatal, done).setServiceParent(top)
     return top
+
+
+def up_service(options: UpOptions, reactor: Any, fatal: Callable[[str], None]) -> ConfigAgent:
+    """
+    The agent of C{up}'s config file, which reloads it on L{ConfigAgent.reload}.
+
+    @raise SystemExit: the agent's state directory cannot be used.
+    """
+    from nfltr.agent import ConfigError, prepare_agent
+    from nfltr.cli.config_agent import ConfigAgent
+    from nfltr.cli.up import load_config
+
+    try:
+        setup = prepare_agent(options.checked)
+    except ConfigError as e:
+        raise SystemExit(f"nfltr up: {e}") from None
+    path = options.path
+    return ConfigAgent(reactor, options.config, setup, lambda: load_config(path), None, fatal)
 
 
 def build_service(

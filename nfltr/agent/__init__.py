@@ -22,12 +22,13 @@ from ._settings import (
     relay_settings,
 )
 from ._shares import HttpOption
+from ._update import EntryUpdater
 
 __all__ = [
     "claim_name",
     "DEFAULT_RELAY", "KEY_ENV", "NON_HEALING", "WELCOME_TIMEOUT",
     "AgentOptions", "AgentService", "HttpOption", "AgentSessions", "AgentSetup", "ConfigError",
-    "DiallerObserver", "Quiet", "RelayDialler", "RelaySettings", "ServiceConnector",
+    "DiallerObserver", "EntryUpdater", "Quiet", "RelayDialler", "RelaySettings", "ServiceConnector",
     "TcpEnd", "agent_name", "agent_options", "default_state_dir", "free_local_ports",
     "http_agent_options",
     "http_option", "parse_address",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cryptography.hazmat.primitives.asymmetric import ec
 from twisted.application.service import Service
@@ -48,6 +48,9 @@ from nfltr.wire.messages import (
 )
 
 from ._dialler import DiallerObserver, RelayDialler
+
+if TYPE_CHECKING:
+    from ._update import EntryUpdater
 from ._expiry import IdleExpiry
 from ._extra_links import DataLinks
 from ._local import ServiceAttempt, ServiceConnector, TcpEnd, free_local_ports, splice_local
@@ -264,6 +267,8 @@ class AgentService(Service, DiallerObserver):
         #: This agent's hold on its name in its state directory, while it runs.
         self.owner: OwnerLock | None = None
         self.expiry: IdleExpiry | None = None
+        #: Applies new entries while it runs (C{nfltr up}'s reload), if set.
+        self.updater: EntryUpdater | None = None
         idle = options.http[0].idle_expiry if options.http else None
         if idle is not None:
             self.expiry = IdleExpiry(reactor, idle, self._busy, self._expired)
@@ -358,8 +363,17 @@ class AgentService(Service, DiallerObserver):
             for line in self.connectLines():
                 self.announce(line)
         self.data.welcomed(link, welcome.get("data_token"))
+        if self.updater is not None:
+            self.updater.relayUp()
         answers = welcome.get("shares")
-        for answer in answers if isinstance(answers, list) else ():
+        self.takeShares(answers if isinstance(answers, list) else [])
+
+    def takeShares(self, answers: list[Any]) -> None:
+        """
+        Take each share's URL and certificate from the relay's answers (a
+        welcome's, an update's), and show the URLs that are new.
+        """
+        for answer in answers:
             server = self.shares.get(str(answer.get("name"))) if isinstance(answer, dict) else None
             if server is None:
                 continue
@@ -429,6 +443,13 @@ class AgentService(Service, DiallerObserver):
         The relay turned us away for good.
         """
         self.onFatal(message)
+
+    def relayControl(self, link: Any, message: dict[str, Any]) -> None:
+        """
+        The relay's answer to an update of our entries (L{updater}).
+        """
+        if self.updater is not None:
+            self.updater.controlReceived(message)
 
 
 def _passing(call: Callable[[], object]) -> Callable[[Any], Any]:

@@ -24,6 +24,7 @@ from nfltr.cli.options import add_arguments
 if TYPE_CHECKING:
     from nfltr.cli import Subparsers
     from nfltr.cli.config_check import Config
+    from nfltr.cli.foreground import Foreground
 
 EXIT_INVALID = 1
 EXIT_USAGE = 2
@@ -36,7 +37,8 @@ def register(subparsers: Subparsers) -> None:
     up = subparsers.add_parser(
         "up", help="run one agent for every entry of a config file",
         description="Serve every [[tcp]] and [[http]] entry of FILE through one agent and one "
-        "link to the relay. See docs/config.md.",
+        "link to the relay. SIGHUP reloads FILE: new entries start, removed ones drain, a "
+        "broken file keeps the running ones. See docs/config.md.",
     )
     up.add_argument("file", nargs="?", metavar="FILE",
                     help="the config file (default: ./nfltr.toml, else "
@@ -107,12 +109,15 @@ def run_up(args: argparse.Namespace) -> int:
     except ConfigError as e:
         print(f"nfltr up: {e}", file=sys.stderr)
         return EXIT_USAGE
-    from nfltr.agent import AgentService
+    from nfltr.cli.config_agent import ConfigAgent, reload_on_sighup
 
-    return serve(
-        lambda fg: AgentService(fg.reactor, setup, fg.announce, fg.fatal),
-        verbosity(args.verbose),
-    )
+    def make(fg: Foreground) -> ConfigAgent:
+        agent = ConfigAgent(fg.reactor, config, setup, lambda: load_config(path), fg.announce,
+                            fg.fatal)
+        reload_on_sighup(fg.reactor, agent.reload)
+        return agent
+
+    return serve(make, verbosity(args.verbose))
 
 
 def load_config(path: Path) -> Config:

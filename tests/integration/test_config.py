@@ -5,12 +5,19 @@ entry of a config file, reached with C{nfltr tcp-connect} and curl.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
+import signal
+import socket
 import stat
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 from .harness import Process, Stack, StackTestCase, exchange, missing, nfltr
+from .service import pattern
 
 CURL_TIMEOUT = 60
 
@@ -83,7 +90,7 @@ class UpTests(StackTestCase):
         )
         agent = start_up(self.stack, path)
         fingerprint = agent.wait_for(r"(sha256:[0-9a-f]{64})").group(1)
-        urls = {agent.wait_for(r"share (https://site-[ab]\S+) ").group(1) for _ in range(2)}
+        urls = {agent.wait_for(rf"share (https://site-{x}\S+) ").group(1) for x in "ab"}
         for port in tcp:
             _, local = self.stack.connector(key, "box", port, "--pin", fingerprint)
             self.assertEqual(exchange(local, b"MARKER ok\n"), b"ok\n")
@@ -178,3 +185,116 @@ class LoginTests(StackTestCase):
                   "--ca", self.stack.ca), "agent", env)
         agent.wait_for(r"(sha256:[0-9a-f]{64})")
         agent.wait_for(r"online|connected|welcome")
+
+
+def wait_count(process: Process, pattern: str, count: int,
+               timeout: float = CURL_TIMEOUT) -> None:
+    """
+    Wait until C{process} printed C{count} lines matching C{pattern}.
+    """
+    regex = re.compile(pattern)
+    deadline = time.monotonic() + timeout
+    while sum(1 for line in list(process.lines) if regex.search(line)) < count:
+        if time.monotonic() > deadline or process.popen.poll() is not None:
+            raise AssertionError(f"no {count} lines matching {pattern!r}:\n{process.output()}")
+        time.sleep(0.05)
+
+
+def refused(port: int) -> bool:
+    """
+    Whether a connector's session to a port is refused (closed or reset
+    without an answer).
+    """
+    try:
+        return exchange(port, b"MARKER x\n") == b""
+    except ConnectionResetError:
+        return True
+
+
+class SlowDownload(threading.Thread):
+    """
+    A download through a connector, read slowly so that it lasts; its
+    digest once done.
+    """
+
+    def __init__(self, port: int, size: int, seed: int) -> None:
+        super().__init__(daemon=True)
+        self.port, self.size, self.seed = port, size, seed
+        self.received = 0
+        self.digest: str | None = None
+        self.error: OSError | None = None
+
+    def run(self) -> None:
+        try:
+            digest = hashlib.sha256()
+            with socket.create_connection(("127.0.0.1", self.port), timeout=CURL_TIMEOUT) as s:
+                s.sendall(f"DOWNLOAD {self.size} {self.seed}\n".encode())
+                while data := s.recv(64 * 1024):
+                    digest.update(data)
+                    self.received += len(data)
+                    time.sleep(0.01)
+            self.digest = digest.hexdigest()
+        except OSError as e:  # reported by the test
+            self.error = e
+
+
+class ReloadTests(StackTestCase):
+    """
+    C{SIGHUP} reloads C{nfltr up}'s file on the link it has.
+    """
+
+    skip = missing("curl")
+
+    def test_reloadDuringDownload(self) -> None:
+        """
+        Entries added start, removed ones stop, unchanged ones are not
+        touched: a download through an unchanged TCP entry that runs across
+        the reload completes intact, the share URL kept still answers, and
+        the agent keeps its one link.  A broken file then changes nothing
+        and the log names its line.
+        """
+        stack = self.stack
+        key = stack.key("alice")
+        kept, dropped, added = (stack.service() for _ in range(3))
+        site_a, site_b, site_c = (stack.web_service() for _ in range(3))
+        path = write_config(stack, key, tcp_entries([kept, dropped]) + http_entry(
+            "site-a", site_a, "e2ee") + http_entry("site-c", site_c, "inspect"))
+        agent = start_up(stack, path)
+        pin = agent.wait_for(r"(sha256:[0-9a-f]{64})").group(1)
+        url_a = agent.wait_for(r"share (https://site-a\S+) ").group(1)
+        url_c = agent.wait_for(r"share (https://site-c\S+) ").group(1)
+        _, kept_local = stack.connector(key, "box", kept, "--pin", pin)
+        _, dropped_local = stack.connector(key, "box", dropped, "--pin", pin)
+        self.assertEqual(exchange(dropped_local, b"MARKER before\n"), b"before\n")
+        download = SlowDownload(kept_local, 48 * 1024 * 1024, 5)
+        download.start()
+        deadline = time.monotonic() + CURL_TIMEOUT
+        while download.received < 1024 * 1024 and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+        write_config(stack, key, tcp_entries([kept, added]) + http_entry(
+            "site-a", site_a, "e2ee") + http_entry("site-b", site_b, "inspect"))
+        agent.popen.send_signal(signal.SIGHUP)
+        wait_count(agent, r"reloaded: 2 entries started, 2 stopped, 2 unchanged", 1)
+        url_b = agent.wait_for(r"share (https://site-b\S+) ").group(1)
+        self.assertIsNone(download.digest, "the download ended before the reload")
+
+        _, added_local = stack.connector(key, "box", added, "--pin", pin)
+        self.assertEqual(exchange(added_local, b"MARKER added\n"), b"added\n")
+        self.assertTrue(refused(dropped_local))
+        for url in (url_a, url_b):
+            done = curl(stack, url)
+            self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertNotEqual(curl(stack, url_c).returncode, 0)
+
+        download.join(CURL_TIMEOUT)
+        self.assertIsNone(download.error)
+        self.assertEqual(download.digest,
+                         hashlib.sha256(pattern(5, 48 * 1024 * 1024)).hexdigest())
+
+        path.write_text(path.read_text() + "\n[[tcp]]\nport = 0\n")
+        agent.popen.send_signal(signal.SIGHUP)
+        wait_count(agent, r"not reloaded, the running entries stay", 1)
+        wait_count(agent, rf"{re.escape(str(path))}:\d+: \[\[tcp\]\] 3: port 0", 1)
+        self.assertEqual(exchange(added_local, b"MARKER still\n"), b"still\n")
+        self.assertEqual(stack.relay.output().count("agent box (account alice) connected"), 1)

@@ -297,7 +297,7 @@ def lost_reason(failure: Failure | None) -> tuple[int, str] | None:
 def without_token(controls: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """
     The control messages an agent got, the data token of its welcome
-    checked (32 hex digits) and left out.
+    checked (32 hex digits) and left out, and so its features (C{update}).
     """
     result = []
     for received in controls:
@@ -306,5 +306,6 @@ def without_token(controls: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if message.get("type") == "welcome":
             assert isinstance(token, str) and len(token) == 32, token
             int(token, 16)
+            assert message.pop("features") == ["update"], message
         result.append(message)
     return result
