@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from twisted.logger import Logger
 
 from nfltr.tls import E2EETLSFactory
+from nfltr.wire import peerText
 from nfltr.wire.messages import MessageError, TcpShare, agent_hello
 from nfltr.wire.update import FEATURE, UPDATED, parse_updated, update_message
 
@@ -142,8 +143,8 @@ class EntryUpdater:
             self._install(pending.previous)
             for server in pending.added:
                 server.close()
-            _log.error("the relay refused the new entries ({reason}: {message}); the previous "
-                       "ones stay", reason=answer.refused, message=answer.message)
+            _log.error("the relay refused the new entries ({reason}: {why}); the previous "
+                       "ones stay", reason=peerText(answer.refused), why=peerText(answer.message))
         self._next()
 
     def relayUp(self) -> None:

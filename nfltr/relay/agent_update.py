@@ -19,13 +19,19 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import succeed
-from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from nfltr.link import RefusalReason
 from nfltr.store import StoreUnavailable
 from nfltr.wire.messages import MessageError
-from nfltr.wire.update import Update, changed_shares, parse_update, update_refused, updated_message
+from nfltr.wire.update import (
+    MAX_SEQ,
+    Update,
+    changed_shares,
+    parse_update,
+    update_refused,
+    updated_message,
+)
 
 from .directory import AgentEntry
 from .leases import NameLeased
@@ -33,9 +39,6 @@ from .names import ClaimRefused, name_taken_message
 
 if TYPE_CHECKING:
     from .link_handler import RelayLinkHandler
-
-_log = Logger()
-
 
 def apply_update(handler: RelayLinkHandler, message: dict[str, Any],
                  ready: Callable[[], bool]) -> None:
@@ -48,8 +51,8 @@ def apply_update(handler: RelayLinkHandler, message: dict[str, Any],
         update = parse_update(message)
     except MessageError as e:
         raw = message.get("seq")
-        send(update_refused(raw if isinstance(raw, int) else 0, RefusalReason.INVALID.value,
-                            str(e)))
+        seq = raw if type(raw) is int and 0 <= raw <= MAX_SEQ else 0
+        send(update_refused(seq, RefusalReason.INVALID.value, str(e)))
         return
     entry, hello = handler.agent, handler.hello
     if entry is None or hello is None or not ready():
@@ -72,7 +75,7 @@ def apply_update(handler: RelayLinkHandler, message: dict[str, Any],
             send(update_refused(update.seq, RefusalReason.UNAVAILABLE.value,
                                 "the relay cannot check names now; try again later"))
         else:
-            _log.failure("error while updating agent {name}", failure, name=entry.name)
+            handler.log.failure("error while updating agent {name}", failure, name=entry.name)
 
     d.addCallbacks(reserved, failed)
 
@@ -97,7 +100,7 @@ def _applied(handler: RelayLinkHandler, entry: AgentEntry, update: Update, publi
     relay.claimAgent(new)
     handler.agent = new
     handler.hello = replace(hello, tcp=update.tcp, http=update.http)
-    _log.info(
+    handler.log.info(
         "agent {name} (account {account}) updated: ports {ports}, URLs published {urls}, "
         "withdrawn {withdrawn}",
         name=entry.name, account=entry.account, ports=sorted(new.ports),
