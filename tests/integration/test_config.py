@@ -16,7 +16,7 @@ import threading
 import time
 from pathlib import Path
 
-from .harness import Process, Stack, StackTestCase, exchange, missing, nfltr
+from .harness import REPO, Process, Stack, StackTestCase, exchange, missing, nfltr
 from .service import pattern
 
 CURL_TIMEOUT = 60
@@ -100,6 +100,26 @@ class UpTests(StackTestCase):
             self.assertIn(b"GET /headers", done.stdout)
         self.assertEqual(self.stack.relay.output().count("agent box (account alice) connected"),
                          1)
+
+    def test_example(self) -> None:
+        """
+        docs/nfltr.example.toml runs, its relay and trust set to this
+        relay's: the agent announces both TCP ports and both share URLs.
+        """
+        stack = self.stack
+        text = (REPO / "docs" / "nfltr.example.toml").read_text()
+        text = re.sub(r'(?m)^relay = ".*"$', f'relay = "{stack.address}"', text)
+        text = re.sub(r'(?m)^relay-pin = ".*"$', f'relay-pin = "{stack.info["fingerprint"]}"',
+                      text)
+        path = stack.tmp / "example.toml"
+        path.write_text(text)
+        for name, secret in (("nfltr.key", stack.key("alice")), ("hooks.header", "X-Hook: a")):
+            (stack.tmp / name).write_text(secret + "\n")
+            (stack.tmp / name).chmod(0o600)
+        agent = start_up(stack, path)
+        for pattern_ in (r"connect to port 22 ", r"connect to port 5432 ",
+                         r"share https://blog\.", r"share https://hooks\."):
+            agent.wait_for(pattern_)
 
     def test_brokenFile(self) -> None:
         """
