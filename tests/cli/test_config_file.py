@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr.cli.agent_options import AGENT_OPTIONS, HTTP_OPTIONS, RELAY_OPTIONS
@@ -292,3 +294,69 @@ class BrokenFileTests(SynchronousTestCase):
         self.assertEqual(error.lines(),
                          [f"{path}:5: [[tcp]] 1: port 0: expected a number in 1..65535"])
         self.assertEqual(os.path.basename(str(error.path)), CONFIG_NAME)
+
+
+# One mistake put in one entry of a good file: (kind, key, value, words of the message).
+MISTAKES = [
+    ("tcp", "bogus-key", "1", "unknown key 'bogus-key'"),
+    ("tcp", "port", "0", "port 0"),
+    ("tcp", "port", "70000", "port 70000"),
+    ("tcp", "port", '"22"', "port '22'"),
+    ("tcp", "e2ee", "1.5", "expected true or false"),
+    ("tcp", "e2ee", '"maybe"', "e2ee 'maybe'"),
+    ("http", "mode", "5.5", "mode: expected a string, not a number"),
+    ("http", "mode", '"weird"', "mode 'weird'"),
+    ("http", "name", '"Bad_Name"', "invalid agent name"),
+    ("http", "allow-ip", '["x"]', "'x'"),
+    ("http", "host_header", '"x"', "did you mean host-header?"),
+    ("http", "idle-expiry", '"1h"', "not for an entry"),
+    ("http", "port", "-1", "port -1"),
+]
+
+
+@st.composite
+def broken_files(draw: st.DrawFn) -> tuple[str, int, str, str]:
+    """
+    A file of good entries with one mistake: its text, the mistake's line,
+    its key, and words of its message.
+    """
+    kind, key, value, words = draw(st.sampled_from(MISTAKES))
+    count = draw(st.integers(1, 5))
+    kinds = [draw(st.sampled_from(["tcp", "http"])) for _ in range(count)]
+    target = draw(st.sampled_from([i for i, k in enumerate(kinds)] or [0]))
+    kinds[target] = kind
+    lines = HEAD.splitlines()
+    where = 0
+    for index, entry in enumerate(kinds):
+        lines += draw(st.sampled_from([[""], [], ["# a comment", ""]]))
+        lines.append(f"[[{entry}]]")
+        body = [("port", str(1000 + index))]
+        if entry == "http":
+            body.append(("name", f'"site-{index}"'))
+        body += draw(st.sampled_from([[], [("e2ee", "true")] if entry == "tcp"
+                                      else [("mode", '"inspect"')]]))
+        if index == target:
+            body = [(k, v) for k, v in body if k != key]
+            body.insert(draw(st.integers(0, len(body))), (key, value))
+        for k, v in body:
+            if index == target and k == key:
+                where = len(lines) + 1
+            lines.append(f"{k} = {v}")
+    return "\n".join(lines) + "\n", where, key, words
+
+
+class PropertyTests(SynchronousTestCase):
+    """
+    Whatever the file around it, a mistake is named at its line and key.
+    """
+
+    @settings(max_examples=150, deadline=None)
+    @given(broken_files())
+    def test_mistakeLine(self, case: tuple[str, int, str, str]) -> None:
+        """
+        The one problem found is the mistake, at its line, naming its key.
+        """
+        text, line, key, words = case
+        [problem] = problems(self, text)
+        self.assertEqual((problem.line, problem.key), (line, key), text)
+        self.assertIn(words, problem.message)

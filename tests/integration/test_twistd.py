@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import sys
 import time
@@ -126,7 +127,8 @@ class TwistdTests(SynchronousTestCase):
 
     def test_agentUp(self) -> None:
         """
-        C{twistd -n nfltr-agent up FILE} serves a config file's entries.
+        C{twistd -n nfltr-agent up FILE} serves a config file's entries,
+        and reloads it on SIGHUP.
         """
         _, info = self.relay()
         data = str(self.tmp / "relay")
@@ -142,4 +144,8 @@ class TwistdTests(SynchronousTestCase):
         agent = self.twistd("agent", "nfltr-agent", "up", str(config))
         agent.wait_for(r"connected to the relay")
         agent.wait_for(r"connect to port 3001")
+        config.write_text(config.read_text() + "\n[[tcp]]\nport = 3002\n")
+        agent.popen.send_signal(signal.SIGHUP)
+        agent.wait_for(r"connect to port 3002")
+        agent.wait_for(r"reloaded: 1 entries started, 0 stopped, 2 unchanged")
         self.assertNotIn(key, self.stopped(agent))
