@@ -296,22 +296,22 @@ class BrokenFileTests(SynchronousTestCase):
         self.assertEqual(os.path.basename(str(error.path)), CONFIG_NAME)
 
 
-# One mistake put in one entry of a good file: (kind, key, value, words of the message).
-MISTAKES = [
-    ("tcp", "bogus-key", "1", "unknown key 'bogus-key'"),
-    ("tcp", "port", "0", "port 0"),
-    ("tcp", "port", "70000", "port 70000"),
-    ("tcp", "port", '"22"', "port '22'"),
-    ("tcp", "e2ee", "1.5", "expected true or false"),
-    ("tcp", "e2ee", '"maybe"', "e2ee 'maybe'"),
-    ("http", "mode", "5.5", "mode: expected a string, not a number"),
-    ("http", "mode", '"weird"', "mode 'weird'"),
-    ("http", "name", '"Bad_Name"', "invalid agent name"),
-    ("http", "allow-ip", '["x"]', "'x'"),
-    ("http", "host_header", '"x"', "did you mean host-header?"),
-    ("http", "idle-expiry", '"1h"', "not for an entry"),
-    ("http", "port", "-1", "port -1"),
-]
+# One mistake put in one entry of a good file: kind | key | value | words of the message.
+MISTAKES = [tuple(part.strip() for part in line.split("|")) for line in """
+tcp | bogus-key | 1 | unknown key 'bogus-key'
+tcp | port | 0 | port 0
+tcp | port | 70000 | port 70000
+tcp | port | "22" | port '22'
+tcp | e2ee | 1.5 | expected true or false
+tcp | e2ee | "maybe" | e2ee 'maybe'
+http | mode | 5.5 | mode: expected a string, not a number
+http | mode | "weird" | mode 'weird'
+http | name | "Bad_Name" | invalid agent name
+http | allow-ip | ["x"] | 'x'
+http | host_header | "x" | did you mean host-header?
+http | idle-expiry | "1h" | not for an entry
+http | port | -1 | port -1
+""".strip().splitlines()]
 
 
 @st.composite
