@@ -27,8 +27,9 @@ from ._update import EntryUpdater
 __all__ = [
     "claim_name",
     "DEFAULT_RELAY", "KEY_ENV", "NON_HEALING", "WELCOME_TIMEOUT",
-    "AgentOptions", "AgentService", "HttpOption", "AgentSessions", "AgentSetup", "ConfigError",
-    "DiallerObserver", "EntryUpdater", "Quiet", "RelayDialler", "RelaySettings", "ServiceConnector",
+    "AgentOptions", "AgentService", "AgentSessions", "AgentSetup", "ConfigError",
+    "DiallerObserver", "EntryUpdater", "HttpOption", "Quiet", "RelayDialler", "RelaySettings",
+    "ServiceConnector",
     "TcpEnd", "agent_name", "agent_options", "default_state_dir", "free_local_ports",
     "http_agent_options",
     "http_option", "parse_address",

@@ -48,9 +48,6 @@ from nfltr.wire.messages import (
 )
 
 from ._dialler import DiallerObserver, RelayDialler
-
-if TYPE_CHECKING:
-    from ._update import EntryUpdater
 from ._expiry import IdleExpiry
 from ._extra_links import DataLinks
 from ._local import ServiceAttempt, ServiceConnector, TcpEnd, free_local_ports, splice_local
@@ -59,6 +56,9 @@ from ._names import agent_name, claim_name
 from ._options import AgentOptions
 from ._settings import KEY_ENV, ConfigError
 from ._shares import ShareServer, save_share_ca, share_key
+
+if TYPE_CHECKING:
+    from ._update import EntryUpdater
 
 _log = Logger()
 

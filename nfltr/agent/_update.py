@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from twisted.logger import Logger
 
+from nfltr.link.twisted import LinkUnavailable
 from nfltr.tls import E2EETLSFactory
 from nfltr.wire import peerText
 from nfltr.wire.messages import MessageError, TcpShare, agent_hello
@@ -119,8 +120,14 @@ class EntryUpdater:
             self._done(_Pending(0, previous, added, removed, ports), [])
             return
         self.seq += 1
-        self.pending = _Pending(self.seq, previous, added, removed, ports)
-        link.sendControl(update_message(self.seq, tcp, http))
+        pending = _Pending(self.seq, previous, added, removed, ports)
+        try:
+            link.sendControl(update_message(self.seq, tcp, http))
+        except LinkUnavailable:
+            # The link is going: the next one's hello declares the new entries.
+            self._done(pending, [])
+            return
+        self.pending = pending
 
     def controlReceived(self, message: dict[str, Any]) -> None:
         """
