@@ -4,7 +4,8 @@ C{twistd nfltr-agent tcp PORT...}, C{twistd nfltr-agent http PORT},
 C{twistd nfltr-agent up [FILE]} and C{twistd nfltr-agent tcp-connect AGENT
 PORT}: the agent and the client as twistd services, with the options of
 C{nfltr tcp}, C{nfltr http}, C{nfltr up} and C{nfltr tcp-connect} (the
-tables of L{nfltr.cli.agent_options}).
+tables of L{nfltr.cli.agent_options}); the relay options they leave out
+come from the login saved by C{nfltr login} (L{nfltr.cli.saved_login}).
 
 Under twistd the connect command and the listening address go to the log,
 at info, or at debug too with C{-v}.  In the foreground (C{-n}) no pidfile
@@ -28,6 +29,7 @@ from twisted.python import usage
 from nfltr.cli.agent_options import AGENT_OPTIONS, CONNECT_OPTIONS, HTTP_OPTIONS, VERBOSE
 from nfltr.cli.logs import verbosity
 from nfltr.cli.options import environment, option_values
+from nfltr.cli.saved_login import with_login
 from nfltr.cli.twistd import InterspersedOptions, TwistdService, twistd_files
 
 EXIT_FATAL = 1
@@ -60,7 +62,8 @@ class TcpOptions(InterspersedOptions):
         from nfltr.agent import ConfigError, agent_options
 
         try:
-            self.checked = agent_options(self["ports"], option_values(self, AGENT_OPTIONS))
+            values = with_login(option_values(self, AGENT_OPTIONS))
+            self.checked = agent_options(self["ports"], values)
         except ConfigError as e:
             raise usage.UsageError(str(e)) from None
         self.stem = "nfltr-agent" + ("" if self.checked.name is None else f"-{self.checked.name}")
@@ -88,7 +91,8 @@ class HttpOptions(InterspersedOptions):
         from nfltr.agent import ConfigError, http_agent_options
 
         try:
-            self.checked = http_agent_options(self["port"], option_values(self, HTTP_OPTIONS))
+            values = with_login(option_values(self, HTTP_OPTIONS))
+            self.checked = http_agent_options(self["port"], values)
         except ConfigError as e:
             raise usage.UsageError(str(e)) from None
         self.stem = "nfltr-agent" + ("" if self.checked.name is None else f"-{self.checked.name}")
@@ -150,7 +154,7 @@ class TcpConnectOptions(InterspersedOptions):
 
         try:
             self.checked = connect_options(
-                self["agent"], self["port"], option_values(self, CONNECT_OPTIONS)
+                self["agent"], self["port"], with_login(option_values(self, CONNECT_OPTIONS))
             )
         except ConfigError as e:
             raise usage.UsageError(str(e)) from None

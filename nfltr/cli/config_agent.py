@@ -54,13 +54,22 @@ class ConfigAgent(Service):
 
     @property
     def path(self) -> Path:
+        """
+        The config file.
+        """
         return self.config.path
 
     def startService(self) -> None:
+        """
+        Start the agent.
+        """
         super().startService()
         self.agent.startService()
 
     def stopService(self) -> defer.Deferred[None]:
+        """
+        Close the removed shares' servers, and stop (drain) the agent.
+        """
         super().stopService()
         self.updater.stop()
         return self.agent.stopService()

@@ -112,6 +112,9 @@ class Entry:
         return f"[[{self.kind}]] {self.index + 1}"
 
     def key_line(self, key: str) -> int:
+        """
+        The line of C{key} in the entry, or the entry's header's.
+        """
         return self.lines.get(key, self.line)
 
     def identity(self) -> tuple[Any, ...]:

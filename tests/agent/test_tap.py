@@ -30,6 +30,30 @@ class TapTests(SynchronousTestCase):
     The twistd plugin's options and services.
     """
 
+    def test_savedLogin(self) -> None:
+        """
+        The commands take what their command line leaves out from the login
+        saved by C{nfltr login}.
+        """
+        from nfltr.cli.saved_login import write_login
+
+        home = Path(self.mktemp()).absolute()
+        write_login(home / "nfltr" / "nfltr.toml",
+                    {"relay": "saved.example:9", "relay-pin": PIN, "key": KEY})
+        for name, value in (("XDG_CONFIG_HOME", str(home)), ("NFLTR_KEY", None)):
+            saved = os.environ.pop(name, None)
+            if value is not None:
+                os.environ[name] = value
+            self.addCleanup(lambda n=name, v=saved: os.environ.pop(n, None) if v is None
+                            else os.environ.__setitem__(n, v))
+        for argv in (["tcp", "22", "--state-dir", self.mktemp()],
+                     ["http", "3000", "--state-dir", self.mktemp()],
+                     ["tcp-connect", "box", "22", "--pin", PIN]):
+            options = Options()
+            options.parseOptions(argv)
+            relay = options.subOptions.checked.relay
+            self.assertEqual((relay.address, relay.pin, relay.key), ("saved.example:9", PIN, KEY))
+
     def test_up(self) -> None:
         """
         C{up FILE} checks the config file and makes one agent of its
