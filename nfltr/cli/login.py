@@ -9,7 +9,8 @@ or a prompt that does not echo (both saved in the file, mode 0600).  The
 trust comes from C{--ca} or C{--relay-pin}; without either, the relay's
 certificate is fetched and its fingerprint shown for the user to compare
 with the one the relay printed (and wrote to C{DATA_DIR/relay.json}):
-only a yes saves it.
+only a yes saves it.  The login is tried on the relay before it is saved
+(L{nfltr.cli.login_check}): a key the relay refuses is not saved.
 """
 
 from __future__ import annotations
@@ -58,16 +59,20 @@ def run_login(args: argparse.Namespace) -> int:
     """
     Check what is given, confirm the relay, save the login.
     """
-    return login(args, os.environ, _ask, getpass.getpass, fetch_fingerprint)
+    from nfltr.cli.login_check import try_login
+
+    return login(args, os.environ, _ask, getpass.getpass, fetch_fingerprint, try_login)
 
 
 def login(args: argparse.Namespace, environ: Mapping[str, str],
           ask: Callable[[str], str], secret: Callable[[str], str],
-          fetch: Callable[[str, int], str]) -> int:
+          fetch: Callable[[str, int], str],
+          check: Callable[[Mapping[str, str]], str | None]) -> int:
     """
     L{run_login} with its user and its network given: C{ask} shows a
     question and reads the answer, C{secret} prompts without echo, C{fetch}
-    returns the fingerprint of the certificate at C{(host, port)}.
+    returns the fingerprint of the certificate at C{(host, port)}, C{check}
+    tries the login on the relay (L{nfltr.cli.login_check.try_login}).
     """
     from nfltr.agent import ConfigError, parse_address, read_secret_file
     from nfltr.cli.saved_login import login_path, write_login
@@ -83,6 +88,9 @@ def login(args: argparse.Namespace, environ: Mapping[str, str],
             raise _Stop(EXIT_USAGE, str(e)) from None
         saved = {"relay": args.relay, **_trust(args, host, port, ask, fetch),
                  **_key(args, environ, secret)}
+        why = check(saved)
+        if why is not None:
+            raise _Stop(EXIT_REFUSED, f"not saved: {why}")
         path = login_path(environ)
         try:
             write_login(path, saved)

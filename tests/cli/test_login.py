@@ -11,6 +11,7 @@ import io
 import stat
 import sys
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 
 from twisted.trial.unittest import SynchronousTestCase
@@ -127,6 +128,8 @@ class LoginTests(SynchronousTestCase):
         self.patch(sys, "stdout", self.stdout)
         self.patch(sys, "stderr", self.stderr)
         self.asked: list[str] = []
+        self.checked: list[dict[str, str]] = []
+        self.verdict: str | None = None
 
     def runLogin(self, a: argparse.Namespace, answer: str = "y\n", typed: str = "typed-key",
             env: dict[str, str] | None = None) -> int:
@@ -134,8 +137,12 @@ class LoginTests(SynchronousTestCase):
             self.asked.append(question)
             return answer
 
+        def check(values: Mapping[str, str]) -> str | None:
+            self.checked.append(dict(values))
+            return self.verdict
+
         return login(a, {**self.env, **(env or {})}, ask, lambda prompt: typed,
-                     lambda host, port: PIN)
+                     lambda host, port: PIN, check)
 
     def test_confirmed(self) -> None:
         """
@@ -147,6 +154,18 @@ class LoginTests(SynchronousTestCase):
         self.assertEqual(len(self.asked), 1)
         self.assertEqual(saved_login(self.env),
                          {"relay": "r.example:1", "relay-pin": PIN, "key": "typed-key"})
+
+    def test_triedFirst(self) -> None:
+        """
+        The login is tried on the relay before it is saved; one the relay
+        turns away is not saved, and the reason is shown.
+        """
+        self.verdict = "relay refused: invalid API key"
+        self.assertEqual(self.runLogin(args()), 1)
+        self.assertEqual(self.checked, [{"relay": "r.example:1", "relay-pin": PIN,
+                                         "key": "typed-key"}])
+        self.assertFalse(self.path.exists())
+        self.assertIn("not saved: relay refused: invalid API key", self.stderr.getvalue())
 
     def test_refused(self) -> None:
         """

@@ -184,22 +184,40 @@ class LoginTests(StackTestCase):
         done_curl = curl(self.stack, web.wait_for(r"share (https://\S+) ").group(1))
         self.assertEqual(done_curl.returncode, 0, done_curl.stderr)
 
+    def test_badKeyNotSaved(self) -> None:
+        """
+        A key the relay does not know is not saved: login says why; a pin
+        that is not the relay's neither.
+        """
+        self.stack.key("alice")
+        done = self.login(env={"NFLTR_KEY": "nfk_not-a-key"})
+        self.assertEqual(done.returncode, 1, done.stdout)
+        self.assertIn("not saved: relay refused", done.stderr)
+        self.assertNotIn("nfk_not-a-key", done.stdout + done.stderr)
+        done = self.login("--relay-pin", "sha256:" + "0" * 64, env={"NFLTR_KEY": "x"})
+        self.assertEqual(done.returncode, 1, done.stdout)
+        self.assertIn("not saved:", done.stderr)
+        self.assertFalse((self.config / "nfltr" / "nfltr.toml").exists())
+
     def test_givenPinAndKeyFile(self) -> None:
         """
-        With --relay-pin and --key-file nothing is asked; a wrong pin saved
-        this way is the relay's refusal at the agent's first link, and a
-        command line's own options win over the login.
+        With --relay-pin and --key-file nothing is asked, and the key
+        file's path is saved; a command line's own options win over the
+        login (its --ca over a saved pin made wrong).
         """
         key = self.stack.key("alice")
         key_file = self.stack.tmp / "key"
         key_file.write_text(key)
         key_file.chmod(0o600)
-        done = self.login("--relay-pin", "sha256:" + "0" * 64, "--key-file", str(key_file),
-                          answer="")
+        done = self.login("--relay-pin", self.stack.info["fingerprint"], "--key-file",
+                          str(key_file), answer="")
         self.assertEqual(done.returncode, 0, done.stderr)
+        saved = self.config / "nfltr" / "nfltr.toml"
+        # The saved pin made wrong: the command line's --ca wins over it.
+        saved.write_text(re.sub(r"sha256:[0-9a-f]{64}", "sha256:" + "0" * 64,
+                                saved.read_text()))
         env = {"XDG_CONFIG_HOME": str(self.config)}
         service = self.stack.service()
-        # The saved pin is wrong; the command line's --ca wins over it.
         agent = self.stack.start(
             nfltr("tcp", str(service), "--name", "box", "--state-dir", str(self.stack.tmp / "b"),
                   "--ca", self.stack.ca), "agent", env)
