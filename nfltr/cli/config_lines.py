@@ -14,6 +14,7 @@ is placed at its table's header (or line 1).
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -53,7 +54,10 @@ class Lines:
 
 def _unquote(key: str) -> str:
     if key[:1] == '"':
-        return key[1:-1].encode("utf-8").decode("unicode_escape")
+        try:  # TOML's basic strings escape as JSON's do (and \e, \xHH more)
+            return str(json.loads(key))
+        except ValueError:
+            return key[1:-1]
     if key[:1] == "'":
         return key[1:-1]
     return key

@@ -110,6 +110,14 @@ class LocateTests(SynchronousTestCase):
         self.assertEqual(lines.key("http", 0, "port"), 1)
         self.assertEqual(lines.key(TOP, 0, "relay"), 1)
 
+    def test_quotedKeys(self) -> None:
+        """
+        A quoted key is found by its value, escapes and all.
+        """
+        lines = locate('"caf\u00e9" = 1\n"a\\"b" = 2\n\'c d\' = 3\n"é" = 4\n')
+        self.assertEqual({k[2]: v for k, v in lines.keys.items()},
+                         {"café": 1, 'a"b': 2, "c d": 3, "é": 4})
+
     def test_plainTableAndDotted(self) -> None:
         """
         A plain table is entry 0; a dotted key is found by its first part;
