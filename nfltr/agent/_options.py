@@ -19,6 +19,7 @@ from nfltr.wire.messages import (
     MAX_HTTP_SHARES,
     MAX_SHARES,
     MessageError,
+    TcpShare,
     check_name,
     parse_port,
 )
@@ -43,6 +44,15 @@ class AgentOptions:
     state_dir: Path
     relay: RelaySettings
     http: tuple[HttpOption, ...] = ()
+    #: Ports shared without end-to-end TLS although C{e2ee} is true (a
+    #: config file's C{[[tcp]]} entries with C{e2ee = false}).
+    plain: frozenset[int] = frozenset()
+
+    def tcp_shares(self) -> list[TcpShare]:
+        """
+        The shared ports as the hello declares them.
+        """
+        return [TcpShare(port, self.e2ee and port not in self.plain) for port in self.ports]
 
 
 def agent_options(

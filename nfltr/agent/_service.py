@@ -39,7 +39,6 @@ from nfltr.wire.messages import (
     NOT_FOUND_REASON,
     PASSTHROUGH,
     MessageError,
-    TcpShare,
     agent_hello,
     agent_target,
     parse_agent_target,
@@ -79,17 +78,19 @@ class AgentSessions:
 
     def __init__(
         self, clock: Any, ports: Collection[int], connector: Any, tls: E2EETLSFactory | None,
-        shares: Mapping[str, ShareServer] | None = None,
+        shares: Mapping[str, ShareServer] | None = None, plain: Collection[int] = (),
     ) -> None:
         """
         @param connector: has C{dial(attempt)} (L{ServiceConnector}).
         @param tls: ends each session's TLS, or L{None} for plain sessions.
         @param shares: the servers of the share URLs, by share name.
+        @param plain: the ports whose sessions are plain even so.
         """
         self.ports = frozenset(ports)
         self.connector = connector
         self.tls = tls
         self.shares = dict(shares or {})
+        self.plain = frozenset(plain)
         self.quiet = Quiet(clock)
         self._targets = {agent_target(port): port for port in self.ports}
 
@@ -103,7 +104,8 @@ class AgentSessions:
             if port is None:
                 return
         local, remote = splice_local()
-        session.accept(self.tls.wrap(remote) if self.tls is not None else remote)
+        tls = self.tls if port not in self.plain else None
+        session.accept(tls.wrap(remote) if tls is not None else remote)
         attempt = _SessionAttempt(port, local, session, self)
         # The session ended before the service answered: give up on it.
         remote.onLost = attempt.cancel
@@ -217,7 +219,7 @@ def prepare_agent(options: AgentOptions) -> AgentSetup:
         key = None
         if any(option.mode == E2EE for option in options.http):
             key = share_key(state)
-        if not options.e2ee or not options.ports:
+        if not any(share.e2ee for share in options.tcp_shares()):
             return AgentSetup(options, name, None, None, key)
         identity = ensure_self_signed(state, name)
         tls = server_context_factory(identity.cert, identity.key)
@@ -281,9 +283,10 @@ class AgentService(Service, DiallerObserver):
         for option in options.http:
             name = option.name or setup.name
             self.shares[name] = ShareServer(name, option, connector, reactor, setup.share_key)
-        self.sessions = AgentSessions(reactor, options.ports, connector, tls, self.shares)
+        self.sessions = AgentSessions(reactor, options.ports, connector, tls, self.shares,
+                                      options.plain)
         relay = options.relay
-        shares = [TcpShare(port, options.e2ee) for port in options.ports]
+        shares = options.tcp_shares()
         http = [server.hello() for server in self.shares.values()]
         hello = agent_hello(relay.key, setup.name, shares, http)
         endpoint = endpoint or relay.endpoint(reactor)
@@ -303,17 +306,21 @@ class AgentService(Service, DiallerObserver):
         common = f"--relay {relay.address} {relay.trust_arguments()}"
         if not options.ports:
             return []
+        plain = {share.port for share in options.tcp_shares() if not share.e2ee}
         if setup.fingerprint is not None:
             lines = [f"agent {setup.name}: end-to-end key fingerprint {setup.fingerprint}"]
-            mode = f"--pin {setup.fingerprint}"
+            if plain:
+                lines.append(f"agent {setup.name}: sessions to port(s) "
+                             f"{', '.join(map(str, sorted(plain)))} are not end-to-end encrypted "
+                             "(e2ee false); the relay can read them")
         else:
             lines = [
                 f"agent {setup.name}: sessions are not end-to-end encrypted (--e2ee false); "
                 "the relay can read them"
             ]
-            mode = "--e2ee false"
         ports = list(options.ports)
         for port, local in zip(ports, self.freePorts(len(ports)), strict=True):
+            mode = "--e2ee false" if port in plain else f"--pin {setup.fingerprint}"
             lines.append(
                 f"connect to port {port} ({KEY_ENV} set to a key of this account): "
                 f"nfltr tcp-connect {setup.name} {port} --listen 127.0.0.1:{local} {mode} {common}"

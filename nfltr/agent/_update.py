@@ -32,7 +32,7 @@ from twisted.logger import Logger
 from nfltr.link.twisted import LinkUnavailable
 from nfltr.tls import E2EETLSFactory
 from nfltr.wire import peerText
-from nfltr.wire.messages import MessageError, TcpShare, agent_hello
+from nfltr.wire.messages import MessageError, agent_hello
 from nfltr.wire.update import FEATURE, UPDATED, parse_updated, update_message
 
 from ._shares import ShareServer
@@ -104,8 +104,9 @@ class EntryUpdater:
         if tls is None and setup.server_tls is not None:
             tls = E2EETLSFactory(setup.server_tls, False, self.clock)
         options = setup.options
-        sessions = AgentSessions(self.clock, options.ports, service.connector, tls, servers)
-        tcp = [TcpShare(port, options.e2ee) for port in options.ports]
+        sessions = AgentSessions(self.clock, options.ports, service.connector, tls, servers,
+                                 options.plain)
+        tcp = options.tcp_shares()
         http = [server.hello() for server in servers.values()]
         hello = agent_hello(options.relay.key, setup.name, tcp, http)
         self._install(_State(setup, servers, sessions, hello))

@@ -8,9 +8,10 @@ together as one agent (L{check_config}).  Every problem is found, each
 named by its line and key (a checker's C{--option} is the file's key).
 
 The entries of one agent share what C{nfltr tcp} sets for all its ports
-(C{e2ee}, and any option of its table that is not a list): the C{[[tcp]]}
-entries must agree on it.  An entry cannot take C{idle-expiry}, which ends
-the whole agent (C{nfltr http --idle-expiry} does).  The variables of
+(any option of its table that is not a list, but C{e2ee}, which each entry
+sets for its port): the C{[[tcp]]} entries must agree on it.  An entry
+cannot take C{idle-expiry}, which ends the whole agent (C{nfltr http
+--idle-expiry} does).  The variables of
 share credentials (C{NFLTR_BASIC_AUTH}, C{NFLTR_BEARER}) are not read for
 entries: each gives its own, in the file or in a file it names.
 """
@@ -187,9 +188,13 @@ def _merged(tcp: list[tuple[Entry, AgentOptions]], http: list[HttpOption],
     if not tcp:
         return AgentOptions((), None, True, Path(), _STAND_IN.get(), tuple(http))
     first = tcp[0][1]
-    merged: dict[str, Any] = {}
+    # Each entry's own: e2ee (its port is plain in an agent that ends TLS for others).
+    e2ee = any(part.e2ee for _, part in tcp)
+    merged: dict[str, Any] = {"e2ee": e2ee, "plain": frozenset(
+        port for _, part in tcp if e2ee and not part.e2ee for port in part.ports
+    )}
     for f in fields(AgentOptions):
-        if f.name in _TOP_FIELDS:
+        if f.name in _TOP_FIELDS or f.name in merged:
             continue
         values = [getattr(part, f.name) for _, part in tcp]
         if isinstance(values[0], tuple):

@@ -121,6 +121,18 @@ class GoodFileTests(SynchronousTestCase):
         self.assertEqual((other.name, other.port, other.mode), (None, 8000, "e2ee"))
         self.assertEqual([e.kind for e in config.entries], ["tcp", "tcp", "http", "http"])
 
+    def test_mixedE2ee(self) -> None:
+        """
+        Each [[tcp]] entry sets e2ee for its own port.
+        """
+        path = Files(self).write(HEAD + "[[tcp]]\nport = 1\n[[tcp]]\nport = 2\ne2ee = false\n")
+        options = check_config(path, {}).options
+        self.assertEqual((options.e2ee, options.plain), (True, frozenset({2})))
+        self.assertEqual([(s.port, s.e2ee) for s in options.tcp_shares()], [(1, True), (2, False)])
+        path.write_text(HEAD + "[[tcp]]\nport = 1\ne2ee = false\n")
+        options = check_config(path, {}).options
+        self.assertEqual((options.e2ee, options.plain), (False, frozenset()))
+
     def test_savedLogin(self) -> None:
         """
         What the file leaves out of the relay options comes from the saved
@@ -236,13 +248,6 @@ class BrokenFileTests(SynchronousTestCase):
              (10, "allow-ip", "10.0.0.300/8"),
              (15, "host-header", "host-header: a passthrough share")],
         )
-
-    def test_tcpDisagree(self) -> None:
-        """
-        What the agent sets for all its ports must agree between entries.
-        """
-        self.assertProblems(HEAD + "[[tcp]]\nport = 1\n[[tcp]]\nport = 2\ne2ee = false\n",
-                            [(8, "e2ee", "every [[tcp]] entry must give the same")])
 
     def test_udpNotYet(self) -> None:
         """

@@ -76,14 +76,17 @@ class UpTests(StackTestCase):
     def test_manyEntries(self) -> None:
         """
         Every entry is served by the one agent: each TCP port through
-        tcp-connect (pinning the agent's one key), each share URL with curl;
-        the agent dialled the relay once.
+        tcp-connect (pinning the agent's one key, or plain for the entry
+        with e2ee false), each share URL with curl; the agent dialled the
+        relay once.
         """
         key = self.stack.key("alice")
         tcp = [self.stack.service() for _ in range(3)]
         web = [self.stack.web_service() for _ in range(2)]
-        path = write_config(self.stack, key, tcp_entries(tcp) + http_entry(
-            "site-a", web[0], "e2ee") + http_entry("site-b", web[1], "inspect"))
+        # The third TCP entry is plain (e2ee = false): the relay may read it.
+        path = write_config(self.stack, key, tcp_entries(tcp[:2]) + f"[[tcp]]\nport = {tcp[2]}\n"
+                            "e2ee = false\n\n" + http_entry("site-a", web[0], "e2ee")
+                            + http_entry("site-b", web[1], "inspect"))
         self.assertEqual(
             subprocess.run(nfltr("check", str(path)), capture_output=True, check=False,
                            timeout=CURL_TIMEOUT).returncode, 0,
@@ -91,8 +94,10 @@ class UpTests(StackTestCase):
         agent = start_up(self.stack, path)
         fingerprint = agent.wait_for(r"(sha256:[0-9a-f]{64})").group(1)
         urls = {agent.wait_for(rf"share (https://site-{x}\S+) ").group(1) for x in "ab"}
-        for port in tcp:
-            _, local = self.stack.connector(key, "box", port, "--pin", fingerprint)
+        agent.wait_for(rf"connect to port {tcp[2]} .* --e2ee false ")
+        for port, mode in zip(tcp, [("--pin", fingerprint)] * 2 + [("--e2ee", "false")],
+                              strict=True):
+            _, local = self.stack.connector(key, "box", port, *mode)
             self.assertEqual(exchange(local, b"MARKER ok\n"), b"ok\n")
         for url in sorted(urls):
             done = curl(self.stack, url)
