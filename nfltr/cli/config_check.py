@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -193,22 +193,39 @@ def _merged(tcp: list[tuple[Entry, AgentOptions]], http: list[HttpOption],
     merged: dict[str, Any] = {"e2ee": e2ee, "plain": frozenset(
         port for _, part in tcp if e2ee and not part.e2ee for port in part.ports
     )}
-    for f in fields(AgentOptions):
-        if f.name in _TOP_FIELDS or f.name in merged:
+    merged.update(merge_fields(tcp, {*_TOP_FIELDS, *merged}, problems))
+    return replace(first, http=tuple(http), **merged)
+
+
+def merge_fields(parts: list[tuple[Entry, Any]], skip: Collection[str],
+                 problems: list[Problem]) -> dict[str, Any]:
+    """
+    The fields of several entries' checked options (dataclasses of one
+    kind, C{skip} left out) as one's: the tuples, joined in order (returned);
+    any other field must be the same in every entry (the first entry's
+    holds it), else a problem at the first entry that differs.  An option a
+    command applies to each of its ports is a tuple (of ports, or of
+    pairs), so its entries join; one it applies to all its ports is one
+    value, which one agent can only have once.
+    """
+    merged: dict[str, Any] = {}
+    first = parts[0][1]
+    for f in fields(first):
+        if f.name in skip:
             continue
-        values = [getattr(part, f.name) for _, part in tcp]
-        if isinstance(values[0], tuple):
-            merged[f.name] = tuple(item for value in values for item in value)
+        value = getattr(first, f.name)
+        if isinstance(value, tuple):
+            merged[f.name] = tuple(item for _, part in parts for item in getattr(part, f.name))
             continue
         key = f.name.replace("_", "-")
-        for entry, part in tcp[1:]:
-            if getattr(part, f.name) != values[0]:
+        for entry, part in parts[1:]:
+            if getattr(part, f.name) != value:
                 problems.append(Problem(entry.key_line(key), key, (
-                    f"{entry.title}: {key}: every [[tcp]] entry must give the same (one agent "
-                    f"serves them; {tcp[0][0].title} differs)"
+                    f"{entry.title}: {key}: every [[{entry.kind}]] entry must give the same "
+                    f"(one agent serves them; {parts[0][0].title} differs)"
                 )))
                 break
-    return replace(first, http=tuple(http), **merged)
+    return merged
 
 
 class _Duplicate(Exception):

@@ -7,6 +7,7 @@ its line and key.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr.cli.agent_options import AGENT_OPTIONS, HTTP_OPTIONS, RELAY_OPTIONS
-from nfltr.cli.config_check import check_config
+from nfltr.cli.config_check import check_config, merge_fields
 from nfltr.cli.config_file import (
     CONFIG_NAME,
     ENTRY_OPTIONS,
@@ -22,6 +23,7 @@ from nfltr.cli.config_file import (
     TCP,
     TOP_OPTIONS,
     ConfigFileError,
+    Entry,
     Problem,
     default_config,
     user_config_dir,
@@ -150,6 +152,49 @@ class GoodFileTests(SynchronousTestCase):
         """
         path = Files(self).write(f'relay-pin = "{PIN}"\nkey = "k"\n[[tcp]]\nport = 1\n')
         self.assertEqual(check_config(path, {}).options.relay.key, "k")
+
+
+@dataclass(frozen=True)
+class Part:
+    """
+    Options as a command might check them: a list per port, one value for all.
+    """
+
+    ports: tuple[int, ...]
+    level: int
+    kept: str = "x"
+
+
+class MergeTests(SynchronousTestCase):
+    """
+    L{merge_fields}: several entries' options as one agent's.
+    """
+
+    def entry(self, index: int, level_line: int) -> Entry:
+        return Entry(TCP, index, {}, 10 * index, {"level": level_line})
+
+    def test_joinedAndEqual(self) -> None:
+        """
+        Tuples are joined in order; other fields that agree are no
+        problem; skipped fields are left out.
+        """
+        found: list[Problem] = []
+        parts = [(self.entry(0, 1), Part((1,), 5)), (self.entry(1, 2), Part((2, 3), 5))]
+        self.assertEqual(merge_fields(parts, {"kept"}, found), {"ports": (1, 2, 3)})
+        self.assertEqual(found, [])
+
+    def test_differ(self) -> None:
+        """
+        A value for all ports that differs between entries is a problem at
+        the first entry that differs, at its key's line.
+        """
+        found: list[Problem] = []
+        parts = [(self.entry(i, 40 + i), Part((i,), level))
+                 for i, level in enumerate([5, 5, 6, 7])]
+        merge_fields(parts, (), found)
+        self.assertEqual([(p.line, p.key) for p in found], [(42, "level")])
+        self.assertIn("[[tcp]] 3: level: every [[tcp]] entry must give the same",
+                      found[0].message)
 
 
 class BrokenFileTests(SynchronousTestCase):
