@@ -1,9 +1,11 @@
 # -*- test-case-name: tests.agent.test_tap -*-
 """
-C{twistd nfltr-agent tcp PORT...}, C{twistd nfltr-agent http PORT} and
-C{twistd nfltr-agent tcp-connect AGENT PORT}: the agent and the client as
-twistd services, with the options of C{nfltr tcp}, C{nfltr http} and
-C{nfltr tcp-connect} (the tables of L{nfltr.cli.agent_options}).
+C{twistd nfltr-agent tcp PORT...}, C{twistd nfltr-agent http PORT},
+C{twistd nfltr-agent up [FILE]} and C{twistd nfltr-agent tcp-connect AGENT
+PORT}: the agent and the client as twistd services, with the options of
+C{nfltr tcp}, C{nfltr http}, C{nfltr up} and C{nfltr tcp-connect} (the
+tables of L{nfltr.cli.agent_options}); the relay options they leave out
+come from the login saved by C{nfltr login} (L{nfltr.cli.saved_login}).
 
 Under twistd the connect command and the listening address go to the log,
 at info, or at debug too with C{-v}.  In the foreground (C{-n}) no pidfile
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from twisted.application.service import IService
 from twisted.logger import Logger
@@ -27,9 +29,13 @@ from twisted.python import usage
 from nfltr.cli.agent_options import AGENT_OPTIONS, CONNECT_OPTIONS, HTTP_OPTIONS, VERBOSE
 from nfltr.cli.logs import verbosity
 from nfltr.cli.options import environment, option_values
+from nfltr.cli.saved_login import with_login
 from nfltr.cli.twistd import InterspersedOptions, TwistdService, twistd_files
 
 EXIT_FATAL = 1
+
+if TYPE_CHECKING:
+    from nfltr.cli.config_agent import ConfigAgent
 
 _log = Logger()
 
@@ -56,7 +62,8 @@ class TcpOptions(InterspersedOptions):
         from nfltr.agent import ConfigError, agent_options
 
         try:
-            self.checked = agent_options(self["ports"], option_values(self, AGENT_OPTIONS))
+            values = with_login(option_values(self, AGENT_OPTIONS))
+            self.checked = agent_options(self["ports"], values)
         except ConfigError as e:
             raise usage.UsageError(str(e)) from None
         self.stem = "nfltr-agent" + ("" if self.checked.name is None else f"-{self.checked.name}")
@@ -84,9 +91,42 @@ class HttpOptions(InterspersedOptions):
         from nfltr.agent import ConfigError, http_agent_options
 
         try:
-            self.checked = http_agent_options(self["port"], option_values(self, HTTP_OPTIONS))
+            values = with_login(option_values(self, HTTP_OPTIONS))
+            self.checked = http_agent_options(self["port"], values)
         except ConfigError as e:
             raise usage.UsageError(str(e)) from None
+        self.stem = "nfltr-agent" + ("" if self.checked.name is None else f"-{self.checked.name}")
+
+
+class UpOptions(InterspersedOptions):
+    """
+    C{up [FILE]}: the agent of a config file's entries (L{nfltr.cli.up}).
+    """
+
+    synopsis = "[FILE] [options]"
+    table = (VERBOSE,)
+
+    def parseArgs(self, *files: str) -> None:
+        """
+        The config file, if given.
+        """
+        if len(files) > 1:
+            raise usage.UsageError("give one config file")
+        self["file"] = files[0] if files else None
+
+    def postOptions(self) -> None:
+        """
+        Check the file (the relay's CA and the key files are read).
+        """
+        from nfltr.cli.config_file import ConfigFileError
+        from nfltr.cli.up import config_path, load_config
+
+        self.path = config_path(self["file"])
+        try:
+            self.config = load_config(self.path)
+        except ConfigFileError as e:
+            raise usage.UsageError(str(e)) from None
+        self.checked = self.config.options
         self.stem = "nfltr-agent" + ("" if self.checked.name is None else f"-{self.checked.name}")
 
 
@@ -114,7 +154,7 @@ class TcpConnectOptions(InterspersedOptions):
 
         try:
             self.checked = connect_options(
-                self["agent"], self["port"], option_values(self, CONNECT_OPTIONS)
+                self["agent"], self["port"], with_login(option_values(self, CONNECT_OPTIONS))
             )
         except ConfigError as e:
             raise usage.UsageError(str(e)) from None
@@ -126,10 +166,11 @@ class Options(usage.Options):
     C{twistd nfltr-agent COMMAND}.
     """
 
-    synopsis = "tcp PORT... | http PORT | tcp-connect AGENT PORT [options]"
+    synopsis = "tcp PORT... | http PORT | up [FILE] | tcp-connect AGENT PORT [options]"
     subCommands = [
         ["tcp", None, TcpOptions, "share local TCP services through the relay"],
         ["http", None, HttpOptions, "publish a local web service at a share URL"],
+        ["up", None, UpOptions, "serve every entry of a config file (nfltr.toml)"],
         ["tcp-connect", None, TcpConnectOptions, "reach an agent's TCP service from a local port"],
     ]
 
@@ -149,7 +190,7 @@ class Options(usage.Options):
         A command is required; twistd's files are named for it.
         """
         if self.subCommand is None:
-            raise usage.UsageError("give a command: tcp, http or tcp-connect")
+            raise usage.UsageError("give a command: tcp, http, up or tcp-connect")
         twistd_files(self.parent, self.subOptions.stem)
 
 
@@ -191,8 +232,33 @@ def plugin_service(options: Options, reactor: Any, fatal: Callable[[str], None],
     assert options.subCommand is not None
     sub = options.subOptions
     top = TwistdService(options.parent, verbosity(bool(sub["verbose"])))
+    if options.subCommand == "up":
+        from nfltr.cli.config_agent import reload_on_sighup
+
+        agent = up_service(sub, reactor, fatal)
+        reload_on_sighup(reactor, agent.reload)
+        agent.setServiceParent(top)
+        return top
     build_service(options.subCommand, sub.checked, reactor, None, fatal, done).setServiceParent(top)
     return top
+
+
+def up_service(options: UpOptions, reactor: Any, fatal: Callable[[str], None]) -> ConfigAgent:
+    """
+    The agent of C{up}'s config file, which reloads it on L{ConfigAgent.reload}.
+
+    @raise SystemExit: the agent's state directory cannot be used.
+    """
+    from nfltr.agent import ConfigError, prepare_agent
+    from nfltr.cli.config_agent import ConfigAgent
+    from nfltr.cli.up import load_config
+
+    try:
+        setup = prepare_agent(options.checked)
+    except ConfigError as e:
+        raise SystemExit(f"nfltr up: {e}") from None
+    path = options.path
+    return ConfigAgent(reactor, options.config, setup, lambda: load_config(path), None, fatal)
 
 
 def build_service(
@@ -200,15 +266,15 @@ def build_service(
     fatal: Callable[[str], None], done: Callable[[str], None] | None = None,
 ) -> IService:
     """
-    The service of C{command} (C{tcp}, C{http} or C{tcp-connect}) for its
-    checked options.
+    The service of C{command} (C{tcp}, C{http}, C{up} or C{tcp-connect})
+    for its checked options.
 
     @raise SystemExit: the agent's state directory cannot be used.
     """
     from nfltr.agent import AgentService, ConfigError, prepare_agent
     from nfltr.client import TcpConnector
 
-    if command in ("tcp", "http"):
+    if command in ("tcp", "http", "up"):
         try:
             setup = prepare_agent(checked)
         except ConfigError as e:

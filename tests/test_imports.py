@@ -25,7 +25,10 @@ TYPE_LEVEL_CYCLES: frozenset[tuple[str, ...]] = frozenset({
     # time the adapter (twisted) imports the session transport and the handler contract only.
     ("nfltr.link.handler", "nfltr.link.transport", "nfltr.link.twisted"),
     # The relay keeps its link handlers in sets typed as such; handlers import the relay.
-    ("nfltr.relay.agents", "nfltr.relay.link_handler"),
+    # An agent's update is applied to the link handler that received it, which calls it.
+    ("nfltr.relay.agent_update", "nfltr.relay.agents", "nfltr.relay.link_handler"),
+    # The agent service holds its entry updater, which swaps the service's state.
+    ("nfltr.agent._service", "nfltr.agent._update"),
 })
 
 

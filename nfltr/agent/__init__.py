@@ -10,6 +10,7 @@ from ._local import ServiceConnector, TcpEnd, free_local_ports, splice_local
 from ._log_limit import Quiet
 from ._names import agent_name, claim_name, default_state_dir, random_name
 from ._options import AgentOptions, agent_options, http_agent_options, http_option
+from ._secrets import read_secret_file
 from ._service import AgentService, AgentSessions, AgentSetup, prepare_agent
 from ._settings import (
     DEFAULT_RELAY,
@@ -20,14 +21,18 @@ from ._settings import (
     parse_bool,
     relay_settings,
 )
+from ._shares import HttpOption
+from ._update import EntryUpdater
 
 __all__ = [
     "claim_name",
     "DEFAULT_RELAY", "KEY_ENV", "NON_HEALING", "WELCOME_TIMEOUT",
     "AgentOptions", "AgentService", "AgentSessions", "AgentSetup", "ConfigError",
-    "DiallerObserver", "Quiet", "RelayDialler", "RelaySettings", "ServiceConnector",
+    "DiallerObserver", "EntryUpdater", "HttpOption", "Quiet", "RelayDialler", "RelaySettings",
+    "ServiceConnector",
     "TcpEnd", "agent_name", "agent_options", "default_state_dir", "free_local_ports",
     "http_agent_options",
     "http_option", "parse_address",
-    "parse_bool", "prepare_agent", "random_name", "relay_settings", "splice_local",
+    "parse_bool", "prepare_agent", "random_name", "read_secret_file", "relay_settings",
+    "splice_local",
 ]

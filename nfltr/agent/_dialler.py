@@ -69,6 +69,11 @@ class DiallerObserver:
         The dialler stopped for good; C{message} is one line for the user.
         """
 
+    def relayControl(self, link: LinkProtocol, message: dict[str, Any]) -> None:
+        """
+        Another control message on the welcomed link (an C{updated}, say).
+        """
+
     def sessionRequested(self, session: LinkSession) -> None:
         """
         The relay opened a session on the welcomed link.
@@ -103,6 +108,8 @@ class _Attempt(LinkHandler):
             self.dialler._welcomed(self, link, message)
         elif kind == "refused":
             self.dialler._refused(self, link, message)
+        elif self.dialler.link is link:
+            self.dialler.observer.relayControl(link, message)
         else:
             self.dialler.log.debug("ignoring a {kind!r} message from the relay", kind=kind)
 
@@ -159,6 +166,20 @@ class RelayDialler:
         self._stopWaiters: list[defer.Deferred[None]] = []
         self._draining: set[LinkProtocol] = set()
         self._factory_args = (config or LinkConfig(), appHello)
+
+    @property
+    def appHello(self) -> dict[str, Any]:
+        """
+        The application's part of the hellos of the links to come.
+        """
+        return self._factory_args[1]
+
+    def setHello(self, appHello: dict[str, Any]) -> None:
+        """
+        Say C{appHello} in the hellos of the links to come (an agent's new
+        declaration, which it sent the relay in an C{update}).
+        """
+        self._factory_args = (self._factory_args[0], appHello)
 
     # -- life cycle -----------------------------------------------------------
 

@@ -15,7 +15,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from nfltr.wire.messages import MAX_SHARES, MessageError, check_name, parse_port
+from nfltr.wire.messages import (
+    MAX_HTTP_SHARES,
+    MAX_SHARES,
+    MessageError,
+    TcpShare,
+    check_name,
+    parse_port,
+)
 from nfltr.wire.policy import (
     Network,
     PolicyError,
@@ -48,11 +55,25 @@ class AgentOptions:
     public_ports: tuple[int, ...] = ()
     allow: tuple[Network, ...] = ()
     proxy_protocol: str | None = None
+    #: Ports shared without end-to-end TLS although C{e2ee} is true (a
+    #: config file's C{[[tcp]]} entries with C{e2ee = false}).
+    plain: frozenset[int] = frozenset()
+
+    def tcp_shares(self) -> list[TcpShare]:
+        """
+        The shared ports as the hello declares them.
+        """
+        public = dict(zip(self.ports, self.public_ports, strict=False))
+        addressed = self.proxy_protocol is not None
+        return [TcpShare(port, self.e2ee and port not in self.plain, public.get(port),
+                         self.allow if port in public else (), addressed)
+                for port in self.ports]
 
 
 def agent_options(
     ports: Sequence[str | int], values: Mapping[str, str | None],
     environ: Mapping[str, str] = os.environ, http: Sequence[HttpOption] = (),
+    relay: RelaySettings | None = None,
 ) -> AgentOptions:
     """
     Check an agent's ports and options (keyed by option name: C{name},
@@ -61,12 +82,15 @@ def agent_options(
 
     @param ports: the TCP ports to share.
     @param http: the share URLs to publish (L{http_option} checked them).
+    @param relay: the relay settings, when already checked (a config file's).
     @raise ConfigError: what is wrong, for the user.
     """
     if not ports and not http:
         raise ConfigError("give the port of the local service to share")
-    if len(http) > 1:
+    if len([option for option in http if option.name is None]) > 1:
         raise ConfigError("one share URL per agent: it is named as the agent")
+    if len(http) > MAX_HTTP_SHARES:
+        raise ConfigError(f"at most {MAX_HTTP_SHARES} share URLs")
     if len(ports) > MAX_SHARES:
         raise ConfigError(f"at most {MAX_SHARES} ports")
     checked = []
@@ -88,7 +112,7 @@ def agent_options(
         name=name,
         e2ee=parse_bool(values.get("e2ee") or "true", "--e2ee"),
         state_dir=Path(state).absolute() if state else default_state_dir(environ),
-        relay=relay_settings(values, environ),
+        relay=relay if relay is not None else relay_settings(values, environ),
         http=tuple(http),
         public_ports=public,
         allow=allow,

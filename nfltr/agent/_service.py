@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cryptography.hazmat.primitives.asymmetric import ec
 from twisted.application.service import Service
@@ -39,7 +39,6 @@ from nfltr.wire.messages import (
     NOT_FOUND_REASON,
     PASSTHROUGH,
     MessageError,
-    TcpShare,
     agent_hello,
     agent_target,
     parse_addressed_target,
@@ -62,6 +61,9 @@ from ._public_ports import OLD_RELAY, public_port_lines
 from ._settings import KEY_ENV, ConfigError
 from ._shares import ShareServer, save_share_ca, share_key
 
+if TYPE_CHECKING:
+    from ._update import EntryUpdater
+
 _log = Logger()
 
 
@@ -82,6 +84,7 @@ class AgentSessions:
     def __init__(
         self, clock: Any, ports: Collection[int], connector: Any, tls: E2EETLSFactory | None,
         shares: Mapping[str, ShareServer] | None = None, publicPorts: Collection[int] = (),
+        plain: Collection[int] = (),
     ) -> None:
         """
         @param connector: has C{dial(attempt)} (L{ServiceConnector}).
@@ -89,6 +92,7 @@ class AgentSessions:
         @param shares: the servers of the share URLs, by share name.
         @param publicPorts: the shared ports published on a relay port, whose
             visitors' sessions (C{public:PORT@VISITOR}) are plain.
+        @param plain: the ports whose sessions are plain even so.
         """
         self.ports = frozenset(ports)
         self.publicPorts = frozenset(publicPorts)
@@ -97,6 +101,7 @@ class AgentSessions:
         self.connector = connector
         self.tls = tls
         self.shares = dict(shares or {})
+        self.plain = frozenset(plain)
         self.quiet = Quiet(clock)
         self._targets = {agent_target(port): port for port in self.ports}
 
@@ -123,6 +128,8 @@ class AgentSessions:
         @return: true (it is served).
         """
         local, remote = splice_local()
+        if port in self.plain:
+            tls = None
         local.header = header_writer(self.proxyProtocol, visitor)
         session.accept(tls.wrap(remote) if tls is not None else remote)
         attempt = _SessionAttempt(port, local, session, self)
@@ -254,7 +261,7 @@ def prepare_agent(options: AgentOptions) -> AgentSetup:
         key = None
         if any(option.mode == E2EE for option in options.http):
             key = share_key(state)
-        if not options.e2ee or not options.ports:
+        if not any(share.e2ee for share in options.tcp_shares()):
             return AgentSetup(options, name, None, None, key)
         identity = ensure_self_signed(state, name)
         tls = server_context_factory(identity.cert, identity.key)
@@ -304,6 +311,8 @@ class AgentService(Service, DiallerObserver):
         #: This agent's hold on its name in its state directory, while it runs.
         self.owner: OwnerLock | None = None
         self.expiry: IdleExpiry | None = None
+        #: Applies new entries while it runs (C{nfltr up}'s reload), if set.
+        self.updater: EntryUpdater | None = None
         idle = options.http[0].idle_expiry if options.http else None
         if idle is not None:
             self.expiry = IdleExpiry(reactor, idle, self._busy, self._expired)
@@ -311,21 +320,18 @@ class AgentService(Service, DiallerObserver):
         if setup.server_tls is not None:
             tls = E2EETLSFactory(setup.server_tls, False, reactor)
         connector = self.connector = connector or ServiceConnector(reactor)
-        # One share URL per agent, named as the agent (see agent_options).
+        # Share URLs, each named as the agent unless it has a name (a config file's).
         self.shares: dict[str, ShareServer] = {}
-        if options.http:
-            self.shares[setup.name] = ShareServer(
-                setup.name, options.http[0], connector, reactor, setup.share_key
-            )
+        for option in options.http:
+            name = option.name or setup.name
+            self.shares[name] = ShareServer(name, option, connector, reactor, setup.share_key)
         self.inspectUI = _inspect_ui(reactor, options.http, self.shares.get(setup.name))
         public = dict(zip(options.ports, options.public_ports, strict=False))
-        self.sessions = AgentSessions(reactor, options.ports, connector, tls, self.shares, public)
+        self.sessions = AgentSessions(reactor, options.ports, connector, tls, self.shares, public,
+                                      options.plain)
         self.sessions.proxyProtocol = options.proxy_protocol
         relay = options.relay
-        addressed = options.proxy_protocol is not None
-        shares = [TcpShare(port, options.e2ee, public.get(port),
-                           options.allow if port in public else (), addressed)
-                  for port in options.ports]
+        shares = options.tcp_shares()
         http = [server.hello() for server in self.shares.values()]
         hello = agent_hello(relay.key, setup.name, shares, http)
         endpoint = endpoint or relay.endpoint(reactor)
@@ -345,17 +351,21 @@ class AgentService(Service, DiallerObserver):
         common = f"--relay {relay.address} {relay.trust_arguments()}"
         if not options.ports:
             return []
+        plain = {share.port for share in options.tcp_shares() if not share.e2ee}
         if setup.fingerprint is not None:
             lines = [f"agent {setup.name}: end-to-end key fingerprint {setup.fingerprint}"]
-            mode = f"--pin {setup.fingerprint}"
+            if plain:
+                lines.append(f"agent {setup.name}: sessions to port(s) "
+                             f"{', '.join(map(str, sorted(plain)))} are not end-to-end encrypted "
+                             "(e2ee false); the relay can read them")
         else:
             lines = [
                 f"agent {setup.name}: sessions are not end-to-end encrypted (--e2ee false); "
                 "the relay can read them"
             ]
-            mode = "--e2ee false"
         ports = list(options.ports)
         for port, local in zip(ports, self.freePorts(len(ports)), strict=True):
+            mode = "--e2ee false" if port in plain else f"--pin {setup.fingerprint}"
             lines.append(
                 f"connect to port {port} ({KEY_ENV} set to a key of this account): "
                 f"nfltr tcp-connect {setup.name} {port} --listen 127.0.0.1:{local} {mode} {common}"
@@ -414,8 +424,17 @@ class AgentService(Service, DiallerObserver):
             for line in public_port_lines(self.setup.options.relay.address, welcome):
                 self.announce(line)
         self.data.welcomed(link, welcome.get("data_token"))
+        if self.updater is not None:
+            self.updater.relayUp()
         answers = welcome.get("shares")
-        for answer in answers if isinstance(answers, list) else ():
+        self.takeShares(answers if isinstance(answers, list) else [])
+
+    def takeShares(self, answers: list[Any]) -> None:
+        """
+        Take each share's URL and certificate from the relay's answers (a
+        welcome's, an update's), and show the URLs that are new.
+        """
+        for answer in answers:
             server = self.shares.get(str(answer.get("name"))) if isinstance(answer, dict) else None
             if server is None:
                 continue
@@ -485,6 +504,13 @@ class AgentService(Service, DiallerObserver):
         The relay turned us away for good.
         """
         self.onFatal(message)
+
+    def relayControl(self, link: Any, message: dict[str, Any]) -> None:
+        """
+        The relay's answer to an update of our entries (L{updater}).
+        """
+        if self.updater is not None:
+            self.updater.controlReceived(message)
 
 
 def _served(serve: Callable[..., object], *args: Any) -> bool:

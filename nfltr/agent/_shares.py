@@ -85,6 +85,8 @@ class HttpOption:
     A share URL to publish: the service's port, the mode, the C{Host}
     header the service gets (L{REWRITE}, L{PRESERVE} or a value), and
     whether the relay's HTTP port serves it in plain HTTP too.
+
+    @ivar name: the share's name; L{None}: the agent's (C{nfltr http}).
     """
 
     port: int
@@ -96,6 +98,7 @@ class HttpOption:
     proxy_protocol: str | None = None
     #: Where the request inspector listens (L{nfltr.agent._inspect_ui}); L{None}: off.
     inspect_ui: tuple[str, int] | None = None
+    name: str | None = None
 
     def host(self) -> bytes | None:
         """

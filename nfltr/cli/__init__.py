@@ -41,6 +41,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "nfltr.cli.keys",
     "nfltr.cli.admin",
     "nfltr.cli.agent",
+    "nfltr.cli.up",
+    "nfltr.cli.login",
     "nfltr.cli.demo",
     "nfltr.cli.cluster_ca",
 )

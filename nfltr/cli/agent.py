@@ -10,6 +10,9 @@ give twistd's C{nfltr-agent} plugin its options (L{nfltr.agent_tap}); their
 defaults and checks live with the code that uses them (L{nfltr.agent},
 L{nfltr.client}).  This module imports nothing heavy until a command runs.
 
+The relay options a command line leaves out come from the login saved by
+C{nfltr login} (L{nfltr.cli.saved_login}).
+
 Output: the agent's connect command and the client's C{listening on
 HOST:PORT} go to standard output, for people and scripts; the log goes to
 standard error.  A setting that is wrong exits 2 with one line; a relay that
@@ -26,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from nfltr.cli.agent_options import AGENT_OPTIONS, CONNECT_OPTIONS, HTTP_OPTIONS, VERBOSE
 from nfltr.cli.options import Option, add_arguments, environment, option_values
+from nfltr.cli.saved_login import with_login
 
 if TYPE_CHECKING:
     from nfltr.cli import Subparsers
@@ -82,7 +86,8 @@ def run_agent(args: argparse.Namespace) -> int:
     from nfltr.cli.logs import verbosity
 
     try:
-        setup = prepare_agent(agent_options(args.ports, option_values(args, AGENT_OPTIONS)))
+        values = with_login(option_values(args, AGENT_OPTIONS))
+        setup = prepare_agent(agent_options(args.ports, values))
     except ConfigError as e:
         print(f"nfltr tcp: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -100,7 +105,7 @@ def run_http(args: argparse.Namespace) -> int:
     from nfltr.cli.logs import verbosity
 
     try:
-        options = http_agent_options(args.port, option_values(args, HTTP_OPTIONS))
+        options = http_agent_options(args.port, with_login(option_values(args, HTTP_OPTIONS)))
         setup = prepare_agent(options)
     except ConfigError as e:
         print(f"nfltr http: {e}", file=sys.stderr)
@@ -121,7 +126,8 @@ def run_connect(args: argparse.Namespace) -> int:
     from nfltr.client import TcpConnector, connect_options
 
     try:
-        options = connect_options(args.agent, args.port, option_values(args, CONNECT_OPTIONS))
+        values = with_login(option_values(args, CONNECT_OPTIONS))
+        options = connect_options(args.agent, args.port, values)
     except ConfigError as e:
         print(f"nfltr tcp-connect: {e}", file=sys.stderr)
         return EXIT_USAGE

@@ -52,7 +52,9 @@ from nfltr.wire.messages import (
     parse_dialer_hello,
     welcome,
 )
+from nfltr.wire.update import UPDATE
 
+from .agent_update import apply_update
 from .agents import Relay, revoked_message
 from .directory import AgentEntry
 from .interfaces import LINK, HolderFigures, IAgentHolder
@@ -152,8 +154,12 @@ class RelayLinkHandler(LinkHandler):
 
     def controlReceived(self, link: LinkProtocol, message: dict[str, Any]) -> None:
         """
-        No control message is expected from dialers yet: ignored.
+        An agent's C{update} (L{nfltr.relay.agent_update}); any other
+        control message from a dialer is ignored.
         """
+        if self.state == AGENT_READY and message.get("type") == UPDATE:
+            apply_update(self, message, self._agentUp)
+            return
         held = self.relay.logThrottle.allow(self._source(), "control")
         if held is not None:
             self.log.debug("ignored control message {type} from {peer}{note}",
@@ -497,6 +503,12 @@ class RelayLinkHandler(LinkHandler):
         if link is None or link.connection is None or link.failure is not None:
             return True
         return link.connection.state in (State.ERROR, State.CLOSED)
+
+    def _agentUp(self) -> bool:
+        # Welcomed, not draining: its entry is still the directory's.
+        agent = self.agent
+        return (self.state == AGENT_READY and agent is not None and not self._linkDown()
+                and self.relay.directory.agent(agent.name) is agent)
 
     def _forget(self) -> None:
         if self.key is not None:

@@ -69,6 +69,9 @@ MAX_SHARES = 64
 #: Share URLs per agent: each costs a signing request in the hello and a
 #: certificate chain in the welcome, and both must fit one control frame.
 MAX_HTTP_SHARES = 16
+#: What the relay's welcome tells an agent it may ask after its hello:
+#: C{update} (L{nfltr.wire.update}).
+AGENT_FEATURES = ("update",)
 
 #: The policy of a share open to everyone.
 OPEN = SharePolicy()
@@ -357,14 +360,23 @@ def parse_dialer_hello(app: dict[str, Any]) -> DialerHello:
             raise MessageError("a data connection needs its agent's token (32 hex digits)")
         return DialerHello(DATA, key, None, version, (), (), token)
     name = check_name(app.get("name"))  # type: ignore[arg-type]
-    raw = app.get("tcp", [])
+    shares = parse_tcp_shares(app.get("tcp", []))
+    http = parse_http_shares(app.get("http", []))
+    return DialerHello(AGENT, key, name, version, shares, http)
+
+
+def parse_tcp_shares(raw: Any) -> tuple[TcpShare, ...]:
+    """
+    Validate the C{tcp} list of an agent's hello (or update).
+
+    @raise MessageError: naming what is wrong.
+    """
     if not isinstance(raw, list) or len(raw) > MAX_SHARES:
         raise MessageError(f"tcp must be a list of at most {MAX_SHARES} shares")
     shares = [parse_tcp_share(item) for item in raw]
     if len({s.port for s in shares}) != len(shares):
         raise MessageError("a port is shared twice")
-    http = parse_http_shares(app.get("http", []))
-    return DialerHello(AGENT, key, name, version, tuple(shares), http)
+    return tuple(shares)
 
 
 def welcome(
@@ -375,15 +387,18 @@ def welcome(
     The relay's answer to an accepted hello; C{shares} describes each
     published share URL (C{name}, C{mode}, C{url}, and C{cert} for e2ee);
     an agent's first link gets the C{data_token} its extra data
-    connections present; an agent that asked for public ports, the
-    C{public_ports} it got (C{port}, C{public_port}): a relay that does not
-    know them leaves the key out, and the agent stops.
+    connections present, and the C{features} it may use (L{AGENT_FEATURES});
+    an agent that asked for public ports, the C{public_ports} it got
+    (C{port}, C{public_port}): a relay that does not know them leaves the
+    key out, and the agent stops.
     """
     message: dict[str, Any] = {
         "type": WELCOME, "account": account, "name": name, "shares": shares or [],
     }
     if data_token is not None:
         message["data_token"] = data_token
+        # What an agent may ask of this relay after its hello (nfltr.wire.update).
+        message["features"] = list(AGENT_FEATURES)
     if public_ports is not None:
         message["public_ports"] = public_ports
     return message

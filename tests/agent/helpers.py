@@ -322,6 +322,12 @@ class RelayHandler(LinkHandler):
         agentLink.openSession(agent_target(port), agentEnd)
         session.accept(clientEnd)
 
+    def controlReceived(self, link: LinkProtocol, message: dict[str, Any]) -> None:
+        self.relay.controls.append(message)
+        answer = self.relay.answer(message)
+        if answer is not None:
+            link.sendControl(answer)
+
     def linkLost(self, link: LinkProtocol, reason: Failure) -> None:
         if self.name is not None and self.relay.agents.get(self.name) is link:
             del self.relay.agents[self.name]
@@ -366,6 +372,10 @@ class TestRelay:
         self.hellos: list[dict[str, Any]] = []
         self.agents: dict[str, LinkProtocol] = {}
         self.links: list[LinkProtocol] = []
+        # The control messages dialers sent after their hello, and what
+        # answers each (None: no answer).
+        self.controls: list[dict[str, Any]] = []
+        self.answer: Callable[[dict[str, Any]], dict[str, Any] | None] = lambda message: None
         # The relay side's link configuration (its session limit, say).
         self.config: Any = None
 

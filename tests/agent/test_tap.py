@@ -30,6 +30,53 @@ class TapTests(SynchronousTestCase):
     The twistd plugin's options and services.
     """
 
+    def test_savedLogin(self) -> None:
+        """
+        The commands take what their command line leaves out from the login
+        saved by C{nfltr login}.
+        """
+        from nfltr.cli.saved_login import write_login
+
+        home = Path(self.mktemp()).absolute()
+        write_login(home / "nfltr" / "nfltr.toml",
+                    {"relay": "saved.example:9", "relay-pin": PIN, "key": KEY})
+        for name, value in (("XDG_CONFIG_HOME", str(home)), ("NFLTR_KEY", None)):
+            saved = os.environ.pop(name, None)
+            if value is not None:
+                os.environ[name] = value
+            self.addCleanup(lambda n=name, v=saved: os.environ.pop(n, None) if v is None
+                            else os.environ.__setitem__(n, v))
+        for argv in (["tcp", "22", "--state-dir", self.mktemp()],
+                     ["http", "3000", "--state-dir", self.mktemp()],
+                     ["tcp-connect", "box", "22", "--pin", PIN]):
+            options = Options()
+            options.parseOptions(argv)
+            relay = options.subOptions.checked.relay
+            self.assertEqual((relay.address, relay.pin, relay.key), ("saved.example:9", PIN, KEY))
+
+    def test_up(self) -> None:
+        """
+        C{up FILE} checks the config file and makes one agent of its
+        entries; a broken file, or two files, are usage errors naming the
+        problem's line.
+        """
+        directory = Path(self.mktemp()).absolute()
+        directory.mkdir()
+        config = directory / "a.toml"
+        config.write_text(f'relay-pin = "{PIN}"\nkey = "{KEY}"\nstate-dir = "s"\n'
+                          "[[tcp]]\nport = 22\n[[tcp]]\nport = 80\n")
+        config.chmod(0o600)
+        options = Options()
+        options.parseOptions(["up", str(config)])
+        checked = options.subOptions.checked
+        self.assertEqual(checked.ports, (22, 80))
+        self.assertIsInstance(build_service("up", checked, Clock(), None, lambda m: None),
+                              AgentService)
+        config.write_text("[[tcp]]\nport = 0\n")
+        error = self.assertRaises(usage.UsageError, Options().parseOptions, ["up", str(config)])
+        self.assertIn(f"{config}:2: [[tcp]] 1: port 0", str(error))
+        self.assertRaises(usage.UsageError, Options().parseOptions, ["up", "a", "b"])
+
     def test_tcp(self) -> None:
         """
         C{tcp PORT...} with its options is checked, and makes an agent.
@@ -175,10 +222,11 @@ class TwistdTests(SynchronousTestCase):
         arguments.
         """
         self.assertTrue(self.usage("nfltr-agent").startswith(
-            "Usage: twistd [options] nfltr-agent tcp PORT... | http PORT | "
+            "Usage: twistd [options] nfltr-agent tcp PORT... | http PORT | up [FILE] | "
             "tcp-connect AGENT PORT [options]\n"))
         for command, arguments in (("tcp", "PORT [PORT...] [options]"),
                                    ("http", "PORT [options]"),
+                                   ("up", "[FILE] [options]"),
                                    ("tcp-connect", "AGENT PORT [options]")):
             first = self.usage("nfltr-agent", command).splitlines()[0]
             self.assertEqual(first, f"Usage: twistd [options] nfltr-agent {command} {arguments}")

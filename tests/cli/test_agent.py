@@ -43,6 +43,11 @@ class ArgumentTests(SynchronousTestCase):
         saved = os.environ.pop("NFLTR_KEY", None)
         if saved is not None:
             self.addCleanup(os.environ.__setitem__, "NFLTR_KEY", saved)
+        # No login saved by the user (nfltr login) may fill in what a test leaves out.
+        config = os.environ.get("XDG_CONFIG_HOME")
+        os.environ["XDG_CONFIG_HOME"] = self.mktemp()
+        self.addCleanup(lambda: os.environ.update(XDG_CONFIG_HOME=config) if config is not None
+                        else os.environ.pop("XDG_CONFIG_HOME"))
 
     def test_help(self) -> None:
         """

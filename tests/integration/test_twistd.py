@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import sys
 import time
@@ -123,3 +124,28 @@ class TwistdTests(SynchronousTestCase):
         output = self.stopped(agent)
         self.assertNotIn("#debug", output)
         self.assertNotIn(key, output)
+
+    def test_agentUp(self) -> None:
+        """
+        C{twistd -n nfltr-agent up FILE} serves a config file's entries,
+        and reloads it on SIGHUP.
+        """
+        _, info = self.relay()
+        data = str(self.tmp / "relay")
+        run("accounts", "create", "ops", "--data-dir", data)
+        key = run("keys", "create", "--account", "ops", "--data-dir", data).stdout.strip()
+        (self.tmp / "key").write_text(key)
+        (self.tmp / "key").chmod(0o600)
+        config = self.tmp / "agent.toml"
+        config.write_text(
+            f'relay = "{info["tls"]}"\nca = "{info["ca"]}"\nkey-file = "key"\nname = "box"\n'
+            'state-dir = "agent"\n\n[[tcp]]\nport = 3000\n\n[[tcp]]\nport = 3001\n'
+        )
+        agent = self.twistd("agent", "nfltr-agent", "up", str(config))
+        agent.wait_for(r"connected to the relay")
+        agent.wait_for(r"connect to port 3001")
+        config.write_text(config.read_text() + "\n[[tcp]]\nport = 3002\n")
+        agent.popen.send_signal(signal.SIGHUP)
+        agent.wait_for(r"connect to port 3002")
+        agent.wait_for(r"reloaded: 1 entries started, 0 stopped, 2 unchanged")
+        self.assertNotIn(key, self.stopped(agent))

@@ -297,7 +297,7 @@ def lost_reason(failure: Failure | None) -> tuple[int, str] | None:
 def without_token(controls: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """
     The control messages an agent got, the data token of its welcome
-    checked (32 hex digits) and left out.
+    checked (32 hex digits) and left out, and so its features (C{update}).
     """
     result = []
     for received in controls:
@@ -306,5 +306,24 @@ def without_token(controls: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if message.get("type") == "welcome":
             assert isinstance(token, str) and len(token) == 32, token
             int(token, 16)
+            assert message.pop("features") == ["update"], message
         result.append(message)
     return result
+
+
+def share_relay(case: Any) -> tuple[Any, RelayHarness]:
+    """
+    A relay that publishes share URLs under C{localhost} (its registry
+    made with a fresh PKI in C{case}'s temporary directory): the registry
+    and the harness.
+    """
+    from pathlib import Path
+
+    from nfltr.relay.leases import Leases
+    from nfltr.relay.shares import ShareRegistry
+    from nfltr.tls import ShareCA, ensure_relay_pki
+
+    pki = ensure_relay_pki(Path(case.mktemp()), [], share_domain="localhost")
+    clock = Clock()
+    registry = ShareRegistry(ShareCA.load(pki, "localhost"), clock, (), Leases(60))
+    return registry, RelayHarness(shares=registry, clock=clock)

@@ -9,14 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 from twisted.internet import error
-from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr.relay.agents import NO_SHARE_URLS
 from nfltr.wire.messages import PASSTHROUGH, HttpShare, agent_hello, client_target
 
 from ..link.twisted_helpers import RecordingHandler
-from .helpers import RelayHarness
+from .helpers import RelayHarness, share_relay
 from .test_link_handler import A2_KEY, A_KEY, B_KEY, Recorder
 
 
@@ -26,16 +25,7 @@ class ShareTests(SynchronousTestCase):
     """
 
     def setUp(self) -> None:
-        from pathlib import Path
-
-        from nfltr.relay.leases import Leases
-        from nfltr.relay.shares import ShareRegistry
-        from nfltr.tls import ShareCA, ensure_relay_pki
-
-        pki = ensure_relay_pki(Path(self.mktemp()), [], share_domain="localhost")
-        clock = Clock()
-        self.registry = ShareRegistry(ShareCA.load(pki, "localhost"), clock, (), Leases(60))
-        self.h = RelayHarness(shares=self.registry, clock=clock)
+        self.registry, self.h = share_relay(self)
         self.keyA = self.h.store.addKey(A_KEY, "acme")
         self.keyB = self.h.store.addKey(B_KEY, "bravo")
 

@@ -1,0 +1,171 @@
+"""
+Tests for L{nfltr.agent.EntryUpdater}: new entries for a running agent, on
+its link to the test relay.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from nfltr.agent import (
+    AgentService,
+    EntryUpdater,
+    agent_options,
+    http_option,
+    prepare_agent,
+)
+from nfltr.agent._service import AgentSetup
+from nfltr.wire.messages import agent_target, http_target, welcome
+from nfltr.wire.update import update_refused, updated_message
+
+from .helpers import Echo, FakeServices, LogCapture, Network, Recorder, TestRelay
+
+KEY = "nfk_agent-key"
+RELAY_PIN = "sha256:" + "11" * 32
+
+
+def welcomeWithUpdates(app: dict[str, Any]) -> dict[str, Any]:
+    """
+    A relay that takes updates.
+    """
+    return welcome("acme", app.get("name"), [], "0" * 32)
+
+
+class UpdaterFixture:
+    """
+    An agent C{box} sharing port 3000 and share C{blog} (inspect, port
+    8000), with an updater.
+    """
+
+    def __init__(self, case: SynchronousTestCase, policy: Any = welcomeWithUpdates) -> None:
+        self.case = case
+        self.state = case.mktemp()
+        self.network = Network()
+        self.relay = TestRelay(self.network, policy)
+        self.services = FakeServices(self.network, {3000: Echo, 3001: Echo, 8000: Echo})
+        self.logs = LogCapture(case)
+        self.announced: list[str] = []
+        self.agent = AgentService(
+            self.network.clock, self.setup([3000], ["blog"]), self.announced.append,
+            endpoint=self.relay.endpoint(), connector=self.services,
+        )
+        self.updater = EntryUpdater(self.agent, self.network.clock)
+        self.agent.startService()
+        case.addCleanup(self.agent.stopService)
+        self.network.run()
+
+    def setup(self, ports: list[int], shares: list[str]) -> AgentSetup:
+        http = [replace(http_option(8000, {"mode": "inspect"}, {}), name=name)
+                for name in shares]
+        options = agent_options(
+            [str(p) for p in ports],
+            {"name": "box", "state-dir": self.state, "relay-pin": RELAY_PIN, "key": KEY},
+            environ={}, http=http,
+        )
+        return prepare_agent(options)
+
+    def session(self, target: str) -> Recorder:
+        """
+        Open a session from the relay; what came back.
+        """
+        recorder = Recorder()
+        self.relay.agents["box"].openSession(target, recorder)
+        self.network.run()
+        return recorder
+
+
+class UpdaterTests(SynchronousTestCase):
+    """
+    L{EntryUpdater.update}.
+    """
+
+    def test_applied(self) -> None:
+        """
+        The relay is sent the whole new declaration; the kept share's
+        server is the same object; once the relay answers, the new URL is
+        announced and the dialler's hello is the new declaration.
+        """
+        f = UpdaterFixture(self)
+        blog = f.agent.shares["blog"]
+        f.relay.answer = lambda m: updated_message(m["seq"], [
+            {"name": "wiki", "mode": "inspect", "url": "https://wiki.example/"}])
+        f.updater.update(f.setup([3000, 3001], ["blog", "wiki"]))
+        f.network.run()
+        [sent] = f.relay.controls
+        self.assertEqual((sent["type"], sent["seq"]), ("update", 1))
+        self.assertEqual([s["port"] for s in sent["tcp"]], [3000, 3001])
+        self.assertEqual([s["name"] for s in sent["http"]], ["blog", "wiki"])
+        self.assertIs(f.agent.shares["blog"], blog)
+        self.assertIn("share https://wiki.example/ -> port 8000", "\n".join(f.announced))
+        self.assertEqual([s["port"] for s in f.agent.dialler.appHello["tcp"]], [3000, 3001])
+        self.assertTrue(any(line.startswith("connect to port 3001 ") for line in f.announced))
+
+    def test_sessions(self) -> None:
+        """
+        Sessions for an added port are served; for a removed port or share,
+        refused.
+        """
+        f = UpdaterFixture(self)
+        f.relay.answer = lambda m: updated_message(m["seq"], [])
+        f.updater.update(f.setup([3001], []))
+        f.network.run()
+        self.assertIsNone(f.session(agent_target(3001)).lost)
+        for target in (agent_target(3000), http_target("blog")):
+            self.assertIsNotNone(f.session(target).lost)
+
+    def test_refused(self) -> None:
+        """
+        A refused update puts the previous entries back.
+        """
+        f = UpdaterFixture(self)
+        shares, sessions, hello = f.agent.shares, f.agent.sessions, f.agent.dialler.appHello
+        f.relay.answer = lambda m: update_refused(m["seq"], "conflict", "name wiki is taken")
+        f.updater.update(f.setup([3000], ["blog", "wiki"]))
+        f.network.run()
+        self.assertIs(f.agent.shares, shares)
+        self.assertIs(f.agent.sessions, sessions)
+        self.assertIs(f.agent.dialler.appHello, hello)
+        self.assertIn("name wiki is taken", f.logs.allText())
+
+    def test_oneAtATime(self) -> None:
+        """
+        An update waits for the answer to the one before; only the latest
+        of those waiting is sent.
+        """
+        f = UpdaterFixture(self)
+        f.updater.update(f.setup([3001], []))
+        f.updater.update(f.setup([3000], []))
+        f.updater.update(f.setup([3000, 3001], []))
+        f.network.run()
+        self.assertEqual(len(f.relay.controls), 1)
+        f.relay.agents["box"].sendControl(updated_message(1, []))
+        f.network.run()
+        self.assertEqual([[s["port"] for s in c["tcp"]] for c in f.relay.controls],
+                         [[3001], [3000, 3001]])
+        self.assertEqual(f.relay.controls[1]["seq"], 2)
+
+    def test_oldRelay(self) -> None:
+        """
+        A relay without the feature is not sent the update; the log says
+        the entries reach it at the next link, whose hello declares them.
+        """
+        f = UpdaterFixture(self, policy=lambda app: welcome("acme", app.get("name")))
+        f.updater.update(f.setup([3001], []))
+        f.network.run()
+        self.assertEqual(f.relay.controls, [])
+        self.assertIn("does not take updates", f.logs.allText())
+        self.assertEqual([s["port"] for s in f.agent.dialler.appHello["tcp"]], [3001])
+
+    def test_reconnectWhilePending(self) -> None:
+        """
+        A link welcomed while an update waits for its answer declared the
+        new entries: the update is done, the next may go.
+        """
+        f = UpdaterFixture(self)
+        f.updater.update(f.setup([3001], []))
+        f.network.run()
+        f.agent.relayUp(f.agent.dialler.link, welcomeWithUpdates({"name": "box"}))
+        self.assertIsNone(f.updater.pending)

@@ -1,0 +1,343 @@
+"""
+C{nfltr up FILE} with real processes: one agent, one link, serving every
+entry of a config file, reached with C{nfltr tcp-connect} and curl.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import signal
+import socket
+import stat
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from .harness import REPO, Process, Stack, StackTestCase, exchange, missing, nfltr
+from .service import pattern
+
+CURL_TIMEOUT = 60
+
+
+def write_config(stack: Stack, key: str, body: str, name: str = "nfltr.toml") -> Path:
+    """
+    A config file for C{stack}'s relay (its key in a key file beside it),
+    with the entries C{body}.
+    """
+    key_file = stack.tmp / "key"
+    key_file.write_text(key + "\n")
+    key_file.chmod(0o600)
+    path = stack.tmp / name
+    path.write_text(
+        f'relay = "{stack.address}"\nca = "{stack.ca}"\nkey-file = "key"\n'
+        f'name = "box"\nstate-dir = "state"\n\n{body}'
+    )
+    return path
+
+
+def tcp_entries(ports: list[int]) -> str:
+    return "".join(f"[[tcp]]\nport = {port}\n\n" for port in ports)
+
+
+def http_entry(name: str, port: int, mode: str) -> str:
+    return f'[[http]]\nname = "{name}"\nport = {port}\nmode = "{mode}"\n\n'
+
+
+def curl(stack: Stack, url: str) -> subprocess.CompletedProcess[bytes]:
+    """
+    GET C{url} (a share's) through the relay, trusting its share CA.
+    """
+    host, port = url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)
+    return subprocess.run(
+        ["curl", "--silent", "--show-error", "--fail", "--cacert",
+         str(stack.data / "tls" / "share-ca.crt"), "--resolve", f"{host}:{port}:127.0.0.1",
+         url + "headers"],
+        capture_output=True, timeout=CURL_TIMEOUT, check=False,
+    )
+
+
+def start_up(stack: Stack, path: Path, *extra: str) -> Process:
+    """
+    Start C{nfltr up FILE}.
+    """
+    return stack.start(nfltr("up", str(path), *extra), "up")
+
+
+class UpTests(StackTestCase):
+    """
+    One agent for three TCP entries and two share URLs.
+    """
+
+    skip = missing("curl")
+
+    def test_manyEntries(self) -> None:
+        """
+        Every entry is served by the one agent: each TCP port through
+        tcp-connect (pinning the agent's one key, or plain for the entry
+        with e2ee false), each share URL with curl; the agent dialled the
+        relay once.
+        """
+        key = self.stack.key("alice")
+        tcp = [self.stack.service() for _ in range(3)]
+        web = [self.stack.web_service() for _ in range(2)]
+        # The third TCP entry is plain (e2ee = false): the relay may read it.
+        path = write_config(self.stack, key, tcp_entries(tcp[:2]) + f"[[tcp]]\nport = {tcp[2]}\n"
+                            "e2ee = false\n\n" + http_entry("site-a", web[0], "e2ee")
+                            + http_entry("site-b", web[1], "inspect"))
+        self.assertEqual(
+            subprocess.run(nfltr("check", str(path)), capture_output=True, check=False,
+                           timeout=CURL_TIMEOUT).returncode, 0,
+        )
+        agent = start_up(self.stack, path)
+        fingerprint = agent.wait_for(r"(sha256:[0-9a-f]{64})").group(1)
+        urls = {agent.wait_for(rf"share (https://site-{x}\S+) ").group(1) for x in "ab"}
+        agent.wait_for(rf"connect to port {tcp[2]} .* --e2ee false ")
+        for port, mode in zip(tcp, [("--pin", fingerprint)] * 2 + [("--e2ee", "false")],
+                              strict=True):
+            _, local = self.stack.connector(key, "box", port, *mode)
+            self.assertEqual(exchange(local, b"MARKER ok\n"), b"ok\n")
+        for url in sorted(urls):
+            done = curl(self.stack, url)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            self.assertIn(b"GET /headers", done.stdout)
+        self.assertEqual(self.stack.relay.output().count("agent box (account alice) connected"),
+                         1)
+
+    def test_example(self) -> None:
+        """
+        docs/nfltr.example.toml runs, its relay and trust set to this
+        relay's: the agent announces both TCP ports and both share URLs.
+        """
+        stack = self.stack
+        text = (REPO / "docs" / "nfltr.example.toml").read_text()
+        text = re.sub(r'(?m)^relay = ".*"$', f'relay = "{stack.address}"', text)
+        text = re.sub(r'(?m)^relay-pin = ".*"$', f'relay-pin = "{stack.info["fingerprint"]}"',
+                      text)
+        path = stack.tmp / "example.toml"
+        path.write_text(text)
+        for name, secret in (("nfltr.key", stack.key("alice")), ("hooks.header", "X-Hook: a")):
+            (stack.tmp / name).write_text(secret + "\n")
+            (stack.tmp / name).chmod(0o600)
+        agent = start_up(stack, path)
+        for pattern_ in (r"connect to port 22 ", r"connect to port 5432 ",
+                         r"share https://blog\.", r"share https://hooks\."):
+            agent.wait_for(pattern_)
+
+    def test_brokenFile(self) -> None:
+        """
+        C{nfltr up} on a broken file exits 2 naming the line.
+        """
+        path = write_config(self.stack, "k", "[[tcp]]\nport = 0\n")
+        done = subprocess.run(nfltr("up", str(path)), capture_output=True, text=True,
+                              check=False, timeout=CURL_TIMEOUT)
+        self.assertEqual(done.returncode, 2)
+        self.assertIn(f"{path}:8: [[tcp]] 1: port 0", done.stderr)
+
+
+class LoginTests(StackTestCase):
+    """
+    C{nfltr login} against a real relay, then the agent commands with no
+    relay, trust or key on their command lines.
+    """
+
+    skip = missing("curl")
+
+    def login(self, *args: str, answer: str = "y\n",
+              env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            nfltr("login", self.stack.address, *args), input=answer, capture_output=True,
+            text=True, timeout=CURL_TIMEOUT, check=False,
+            env={**os.environ, "XDG_CONFIG_HOME": str(self.config), **(env or {})},
+        )
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.config = self.stack.tmp / "config"
+
+    def test_loginThenCommands(self) -> None:
+        """
+        login shows the relay's fingerprint (the one it printed) and, once
+        confirmed, saves it and the key 0600; then nfltr tcp, tcp-connect
+        and http work with nothing but their own options.
+        """
+        key = self.stack.key("alice")
+        done = self.login(answer="n\n", env={"NFLTR_KEY": key})
+        self.assertEqual(done.returncode, 1)
+        self.assertFalse((self.config / "nfltr" / "nfltr.toml").exists())
+        done = self.login(env={"NFLTR_KEY": key})
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn(self.stack.info["fingerprint"], done.stdout)
+        saved = self.config / "nfltr" / "nfltr.toml"
+        self.assertEqual(stat.S_IMODE(saved.stat().st_mode), 0o600)
+        env = {"XDG_CONFIG_HOME": str(self.config)}
+        service = self.stack.service()
+        agent = self.stack.start(
+            nfltr("tcp", str(service), "--name", "box", "--state-dir",
+                  str(self.stack.tmp / "box")), "agent", env)
+        fingerprint = agent.wait_for(r"(sha256:[0-9a-f]{64})").group(1)
+        client = self.stack.start(
+            nfltr("tcp-connect", "box", str(service), "--listen", "127.0.0.1:0",
+                  "--pin", fingerprint), "client", env)
+        local = int(client.wait_for(r"listening on [\d.]+:(\d+)").group(1))
+        self.assertEqual(exchange(local, b"MARKER in\n"), b"in\n")
+        web = self.stack.start(
+            nfltr("http", str(self.stack.web_service()), "--name", "site", "--state-dir",
+                  str(self.stack.tmp / "site")), "http", env)
+        done_curl = curl(self.stack, web.wait_for(r"share (https://\S+) ").group(1))
+        self.assertEqual(done_curl.returncode, 0, done_curl.stderr)
+
+    def test_badKeyNotSaved(self) -> None:
+        """
+        A key the relay does not know is not saved: login says why; a pin
+        that is not the relay's neither.
+        """
+        self.stack.key("alice")
+        done = self.login(env={"NFLTR_KEY": "nfk_not-a-key"})
+        self.assertEqual(done.returncode, 1, done.stdout)
+        self.assertIn("not saved: relay refused", done.stderr)
+        self.assertNotIn("nfk_not-a-key", done.stdout + done.stderr)
+        done = self.login("--relay-pin", "sha256:" + "0" * 64, env={"NFLTR_KEY": "x"})
+        self.assertEqual(done.returncode, 1, done.stdout)
+        self.assertIn("not saved:", done.stderr)
+        self.assertFalse((self.config / "nfltr" / "nfltr.toml").exists())
+
+    def test_givenPinAndKeyFile(self) -> None:
+        """
+        With --relay-pin and --key-file nothing is asked, and the key
+        file's path is saved; a command line's own options win over the
+        login (its --ca over a saved pin made wrong).
+        """
+        key = self.stack.key("alice")
+        key_file = self.stack.tmp / "key"
+        key_file.write_text(key)
+        key_file.chmod(0o600)
+        done = self.login("--relay-pin", self.stack.info["fingerprint"], "--key-file",
+                          str(key_file), answer="")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        saved = self.config / "nfltr" / "nfltr.toml"
+        # The saved pin made wrong: the command line's --ca wins over it.
+        saved.write_text(re.sub(r"sha256:[0-9a-f]{64}", "sha256:" + "0" * 64,
+                                saved.read_text()))
+        env = {"XDG_CONFIG_HOME": str(self.config)}
+        service = self.stack.service()
+        agent = self.stack.start(
+            nfltr("tcp", str(service), "--name", "box", "--state-dir", str(self.stack.tmp / "b"),
+                  "--ca", self.stack.ca), "agent", env)
+        agent.wait_for(r"(sha256:[0-9a-f]{64})")
+        agent.wait_for(r"online|connected|welcome")
+
+
+def wait_count(process: Process, pattern: str, count: int,
+               timeout: float = CURL_TIMEOUT) -> None:
+    """
+    Wait until C{process} printed C{count} lines matching C{pattern}.
+    """
+    regex = re.compile(pattern)
+    deadline = time.monotonic() + timeout
+    while sum(1 for line in list(process.lines) if regex.search(line)) < count:
+        if time.monotonic() > deadline or process.popen.poll() is not None:
+            raise AssertionError(f"no {count} lines matching {pattern!r}:\n{process.output()}")
+        time.sleep(0.05)
+
+
+def refused(port: int) -> bool:
+    """
+    Whether a connector's session to a port is refused (closed or reset
+    without an answer).
+    """
+    try:
+        return exchange(port, b"MARKER x\n") == b""
+    except ConnectionResetError:
+        return True
+
+
+class SlowDownload(threading.Thread):
+    """
+    A download through a connector, read slowly so that it lasts; its
+    digest once done.
+    """
+
+    def __init__(self, port: int, size: int, seed: int) -> None:
+        super().__init__(daemon=True)
+        self.port, self.size, self.seed = port, size, seed
+        self.received = 0
+        self.digest: str | None = None
+        self.error: OSError | None = None
+
+    def run(self) -> None:
+        try:
+            digest = hashlib.sha256()
+            with socket.create_connection(("127.0.0.1", self.port), timeout=CURL_TIMEOUT) as s:
+                s.sendall(f"DOWNLOAD {self.size} {self.seed}\n".encode())
+                while data := s.recv(64 * 1024):
+                    digest.update(data)
+                    self.received += len(data)
+                    time.sleep(0.01)
+            self.digest = digest.hexdigest()
+        except OSError as e:  # reported by the test
+            self.error = e
+
+
+class ReloadTests(StackTestCase):
+    """
+    C{SIGHUP} reloads C{nfltr up}'s file on the link it has.
+    """
+
+    skip = missing("curl")
+
+    def test_reloadDuringDownload(self) -> None:
+        """
+        Entries added start, removed ones stop, unchanged ones are not
+        touched: a download through an unchanged TCP entry that runs across
+        the reload completes intact, the share URL kept still answers, and
+        the agent keeps its one link.  A broken file then changes nothing
+        and the log names its line.
+        """
+        stack = self.stack
+        key = stack.key("alice")
+        kept, dropped, added = (stack.service() for _ in range(3))
+        site_a, site_b, site_c = (stack.web_service() for _ in range(3))
+        path = write_config(stack, key, tcp_entries([kept, dropped]) + http_entry(
+            "site-a", site_a, "e2ee") + http_entry("site-c", site_c, "inspect"))
+        agent = start_up(stack, path)
+        pin = agent.wait_for(r"(sha256:[0-9a-f]{64})").group(1)
+        url_a = agent.wait_for(r"share (https://site-a\S+) ").group(1)
+        url_c = agent.wait_for(r"share (https://site-c\S+) ").group(1)
+        _, kept_local = stack.connector(key, "box", kept, "--pin", pin)
+        _, dropped_local = stack.connector(key, "box", dropped, "--pin", pin)
+        self.assertEqual(exchange(dropped_local, b"MARKER before\n"), b"before\n")
+        download = SlowDownload(kept_local, 48 * 1024 * 1024, 5)
+        download.start()
+        deadline = time.monotonic() + CURL_TIMEOUT
+        while download.received < 1024 * 1024 and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+        write_config(stack, key, tcp_entries([kept, added]) + http_entry(
+            "site-a", site_a, "e2ee") + http_entry("site-b", site_b, "inspect"))
+        agent.popen.send_signal(signal.SIGHUP)
+        wait_count(agent, r"reloaded: 2 entries started, 2 stopped, 2 unchanged", 1)
+        url_b = agent.wait_for(r"share (https://site-b\S+) ").group(1)
+        self.assertIsNone(download.digest, "the download ended before the reload")
+
+        _, added_local = stack.connector(key, "box", added, "--pin", pin)
+        self.assertEqual(exchange(added_local, b"MARKER added\n"), b"added\n")
+        self.assertTrue(refused(dropped_local))
+        for url in (url_a, url_b):
+            done = curl(stack, url)
+            self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertNotEqual(curl(stack, url_c).returncode, 0)
+
+        download.join(CURL_TIMEOUT)
+        self.assertIsNone(download.error)
+        self.assertEqual(download.digest,
+                         hashlib.sha256(pattern(5, 48 * 1024 * 1024)).hexdigest())
+
+        path.write_text(path.read_text() + "\n[[tcp]]\nport = 0\n")
+        agent.popen.send_signal(signal.SIGHUP)
+        wait_count(agent, r"not reloaded, the running entries stay", 1)
+        wait_count(agent, rf"{re.escape(str(path))}:\d+: \[\[tcp\]\] 3: port 0", 1)
+        self.assertEqual(exchange(added_local, b"MARKER still\n"), b"still\n")
+        self.assertEqual(stack.relay.output().count("agent box (account alice) connected"), 1)
