@@ -272,3 +272,10 @@ def proxy_front(
     networks; as it is otherwise.
     """
     return ProxyFrontFactory(factory, trusted, clock, timeout) if trusted else factory
+
+
+def describe_trusted(trusted: Sequence[Network]) -> str:
+    """
+    The trusted networks, for the relay's start-up line.
+    """
+    return ", ".join(str(network) for network in trusted)

@@ -31,6 +31,8 @@ from .proxy_front import proxy_front
 from .public_ports import PublicPorts
 from .tcp_route import RouteRefused, SessionEnd
 
+_log = Logger()
+
 #: The reason an agent's session is reset with when its visitor left.
 VISITOR_LOST = "visitor connection lost"
 
@@ -142,4 +144,10 @@ def public_ports(relay: Any, config: Any, reactor: Any) -> PublicPorts:
     ports = PublicPorts(config.public_ports, config.public_ports_per_account,
                         relay.directory.leases, reactor, listen, factory)
     ports.admission = admission
+    _log.info(
+        "public ports {ranges} on {interface}, at most {count} per account: visitors reach "
+        "agents' TCP shares straight, not end-to-end encrypted",
+        ranges=str(config.public_ports), interface=config.public_ports_interface,
+        count=ports.perAccount,
+    )
     return ports

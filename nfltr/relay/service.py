@@ -78,7 +78,7 @@ from .certs import RelayCertificate
 from .config import RelayConfig, database_path, state_file_path
 from .leases import ILeases, Leases
 from .link_handler import Relay
-from .proxy_front import proxy_front
+from .proxy_front import describe_trusted, proxy_front
 from .public_listener import public_ports
 from .relay_json import RelayInfo, remove_state_file, write_state_file
 from .revocation import RevocationListener, RevocationPoller
@@ -474,6 +474,10 @@ class RelayService(Service):
         if info.ssh is not None:
             self.log.info("SSH port on {ssh}: ssh -R publishes, ssh -L reaches (keys: nfltr keys "
                           "add-ssh)", ssh=info.ssh)
+        if self.config.proxy_from:
+            self.log.info("connections from {networks} start with a PROXY protocol header "
+                          "naming the client (--proxy-protocol-from)",
+                          networks=describe_trusted(self.config.proxy_from))
         self.log.info(
             "share URLs: https://NAME.{domain}:{port}/; visitors trust the share CA {ca}",
             domain=self.config.share_domain, port=self.shares.port, ca=info.share_ca,

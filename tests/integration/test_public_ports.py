@@ -90,6 +90,7 @@ class PublicPortTests(SynchronousTestCase):
         agent said where, and that it is not end-to-end encrypted.
         """
         port = self.allowed[0]
+        self.stack.relay.wait_for(r"public ports [\d,-]+ on 127\.0\.0\.1, at most 2 per account")
         agent = self.agent(self.alice, "db", "--public-port", str(port))
         line = agent.wait_for(rf"public port 127\.0\.0\.1:{port} -> port {self.service}.*")
         self.assertIn("not end-to-end encrypted", line.group(0))
