@@ -78,6 +78,7 @@ from .certs import RelayCertificate
 from .config import RelayConfig, database_path, state_file_path
 from .leases import ILeases, Leases
 from .link_handler import Relay
+from .proxy_front import REFUSALS as PROXY_REFUSALS
 from .proxy_front import describe_trusted, proxy_front
 from .public_listener import public_ports
 from .relay_json import RelayInfo, remove_state_file, write_state_file
@@ -155,6 +156,8 @@ class RelayService(Service):
         self.storeHealth: StoreHealth | None = None
         self.httpAdmission: Admission | None = None
         self.linkMemory = LinkMemory(config.link_memory, getattr(reactor, "seconds", None))
+        #: Connections refused by the PROXY protocol front of every listener.
+        self.proxyRefused = dict.fromkeys(PROXY_REFUSALS, 0)
         self.certificate: RelayCertificate | None = None
         self.sshFactory: Any = None
         self._adminPort: Any = None
@@ -250,7 +253,7 @@ class RelayService(Service):
         self._cleanups.append(tlsPort.stopListening)
         self.shares.port = config.public_port or tlsPort.getHost().port
         if config.public_ports:
-            relay.publicPorts = public_ports(relay, config, self.reactor)
+            relay.publicPorts = public_ports(relay, config, self.reactor, self.proxyRefused)
             self._cleanups.append(relay.publicPorts.close)
         sshPort = await self._listenSSH(relay, store, dataDir)
         self._health = health
@@ -429,7 +432,8 @@ class RelayService(Service):
         Listen on C{spec}, the value of C{option}; a failure names both.
         """
         config = self.config
-        front = proxy_front(factory, config.proxy_from, self.reactor, config.handshake_timeout)
+        front = proxy_front(factory, config.proxy_from, self.reactor, config.handshake_timeout,
+                            self.proxyRefused)
         try:
             return await self._endpoint(spec).listen(front)
         except CannotListenError as e:
