@@ -27,6 +27,7 @@ bounded by the agents connected (and by C{--max-agents}).
 | C{nfltr_tls_port_refused_total} | counter | C{reason} (the SNI router's) |
 | C{nfltr_admission_refused_total} | counter | C{port} (tls, http, public), C{reason} |
 | C{nfltr_public_ports} | gauge | : public ports published now (with C{--public-ports}) |
+| C{nfltr_proxy_protocol_refused_total} | counter | C{reason} (with C{--proxy-protocol-from}) |
 | C{nfltr_agent_link_rtt_seconds} | gauge | C{agent} |
 | C{nfltr_agent_sessions_open} | gauge | C{agent} |
 | C{nfltr_agent_link_bytes_total} | counter | C{agent}, C{direction} |
@@ -190,6 +191,15 @@ class RelayCollector:
             published = _gauge("nfltr_public_ports", "Public ports published now.")
             published.add_metric([], len(ports))
             yield published
+        if getattr(getattr(service, "config", None), "proxy_from", None):
+            proxy = _counter(
+                "nfltr_proxy_protocol_refused",
+                "Connections refused for their PROXY protocol header (--proxy-protocol-from).",
+                labels=["reason"],
+            )
+            for reason, count in service.proxyRefused.items():
+                proxy.add_metric([reason], count)
+            yield proxy
 
     def _memory(self, memory: Any) -> Iterator[Metric]:
         if memory is None:

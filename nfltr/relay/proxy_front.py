@@ -222,13 +222,17 @@ class ProxyFrontFactory(Factory):
 
     def __init__(
         self, wrapped: interfaces.IProtocolFactory, trusted: Sequence[Network],
-        clock: interfaces.IReactorTime, timeout: float,
+        clock: interfaces.IReactorTime, timeout: float, refused: dict[str, int] | None = None,
     ) -> None:
+        """
+        @param refused: where refusals are counted (shared by the relay's
+            listeners, for its metrics); a new count by default.
+        """
         self.wrapped = wrapped
         self.trusted = tuple(trusted)
         self.clock = clock
         self.timeout = timeout
-        self.refused = dict.fromkeys(REFUSALS, 0)
+        self.refused = refused if refused is not None else dict.fromkeys(REFUSALS, 0)
 
     def doStart(self) -> None:
         """
@@ -265,10 +269,19 @@ class ProxyFrontFactory(Factory):
 
 def proxy_front(
     factory: interfaces.IProtocolFactory, trusted: Sequence[Network],
-    clock: interfaces.IReactorTime, timeout: float,
+    clock: interfaces.IReactorTime, timeout: float, refused: dict[str, int] | None = None,
 ) -> interfaces.IProtocolFactory:
     """
-    C{factory} behind a L{ProxyFrontFactory} when C{trusted} names
-    networks; as it is otherwise.
+    C{factory} behind a L{ProxyFrontFactory} (counting its refusals in
+    C{refused}) when C{trusted} names networks; as it is otherwise.
     """
-    return ProxyFrontFactory(factory, trusted, clock, timeout) if trusted else factory
+    if not trusted:
+        return factory
+    return ProxyFrontFactory(factory, trusted, clock, timeout, refused)
+
+
+def describe_trusted(trusted: Sequence[Network]) -> str:
+    """
+    The trusted networks, for the relay's start-up line.
+    """
+    return ", ".join(str(network) for network in trusted)

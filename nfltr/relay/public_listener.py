@@ -31,6 +31,8 @@ from .proxy_front import proxy_front
 from .public_ports import PublicPorts
 from .tcp_route import RouteRefused, SessionEnd
 
+_log = Logger()
+
 #: The reason an agent's session is reset with when its visitor left.
 VISITOR_LOST = "visitor connection lost"
 
@@ -120,7 +122,9 @@ class PublicPortFactory(Factory):
 
 
 
-def public_ports(relay: Any, config: Any, reactor: Any) -> PublicPorts:
+def public_ports(
+    relay: Any, config: Any, reactor: Any, proxyRefused: dict[str, int] | None = None,
+) -> PublicPorts:
     """
     The public ports of a relay (its L{nfltr.relay.agents.Relay}) run with
     C{config} (a L{nfltr.relay.config.RelayConfig}): bound with the
@@ -128,11 +132,14 @@ def public_ports(relay: Any, config: Any, reactor: Any) -> PublicPorts:
     relay's listen backlog, behind the PROXY protocol front of
     C{config.proxy_from} (L{nfltr.relay.proxy_front}), their visitors
     admitted under one L{Admission} of C{config.admission}.
+
+    @param proxyRefused: where the PROXY front counts its refusals.
     """
     admission = Admission(config.admission)
 
     def listen(port: int, factory: Any) -> Any:
-        front = proxy_front(factory, config.proxy_from, reactor, config.handshake_timeout)
+        front = proxy_front(factory, config.proxy_from, reactor, config.handshake_timeout,
+                            proxyRefused)
         return reactor.listenTCP(port, front, backlog=config.backlog,
                                  interface=config.public_ports_interface)
 
@@ -142,4 +149,10 @@ def public_ports(relay: Any, config: Any, reactor: Any) -> PublicPorts:
     ports = PublicPorts(config.public_ports, config.public_ports_per_account,
                         relay.directory.leases, reactor, listen, factory)
     ports.admission = admission
+    _log.info(
+        "public ports {ranges} on {interface}, at most {count} per account: visitors reach "
+        "agents' TCP shares straight, not end-to-end encrypted",
+        ranges=str(config.public_ports), interface=config.public_ports_interface,
+        count=ports.perAccount,
+    )
     return ports

@@ -78,7 +78,8 @@ from .certs import RelayCertificate
 from .config import RelayConfig, database_path, state_file_path
 from .leases import ILeases, Leases
 from .link_handler import Relay
-from .proxy_front import proxy_front
+from .proxy_front import REFUSALS as PROXY_REFUSALS
+from .proxy_front import describe_trusted, proxy_front
 from .public_listener import public_ports
 from .relay_json import RelayInfo, remove_state_file, write_state_file
 from .revocation import RevocationListener, RevocationPoller
@@ -157,6 +158,8 @@ class RelayService(Service):
         self.storeHealth: StoreHealth | None = None
         self.httpAdmission: Admission | None = None
         self.linkMemory = LinkMemory(config.link_memory, getattr(reactor, "seconds", None))
+        #: Connections refused by the PROXY protocol front of every listener.
+        self.proxyRefused = dict.fromkeys(PROXY_REFUSALS, 0)
         self.certificate: RelayCertificate | None = None
         self.sshFactory: Any = None
         self.replica: Any = None
@@ -255,7 +258,7 @@ class RelayService(Service):
         self._cleanups.append(tlsPort.stopListening)
         self.shares.port = config.public_port or tlsPort.getHost().port
         if config.public_ports:
-            relay.publicPorts = public_ports(relay, config, self.reactor)
+            relay.publicPorts = public_ports(relay, config, self.reactor, self.proxyRefused)
             self._cleanups.append(relay.publicPorts.close)
         sshPort = await self._listenSSH(relay, store, dataDir)
         self._health = health
@@ -471,7 +474,8 @@ class RelayService(Service):
         Listen on C{spec}, the value of C{option}; a failure names both.
         """
         config = self.config
-        front = proxy_front(factory, config.proxy_from, self.reactor, config.handshake_timeout)
+        front = proxy_front(factory, config.proxy_from, self.reactor, config.handshake_timeout,
+                            self.proxyRefused)
         try:
             return await self._endpoint(spec).listen(front)
         except CannotListenError as e:
@@ -518,6 +522,10 @@ class RelayService(Service):
         if info.ssh is not None:
             self.log.info("SSH port on {ssh}: ssh -R publishes, ssh -L reaches (keys: nfltr keys "
                           "add-ssh)", ssh=info.ssh)
+        if self.config.proxy_from:
+            self.log.info("connections from {networks} start with a PROXY protocol header "
+                          "naming the client (--proxy-protocol-from)",
+                          networks=describe_trusted(self.config.proxy_from))
         self.log.info(
             "share URLs: https://NAME.{domain}:{port}/; visitors trust the share CA {ca}",
             domain=self.config.share_domain, port=self.shares.port, ca=info.share_ca,

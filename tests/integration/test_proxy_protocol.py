@@ -191,6 +191,7 @@ class ProxyProtocolTests(SynchronousTestCase):
         untrusted source is refused.
         """
         self.relay("--per-source-connections", "1")
+        self.stack.relay.wait_for(r"connections from 127\.0\.0\.2/32 start with a PROXY")
         log = start_nginx(self.stack, self.web)
         port = self.public[0]
         self.agent("web", self.web, port, "v1", "--allow-ip", "127.0.0.0/29")

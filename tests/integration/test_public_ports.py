@@ -90,6 +90,7 @@ class PublicPortTests(SynchronousTestCase):
         agent said where, and that it is not end-to-end encrypted.
         """
         port = self.allowed[0]
+        self.stack.relay.wait_for(r"public ports [\d,-]+ on 127\.0\.0\.1, at most 2 per account")
         agent = self.agent(self.alice, "db", "--public-port", str(port))
         line = agent.wait_for(rf"public port 127\.0\.0\.1:{port} -> port {self.service}.*")
         self.assertIn("not end-to-end encrypted", line.group(0))
@@ -250,7 +251,7 @@ class Iperf3Tests(SynchronousTestCase):
     def test_iperf3(self) -> None:
         """
         Each way, iperf3's control connection and data connection go
-        through, and its 16 MiB are sent.  (What the receiver reports is
+        through, and its 16 MiB (at least) are sent.  (What the receiver reports is
         counted when the end of the test arrives on the control connection,
         which may overtake data still in the buffers of the three hops: it
         is only checked to be some; the sha256-checked transfers above check
@@ -273,5 +274,6 @@ class Iperf3Tests(SynchronousTestCase):
             )
             self.assertEqual(done.returncode, 0, done.stderr or done.stdout[-500:])
             report = json.loads(done.stdout)
-            self.assertEqual(report["end"]["sum_sent"]["bytes"], 16 * 1024 * 1024)
+            # iperf3 sends whole blocks (128 KiB): one more may go after the 16 MiB.
+            self.assertGreaterEqual(report["end"]["sum_sent"]["bytes"], 16 * 1024 * 1024)
             self.assertGreater(report["end"]["sum_received"]["bytes"], 0)

@@ -274,3 +274,38 @@ class AddressedHTTPTests(SynchronousTestCase):
                                    backendFor=backendFor)
         proxy = factory.proxyFor("192.0.2.9:7")
         self.assertEqual(proxy.source.backend.visitor, "192.0.2.9:7")
+
+
+class MetricsTests(SynchronousTestCase):
+    """
+    The relay's metrics count the PROXY front's refusals, shared by every
+    listener, when it has trusted networks.
+    """
+
+    def test_refused(self) -> None:
+        from types import SimpleNamespace
+
+        from nfltr.relay.agents import Relay
+        from nfltr.relay.metrics import metrics_registry
+        from nfltr.relay.proxy_front import REFUSALS
+        from tests.relay.helpers import FakeStore
+        from tests.relay.test_metrics import samples
+
+        refused = dict.fromkeys(REFUSALS, 0)
+        inners = Inners()
+        trusted = [ipaddress.ip_network("10.0.0.0/8")]
+        for _ in range(2):  # two listeners, one count
+            front = proxy_front(inners, trusted, Clock(), 5, refused)
+            protocol = front.buildProtocol(OUTSIDER)
+            protocol.makeConnection(StringTransport())
+            protocol.dataReceived(encode(V1, CLIENT, SERVICE))
+        service = SimpleNamespace(
+            relay=Relay(FakeStore(), Clock()), router=None, tlsAdmission=None,
+            httpAdmission=None, config=SimpleNamespace(proxy_from=trusted), proxyRefused=refused,
+        )
+        seen = samples(metrics_registry(service))
+        self.assertEqual(seen[("nfltr_proxy_protocol_refused_total",
+                               (("reason", UNTRUSTED),))], 2)
+        service.config.proxy_from = []
+        self.assertNotIn(("nfltr_proxy_protocol_refused_total", (("reason", UNTRUSTED),)),
+                         samples(metrics_registry(service)))
