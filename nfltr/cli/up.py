@@ -94,11 +94,15 @@ def run_up(args: argparse.Namespace) -> int:
     Run the agent of the file's entries until interrupted or turned away.
     """
     from nfltr.agent import ConfigError, prepare_agent
-    from nfltr.cli.config_file import ConfigFileError
+    from nfltr.cli.config_file import CONFIG_NAME, ConfigFileError
     from nfltr.cli.foreground import serve
     from nfltr.cli.logs import verbosity
 
     path = config_path(args.file)
+    if args.file is None and not path.exists():
+        print(f"nfltr up: no config file: none in the working directory ({CONFIG_NAME}), none "
+              f"at {path}; give FILE (see docs/config.md)", file=sys.stderr)
+        return EXIT_USAGE
     try:
         config = load_config(path)
         setup = prepare_agent(config.options)

@@ -90,6 +90,24 @@ class DefaultFileTests(SynchronousTestCase):
     The file C{nfltr up} reads without an argument.
     """
 
+    def test_none(self) -> None:
+        """
+        No file here nor in the user's config directory: one line naming
+        both, status 2.
+        """
+        home = isolate(self)
+        here = Path(self.mktemp()).absolute()
+        here.mkdir()
+        self.addCleanup(os.chdir, os.getcwd())
+        os.chdir(here)
+        stderr = io.StringIO()
+        self.patch(sys, "stderr", stderr)
+        self.assertEqual(main(["up"]), 2)
+        self.assertEqual(stderr.getvalue(),
+                         "nfltr up: no config file: none in the working directory (nfltr.toml), "
+                         f"none at {home / 'nfltr' / 'nfltr.toml'}; give FILE (see "
+                         "docs/config.md)\n")
+
     def test_default(self) -> None:
         """
         ./nfltr.toml when there is one, else the user's.
