@@ -23,6 +23,7 @@ from twisted.python import usage
 
 from nfltr.cli.logs import parse_level
 from nfltr.cli.options import FLAG, REPEAT, Option, option_values, parse_values
+from nfltr.cli.tor_options import TOR_RELAY_OPTIONS, onion_config
 from nfltr.cli.twistd import TableOptions
 from nfltr.link.memory import DEFAULT_LINK_MEMORY, MIN_LINK_MEMORY
 from nfltr.relay.certs import RelayCertificate
@@ -340,6 +341,7 @@ RELAY_OPTIONS: tuple[Option, ...] = (
            "net.core.somaxconn.", str(DEFAULT_BACKLOG), parse=_backlog),
     Option("log-level", None, "What to log: debug, info, warn, error or critical.", "info",
            parse=_logLevel),
+    *TOR_RELAY_OPTIONS,
 )
 
 
@@ -376,7 +378,7 @@ def relay_config(values: Mapping[str, Any]) -> RelayConfig:
         inspect_rate=None if rate is None else (rate, values["inspect-burst"]),
         ws_echo=values["ws-echo"], ssh=values["ssh"], ssh_config=_sshConfig(values),
         backlog=values["listen-backlog"], peer_drain_timeout=values["peer-drain-timeout"],
-        directory=values["directory"],
+        directory=values["directory"], onion=onion_config(values),
     )
 
 

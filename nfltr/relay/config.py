@@ -23,6 +23,7 @@ from nfltr.streams import AdmissionLimits
 
 if TYPE_CHECKING:
     from nfltr.store import RedisAddress
+    from nfltr.tor import OnionConfig
 
 DEFAULT_TLS = "tcp:8443"
 DEFAULT_ADMIN = "tcp:9090:interface=127.0.0.1"
@@ -129,6 +130,7 @@ class RelayConfig:
     @ivar directory: the Redis directory that holds accounts, API keys and
         SSH keys (C{--directory URL}, L{nfltr.store.RedisStore}); L{None}:
         SQLite in C{data_dir}.
+    @ivar onion: its onion service (C{--onion}, L{nfltr.relay.onion}); L{None}: none.
     """
 
     data_dir: Path
@@ -154,3 +156,4 @@ class RelayConfig:
     backlog: int = DEFAULT_BACKLOG
     peer_drain_timeout: float | None = DEFAULT_DRAIN_TIMEOUT
     directory: RedisAddress | None = None
+    onion: OnionConfig | None = None

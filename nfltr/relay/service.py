@@ -71,6 +71,7 @@ from nfltr.tls import (
     ShareCA,
     ensure_relay_pki,
 )
+from nfltr.tor import OnionKeyError
 from nfltr.wire import format_address
 
 from .backlog import with_backlog
@@ -78,6 +79,7 @@ from .certs import RelayCertificate
 from .config import RelayConfig, database_path, state_file_path
 from .leases import ILeases, Leases
 from .link_handler import Relay
+from .onion import RelayOnion, local_target, onion_info, relay_onion
 from .relay_json import RelayInfo, remove_state_file, write_state_file
 from .revocation import RevocationListener, RevocationPoller
 from .shared_leases import SharedLeases
@@ -95,7 +97,7 @@ OWNER_LOCK = "relay.lock"
 STORE_THREADS = 1
 
 # Start-up errors an operator can act on: logged in one line, no traceback.
-EXPECTED_START_ERRORS = (CannotListenError, PKIError, StoreError, OSError)
+EXPECTED_START_ERRORS = (CannotListenError, PKIError, StoreError, OSError, OnionKeyError)
 
 
 class ListenerError(CannotListenError):
@@ -136,6 +138,7 @@ class RelayService(Service):
     @ivar httpAdmission: the HTTP port's, if there is one.
     @ivar linkMemory: what the links hold for their peers, and its limit
         (C{--link-memory}), shared by every link the relay accepts.
+    @ivar onion: its onion service (C{--onion}), once started.
     """
 
     name = "relay"
@@ -155,6 +158,7 @@ class RelayService(Service):
         self.linkMemory = LinkMemory(config.link_memory, getattr(reactor, "seconds", None))
         self.certificate: RelayCertificate | None = None
         self.sshFactory: Any = None
+        self.onion: RelayOnion | None = None
         self._adminPort: Any = None
         self._health: StoreHealth | None = None
         self._statePath: Path | None = None
@@ -204,10 +208,12 @@ class RelayService(Service):
             _settled(outcome).chainDeferred(d)
 
     async def _start(self) -> RelayInfo:
-        config = self.config
-        dataDir = Path(config.data_dir).absolute()
+        dataDir = Path(self.config.data_dir).absolute()
         dataDir.mkdir(mode=DATA_DIR_MODE, parents=True, exist_ok=True)
         owner, predecessor = self._claim(dataDir)
+        # With --onion, the onion address is among the relay's names (docs/tor.md).
+        onion = self.onion = relay_onion(self.config, dataDir, self.reactor)
+        config = self.config = self.config if onion is None else onion.effective(self.config)
         domain = check_share_domain(config.share_domain)
         pki = ensure_relay_pki(dataDir, list(config.names), share_domain=domain)
         own = self.certificate = RelayCertificate(
@@ -248,6 +254,8 @@ class RelayService(Service):
         self._cleanups.append(tlsPort.stopListening)
         self.shares.port = config.public_port or tlsPort.getHost().port
         sshPort = await self._listenSSH(relay, store, dataDir)
+        if onion is not None:
+            self._startOnion(onion, tlsPort, sshPort)
         self._health = health
         adminPort = await self._listenAdmin(FirstUseFactory(self._adminSite), predecessor)
         await self._watchRevocations(store, relay, health, revision)
@@ -342,7 +350,8 @@ class RelayService(Service):
         from .metrics import MetricsResource, metrics_registry
 
         def ready() -> bool:
-            return self.ready and (self._health is None or self._health.available)
+            onion = self.onion is None or self.onion.up
+            return self.ready and onion and (self._health is None or self._health.available)
 
         metrics = MetricsResource(lambda: metrics_registry(self))
         return admin_site(ready, metrics, self.reactor)
@@ -368,6 +377,21 @@ class RelayService(Service):
         # Its connections drain with the links (L{_drain}), once it stopped listening.
         self._cleanups.append(port.stopListening)
         return port
+
+    def _startOnion(self, onion: RelayOnion, tlsPort: Any, sshPort: Any) -> None:
+        """
+        Bring the onion service up in the background (L{nfltr.relay.onion}); share URLs name
+        its port when the share domain is the onion address.
+        """
+        settings = self.config.onion
+        assert settings is not None
+        ports = [(settings.tls_port, local_target(tlsPort.getHost()))]
+        if settings.ssh_port is not None and sshPort is not None:
+            ports.append((settings.ssh_port, local_target(sshPort.getHost())))
+        if self.config.share_domain == onion.address and self.config.public_port is None:
+            self.shares.port = settings.tls_port
+        onion.start(ports)
+        self._cleanups.append(onion.stop)
 
     def _drain(self, relay: Relay, timeout: float, lock: Path) -> Deferred[Any]:
         """
@@ -453,6 +477,7 @@ class RelayService(Service):
             share_ca=str(pki.share_ca_cert),
             ca=str(pki.ca_cert),
             fingerprint=self.certificate.fingerprint if self.certificate else pki.fingerprint,
+            **onion_info(self.onion, self.config.onion),
             pid=os.getpid(),
             version=__version__,
         )
@@ -464,6 +489,9 @@ class RelayService(Service):
         )
         if info.http is not None:
             self.log.info("HTTP port on {http} redirects to HTTPS", http=info.http)
+        if info.onion is not None:
+            self.log.info("onion service {onion} (up once tor published it: /readyz)",
+                          onion=info.onion)
         if info.ssh is not None:
             self.log.info("SSH port on {ssh}: ssh -R publishes, ssh -L reaches (keys: nfltr keys "
                           "add-ssh)", ssh=info.ssh)
