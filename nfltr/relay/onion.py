@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.relay.test_onion,tests.integration.test_tor -*-
+# -*- test-case-name: tests.tor.test_options,tests.integration.test_tor -*-
 """
 The relay's onion service (C{--onion}, docs/tor.md): its TLS port (and, with
 C{--onion-ssh}, its SSH port) reached as C{ADDRESS.onion} through Tor.

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.tor.test_client -*-
+# -*- test-case-name: tests.tor.test_options,tests.integration.test_tor -*-
 """
 Connections through Tor for agents and connectors (C{--tor}): to a running
 tor's SOCKS port, or through a tor the process launches on its first

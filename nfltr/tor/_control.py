@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.tor.test_control -*-
+# -*- test-case-name: tests.integration.test_tor_failures -*-
 """
 A tor to talk to: a running one's control port, or one nfltr launches, through
 txtorcon (imported here only, so processes that use no Tor never load it).

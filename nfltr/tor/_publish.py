@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.tor.test_publish -*-
+# -*- test-case-name: tests.tor.test_options,tests.integration.test_tor -*-
 """
 Publish an onion service on a tor through its control port: C{ADD_ONION} with
 nfltr's own key (L{nfltr.tor.OnionKey}), each virtual port mapped to a local
