@@ -15,23 +15,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
-from nfltr.tor import (
-    OnionKey,
-    OnionKeyError,
-    is_onion_host,
-    load_or_create_key,
-    new_client_keys,
-    onion_address,
-    parse_client_key,
-    read_client_keys,
-)
+from nfltr import tor
 
 seeds = st.binary(min_size=32, max_size=32)
 
 
 class AddressTests(SynchronousTestCase):
     """
-    C{onion_address} and L{OnionKey}.
+    C{tor.onion_address} and L{tor.OnionKey}.
     """
 
     @given(seeds)
@@ -40,7 +31,7 @@ class AddressTests(SynchronousTestCase):
         The address is 56 base32 characters and C{.onion}; decoded, it is the public key,
         a checksum of it that verifies, and version 3.
         """
-        key = OnionKey(seed)
+        key = tor.OnionKey(seed)
         address = key.address
         self.assertRegex(address, r"^[a-z2-7]{56}\.onion$")
         self.assertEqual(key.service_id + ".onion", address)
@@ -58,7 +49,7 @@ class AddressTests(SynchronousTestCase):
         zero = bytes(32)
         check = hashlib.sha3_256(b".onion checksum" + zero + b"\x03").digest()[:2]
         expected = base64.b32encode(zero + check + b"\x03").decode().lower() + ".onion"
-        self.assertEqual(onion_address(zero), expected)
+        self.assertEqual(tor.onion_address(zero), expected)
         self.assertTrue(expected.startswith("a" * 51))
 
     @given(seeds)
@@ -67,7 +58,7 @@ class AddressTests(SynchronousTestCase):
         ADD_ONION's key is C{ED25519-V3:} and 64 bytes: SHA-512 of the seed, its scalar
         clamped (RFC 8032, 5.1.5), its second half unchanged.
         """
-        kind, _, blob = OnionKey(seed).control_blob().partition(":")
+        kind, _, blob = tor.OnionKey(seed).control_blob().partition(":")
         self.assertEqual(kind, "ED25519-V3")
         expanded = base64.b64decode(blob)
         digest = hashlib.sha512(seed).digest()
@@ -81,15 +72,15 @@ class AddressTests(SynchronousTestCase):
         """
         Onion addresses, and names under them, are onion hosts; others are not.
         """
-        self.assertTrue(is_onion_host("abc.onion"))
-        self.assertTrue(is_onion_host("share.ABC.onion."))
-        self.assertFalse(is_onion_host("onion.example"))
-        self.assertFalse(is_onion_host("127.0.0.1"))
+        self.assertTrue(tor.is_onion_host("abc.onion"))
+        self.assertTrue(tor.is_onion_host("share.ABC.onion."))
+        self.assertFalse(tor.is_onion_host("onion.example"))
+        self.assertFalse(tor.is_onion_host("127.0.0.1"))
 
 
 class KeyFileTests(SynchronousTestCase):
     """
-    L{load_or_create_key}.
+    L{tor.load_or_create_key}.
     """
 
     def test_createdOnceKept(self) -> None:
@@ -97,10 +88,10 @@ class KeyFileTests(SynchronousTestCase):
         The first call makes the key (0600, its directory 0700); later ones read the same.
         """
         path = Path(self.mktemp()) / "tor" / "onion.key"
-        first = load_or_create_key(path)
+        first = tor.load_or_create_key(path)
         self.assertEqual(stat.S_IMODE(path.stat().st_mode), 0o600)
         self.assertEqual(stat.S_IMODE(path.parent.stat().st_mode), 0o700)
-        self.assertEqual(load_or_create_key(path), first)
+        self.assertEqual(tor.load_or_create_key(path), first)
 
     def test_notAKey(self) -> None:
         """
@@ -108,8 +99,8 @@ class KeyFileTests(SynchronousTestCase):
         """
         path = Path(self.mktemp())
         path.write_text("not a key\n")
-        with self.assertRaises(OnionKeyError) as caught:
-            load_or_create_key(path)
+        with self.assertRaises(tor.OnionKeyError) as caught:
+            tor.load_or_create_key(path)
         self.assertIn(str(path), str(caught.exception))
 
 
@@ -122,9 +113,9 @@ class ClientKeyTests(SynchronousTestCase):
         """
         A key is taken bare or with tor's C{descriptor:x25519:} prefix, any case.
         """
-        keys = new_client_keys()
-        self.assertEqual(parse_client_key(keys.public), keys.public)
-        self.assertEqual(parse_client_key(f"descriptor:x25519:{keys.public.lower()}\n"),
+        keys = tor.new_client_keys()
+        self.assertEqual(tor.parse_client_key(keys.public), keys.public)
+        self.assertEqual(tor.parse_client_key(f"descriptor:x25519:{keys.public.lower()}\n"),
                          keys.public)
 
     def test_bad(self) -> None:
@@ -132,31 +123,31 @@ class ClientKeyTests(SynchronousTestCase):
         Anything else is an error quoting it.
         """
         for text in ("", "descriptor:x25519:", "AAAA", "descriptor:x25519:" + "A" * 60, "!!"):
-            with self.assertRaises(OnionKeyError):
-                parse_client_key(text)
+            with self.assertRaises(tor.OnionKeyError):
+                tor.parse_client_key(text)
 
     def test_file(self) -> None:
         """
         A keys file: one a line, comments and blank lines skipped; a bad line is named by
         number; an empty file is an error.
         """
-        one, two = new_client_keys(), new_client_keys()
+        one, two = tor.new_client_keys(), tor.new_client_keys()
         path = Path(self.mktemp())
         path.write_text(f"# ours\n{one.public}\n\ndescriptor:x25519:{two.public}\n")
-        self.assertEqual(read_client_keys(path), (one.public, two.public))
+        self.assertEqual(tor.read_client_keys(path), (one.public, two.public))
         path.write_text(f"{one.public}\nnonsense\n")
-        with self.assertRaises(OnionKeyError) as caught:
-            read_client_keys(path)
+        with self.assertRaises(tor.OnionKeyError) as caught:
+            tor.read_client_keys(path)
         self.assertIn("line 2", str(caught.exception))
         path.write_text("# nothing\n")
-        self.assertRaises(OnionKeyError, read_client_keys, path)
-        self.assertRaises(OnionKeyError, read_client_keys, path.with_name("absent"))
+        self.assertRaises(tor.OnionKeyError, tor.read_client_keys, path)
+        self.assertRaises(tor.OnionKeyError, tor.read_client_keys, path.with_name("absent"))
 
     def test_authPrivateLine(self) -> None:
         """
         The client's line names the service without C{.onion} and the private key in base32.
         """
-        keys = new_client_keys()
+        keys = tor.new_client_keys()
         line = keys.auth_private_line("abc.onion")
         service, kind, algorithm, secret = line.split(":")
         self.assertEqual((service, kind, algorithm), ("abc", "descriptor", "x25519"))
