@@ -75,7 +75,7 @@ class Controller:
             else:
                 lines.append(reply[4:])
             if reply[3:4] == " ":
-                if not reply.startswith("250"):
+                if not reply.startswith("25"):  # 250 OK, 251 and 252: OK with a note
                     raise TorNetworkError(f"tor answered {line.split(maxsplit=1)[0]}: {reply}")
                 return lines
 

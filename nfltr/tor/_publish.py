@@ -45,15 +45,21 @@ async def publish(
 ) -> None:
     """
     Add the service on C{protocol} (a txtorcon C{TorControlProtocol}) and wait until its
-    descriptor is uploaded.
+    descriptor is uploaded: every upload tor started (C{HS_DESC UPLOAD}) has ended, at least
+    one of them well (C{UPLOADED}), so that any client finds it, whichever directory it asks.
 
     @raise PublishError: tor said no, or no upload within C{timeout} seconds.
     """
     uploaded: Deferred[None] = Deferred()
+    counts = {"UPLOAD": 0, "UPLOADED": 0, "FAILED": 0}
 
     def on_descriptor(text: str) -> None:
-        fields = text.split()[:2]
-        if fields == ["UPLOADED", key.service_id] and not uploaded.called:
+        fields = text.split()
+        if len(fields) < 4 or fields[1] != key.service_id or fields[0] not in counts:  # noqa: PLR2004 - action, address, auth, directory
+            return
+        counts[fields[0]] += 1
+        ended = counts["UPLOADED"] + counts["FAILED"]
+        if counts["UPLOADED"] and ended >= counts["UPLOAD"] and not uploaded.called:
             uploaded.callback(None)
 
     await protocol.add_event_listener("HS_DESC", on_descriptor)

@@ -12,19 +12,24 @@ import atexit
 import hashlib
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from twisted.trial.unittest import SynchronousTestCase
 
+from nfltr.tor import new_client_keys
 from tests.integration.harness import Stack, missing, nfltr
+from tests.integration.test_tor_network import socks5_connect
 from tests.integration.web_service import pattern
+from tests.tor_control import Controller
 from tests.tor_network import TorClient, TorNetwork, missing_tor, shared_network
 
 #: Seconds a relay has to bring its onion service up on the private network.
@@ -93,7 +98,7 @@ class OnionRelayTests(SynchronousTestCase):
         self.assertEqual(info["onion"], f"{self.address}:443")
         self.assertRegex(self.address, r"^[a-z2-7]{56}\.onion$")
 
-    def http_share(self, name: str) -> str:
+    def http_share(self, name: str, *extra: str) -> str:
         """
         A web service published by an agent that dials the relay's onion address; its URL.
         """
@@ -101,7 +106,7 @@ class OnionRelayTests(SynchronousTestCase):
         agent = self.stack.start(
             nfltr("http", str(port), "--name", name, "--state-dir",
                   str(self.stack.tmp / f"agent-{name}"),
-                  *tor_args(self.address, self.visitor, self.stack.ca)),
+                  *tor_args(self.address, self.visitor, self.stack.ca), *extra),
             f"http agent {name}", {"NFLTR_KEY": self.key},
         )
         return agent.wait_for(r"share (https://\S+) ", TOR_DIAL_TIMEOUT).group(1)
@@ -140,6 +145,16 @@ class OnionRelayTests(SynchronousTestCase):
             "--resolve", f"web.{self.address}:{direct_port}:127.0.0.1",
         )
         self.assertEqual(direct, body)
+
+    def test_websocketTransportThroughTor(self) -> None:
+        """
+        The WebSocket transport (C{--transport websocket}) reaches the onion address too.
+        """
+        url = self.http_share("wsweb", "--transport", "websocket")
+        body = self.curl(
+            f"{url}bytes/1024", "--socks5-hostname", f"127.0.0.1:{self.visitor.socks_port}",
+        )
+        self.assertEqual(body, pattern(1024))
 
     def test_tcpShareThroughTor(self) -> None:
         """
@@ -183,3 +198,82 @@ def echo_through(port: int, size: int) -> tuple[str, str]:
             digest.update(chunk)
         writer.join(120)
     return hashlib.sha256(data).hexdigest(), digest.hexdigest()
+
+
+class OnionRestartTests(SynchronousTestCase):
+    """
+    A relay restarted on its data directory keeps its onion address, and an agent that
+    dials it through Tor comes back.
+    """
+
+    skip = missing_tor()
+
+    def test_restart(self) -> None:
+        """
+        After a restart relay.json names the same onion address, and the agent's link is
+        up again (it says so a second time).
+        """
+        network = shared_network()
+        stack, address = onion_stack(Path(self.mktemp()).absolute(), network)
+        self.addCleanup(stack.close)
+        key = stack.key("bob")
+        agent = stack.start(
+            nfltr("tcp", str(stack.service()), "--name", "back", "--state-dir",
+                  str(stack.tmp / "agent-back"),
+                  *tor_args(address, network.clients[1], stack.ca)),
+            "tcp agent", {"NFLTR_KEY": key},
+        )
+        agent.wait_for(r"online|connected|welcome", TOR_DIAL_TIMEOUT)
+        online = len(agent.lines)
+        stack.relay.stop()
+        (stack.data / "relay.json").unlink(missing_ok=True)
+        again = stack.start(stack.relay.args, "relay again")
+        again.wait_for(r"onion service up", ONION_UP_TIMEOUT)
+        info = json.loads((stack.data / "relay.json").read_text())
+        self.assertEqual(info["onion"], f"{address}:443")
+        back = re.compile(r"online|connected|welcome")
+        deadline = time.monotonic() + TOR_DIAL_TIMEOUT
+        while not any(back.search(line) for line in agent.lines[online:]):
+            self.assertLess(time.monotonic(), deadline, agent.output())
+            time.sleep(0.2)
+
+
+class ClientAuthorizationTests(SynchronousTestCase):
+    """
+    With C{--onion-client-keys}, only a tor that holds one of the keys reaches the relay's
+    onion service.
+    """
+
+    skip = missing_tor()
+
+    def test_onlyWithKey(self) -> None:
+        """
+        A client tor without the key cannot connect to the onion address (SOCKS refuses);
+        once given the private key (C{ONION_CLIENT_AUTH_ADD}) it can.
+        """
+        network = shared_network()
+        keys = new_client_keys()
+        tmp = Path(self.mktemp()).absolute()
+        tmp.mkdir(parents=True)
+        (tmp / "clients").write_text(f"descriptor:x25519:{keys.public}\n")
+        stack, address = onion_stack(tmp / "stack", network, "--onion-client-keys",
+                                     str(tmp / "clients"))
+        self.addCleanup(stack.close)
+        client = network.client()
+        with self.assertRaises(AssertionError) as caught:
+            socks5_connect(client.socks_port, address, 443).close()
+        self.assertIn("could not connect", str(caught.exception))
+        with Controller(client.control_port, client.cookie, [client.node]) as control:
+            service = address.removesuffix(".onion")
+            control.command(f"ONION_CLIENT_AUTH_ADD {service} x25519:{keys.private}")
+        # Tor may first refuse from what it remembers of the failed attempt: try again.
+        deadline = time.monotonic() + TOR_DIAL_TIMEOUT
+        while True:
+            try:
+                socks5_connect(client.socks_port, address, 443).close()
+            except (AssertionError, OSError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1)  # between two attempts, not to hammer the client tor
+                continue
+            break
