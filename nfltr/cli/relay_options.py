@@ -23,7 +23,7 @@ from twisted.python import usage
 
 from nfltr.cli.logs import parse_level
 from nfltr.cli.options import FLAG, REPEAT, Option, option_values, parse_values
-from nfltr.cli.tor_options import TOR_RELAY_OPTIONS, onion_config
+from nfltr.cli.tor_options import ONION_ENDPOINT_HINT, TOR_RELAY_OPTIONS, onion_config
 from nfltr.cli.twistd import TableOptions
 from nfltr.link.memory import DEFAULT_LINK_MEMORY, MIN_LINK_MEMORY
 from nfltr.relay.certs import RelayCertificate
@@ -108,6 +108,8 @@ def check_endpoint(spec: str, option: str) -> str:
     """
     if not spec or not spec.strip():
         raise usage.UsageError(f"{option}: an endpoint string is required, e.g. tcp:8443")
+    if spec.split(":", 1)[0].strip().lower() == "onion":
+        raise usage.UsageError(f"{option} {spec!r}: {ONION_ENDPOINT_HINT}")
     try:
         serverFromString(None, spec)
     except (ValueError, TypeError, KeyError, IndexError, OSError) as e:
@@ -228,8 +230,8 @@ RELAY_OPTIONS: tuple[Option, ...] = (
            kind=REPEAT, parse=_names),
     Option("tls", None,
            "Endpoint of the TLS port (links, and share URLs by server name); the relay adds TLS "
-           "itself, so give a plain stream endpoint (tcp:PORT[:interface=ADDR], unix:PATH, "
-           "onion:...).", DEFAULT_TLS, parse=_tlsEndpoint),
+           "itself, so give a plain stream endpoint (tcp:PORT[:interface=ADDR], unix:PATH); for "
+           "an onion service add --onion.", DEFAULT_TLS, parse=_tlsEndpoint),
     Option("revocation-poll", None, "Seconds between checks for revoked API keys.",
            DEFAULT_REVOCATION_POLL, parse=seconds),
     Option("drain-timeout", None,

@@ -26,6 +26,13 @@ from nfltr.tor import (
 #: The longest --onion-timeout.
 MAX_ONION_TIMEOUT = 3600.0
 _MAX_PORT = 65535
+#: What C{--tls onion:...} (txtorcon's endpoint string) is told: the relay's own onion
+#: service keeps its key, knows its address before tor is up, and does not hold up the
+#: other listeners while tor bootstraps.
+ONION_ENDPOINT_HINT = (
+    "for an onion service keep a local endpoint here and add --onion PORT (--onion-ssh PORT "
+    "for the SSH port): the relay keeps the key in its data directory (docs/tor.md)"
+)
 
 
 def _port(value: object, option: str) -> int | None:

@@ -68,9 +68,12 @@ class OnionFailureTests(SynchronousTestCase):
     def test_controlPortRefusing(self) -> None:
         """
         Nobody on the control port: the log names it and says when the next try comes.
+        relay.json names the onion address of the SSH port too (C{--onion-ssh}).
         """
         port = closed_port()
-        process, info = self.relay("--tor-control", f"tcp:127.0.0.1:{port}")
+        process, info = self.relay("--tor-control", f"tcp:127.0.0.1:{port}", "--ssh",
+                                   "tcp:0:interface=127.0.0.1", "--onion-ssh", "22")
+        self.assertEqual(info["onion_ssh"], info["onion"].replace(":443", ":22"))
         line = process.wait_for(r"onion service \S+ is not up: .*")
         self.assertIn(f"tor's control port tcp:127.0.0.1:{port}", line.group(0))
         self.assertIn("next try in 30 s", line.group(0))

@@ -91,6 +91,8 @@ class RelayTorOptionsTests(SynchronousTestCase):
             (["--onion", "443", "--tor-control", "carrier:pigeon"], "--tor-control"),
             (["--onion", "443", "--onion-timeout", "0"], "--onion-timeout"),
             (["--onion", "443", "--onion-client-keys", "/absent"], "--onion-client-keys"),
+            (["--tls", "onion:443"], "--onion PORT"),
+            (["--ssh", "onion:22:controlPort=9051"], "--onion-ssh PORT"),
         ]:
             with self.assertRaises(usage.UsageError) as caught:
                 relay_options(*args)
