@@ -28,7 +28,13 @@ from nfltr.tor._keys import (
     parse_client_key,
     read_client_keys,
 )
-from nfltr.tor._publish import PublishError, add_onion_command, publish, remove_command
+from nfltr.tor._publish import (
+    PublishError,
+    UploadRound,
+    add_onion_command,
+    publish,
+    remove_command,
+)
 
 __all__ = [
     "DEFAULT_ONION_TIMEOUT",
@@ -43,6 +49,7 @@ __all__ = [
     "TorLauncher",
     "TorOptionError",
     "TorUnavailable",
+    "UploadRound",
     "add_onion_command",
     "is_onion_host",
     "launched_tor_dir",

@@ -45,21 +45,15 @@ async def publish(
 ) -> None:
     """
     Add the service on C{protocol} (a txtorcon C{TorControlProtocol}) and wait until its
-    descriptor is uploaded: every upload tor started (C{HS_DESC UPLOAD}) has ended, at least
-    one of them well (C{UPLOADED}), so that any client finds it, whichever directory it asks.
+    descriptor is uploaded (L{UploadRound}).
 
     @raise PublishError: tor said no, or no upload within C{timeout} seconds.
     """
     uploaded: Deferred[None] = Deferred()
-    counts = {"UPLOAD": 0, "UPLOADED": 0, "FAILED": 0}
+    uploads = UploadRound(key.service_id)
 
     def on_descriptor(text: str) -> None:
-        fields = text.split()
-        if len(fields) < 4 or fields[1] != key.service_id or fields[0] not in counts:  # noqa: PLR2004 - action, address, auth, directory
-            return
-        counts[fields[0]] += 1
-        ended = counts["UPLOADED"] + counts["FAILED"]
-        if counts["UPLOADED"] and ended >= counts["UPLOAD"] and not uploaded.called:
+        if uploads.event(text) and not uploaded.called:
             uploaded.callback(None)
 
     await protocol.add_event_listener("HS_DESC", on_descriptor)
@@ -87,3 +81,36 @@ def remove_command(key: OnionKey) -> str:
     The C{DEL_ONION} command line for C{key}'s service.
     """
     return f"DEL_ONION {key.service_id}"
+
+
+class UploadRound:
+    """
+    Follows the C{HS_DESC} events of one service until its first round of uploads ended:
+    every directory it started to upload to (C{UPLOAD}) before the first answer answered
+    (C{UPLOADED} or C{FAILED}), one at least well, so any client finds the descriptor,
+    whichever directory it asks.  Later rounds (tor uploads again on each new consensus, on a
+    test network every few seconds) are not waited for: they could go on for ever.
+    """
+
+    def __init__(self, service_id: str) -> None:
+        self.service_id = service_id
+        self.pending: set[str] = set()
+        self.answered = False
+        self.uploaded = False
+
+    def event(self, text: str) -> bool:
+        """
+        Take one event's text (C{ACTION ADDRESS AUTH DIRECTORY ...}); whether the first round
+        has ended well.
+        """
+        fields = text.split()
+        if len(fields) < 4 or fields[1] != self.service_id:  # noqa: PLR2004 - action, address, auth, directory
+            return False
+        action, directory = fields[0], fields[3]
+        if action == "UPLOAD" and not self.answered:
+            self.pending.add(directory)
+        elif action in ("UPLOADED", "FAILED"):
+            self.answered = True
+            self.uploaded = self.uploaded or action == "UPLOADED"
+            self.pending.discard(directory)
+        return self.uploaded and not self.pending

@@ -26,6 +26,7 @@ from nfltr.tor import (
     OnionKey,
     TorEndpoint,
     TorOptionError,
+    UploadRound,
     add_onion_command,
     new_client_keys,
     socks_endpoint_text,
@@ -174,6 +175,26 @@ class OnionCommandTests(SynchronousTestCase):
             authed, f"ADD_ONION {key.control_blob()} Flags=V3Auth Port=443,127.0.0.1:8443 "
                     "ClientAuthV3=AAAA ClientAuthV3=BBBB",
         )
+
+    def test_uploadRound(self) -> None:
+        """
+        The service is up once every directory of the first round of uploads answered, one
+        at least with success; events of other services, and later rounds, do not count.
+        """
+        uploads = UploadRound("abc")
+        events = [
+            ("UPLOAD abc UNKNOWN $D1 blinded1", False),
+            ("UPLOAD abc UNKNOWN $D2 blinded1", False),
+            ("UPLOADED other UNKNOWN $D1", False),
+            ("FAILED abc UNKNOWN $D1 REASON=UPLOAD_REJECTED", False),
+            ("UPLOAD abc UNKNOWN $D3 blinded2", False),
+            ("UPLOADED abc UNKNOWN $D2", True),
+        ]
+        for text, up in events:
+            self.assertEqual(uploads.event(text), up, text)
+        failed = UploadRound("abc")
+        failed.event("UPLOAD abc UNKNOWN $D1 x")
+        self.assertFalse(failed.event("FAILED abc UNKNOWN $D1 REASON=x"))
 
     def test_localTarget(self) -> None:
         """
