@@ -63,20 +63,23 @@ class TorLauncher:
     def __init__(self, timeout: float = DEFAULT_ONION_TIMEOUT) -> None:
         self.timeout = timeout
         self._lock = DeferredLock()
-        self._tor: Any = None
+        self._socks: str | None = None
 
-    async def tor(self, reactor: Any) -> Any:
+    async def socks(self, reactor: Any) -> str:
         """
-        The launched C{txtorcon.Tor}, once it bootstrapped.
+        The SOCKS port of the launched tor, as an endpoint string, once it bootstrapped.
 
         @raise TorUnavailable: tor is not installed or did not start.
         """
         await self._lock.acquire()
         try:
-            if self._tor is None:
-                self._tor = await open_tor(reactor, LAUNCH, None, self.timeout)
-                reactor.addSystemEventTrigger("before", "shutdown", self._tor.quit)
-            return self._tor
+            if self._socks is None:
+                tor = await open_tor(reactor, LAUNCH, None, self.timeout)
+                reactor.addSystemEventTrigger("before", "shutdown", tor.quit)
+                listeners = await tor.protocol.get_info("net/listeners/socks")
+                address = str(listeners["net/listeners/socks"]).split()[0].strip('"')
+                self._socks = f"tcp:{address}"
+            return self._socks
         finally:
             self._lock.release()
 
@@ -105,11 +108,29 @@ class TorEndpoint:
     async def _connect(self, factory: Any) -> Any:
         from txtorcon import TorClientEndpoint
 
-        if self.socks == LAUNCH:
-            tor = await (self.launcher or TorLauncher()).tor(self.reactor)
-            endpoint = tor.stream_via(self.host, self.port)
-        else:
-            socks = clientFromString(self.reactor, self.socks)
-            endpoint = TorClientEndpoint(self.host, self.port, socks_endpoint=socks,
-                                         reactor=self.reactor)
+        spec = self.socks
+        if spec == LAUNCH:
+            spec = await (self.launcher or TorLauncher()).socks(self.reactor)
+        socks = clientFromString(self.reactor, spec)
+        endpoint = TorClientEndpoint(self.host, self.port, socks_endpoint=_Quiet(socks),
+                                     reactor=self.reactor)
         return await endpoint.connect(factory)
+
+
+@implementer(IStreamClientEndpoint)
+class _Quiet:
+    """
+    The SOCKS endpoint, its factories made quiet: txtorcon's SOCKS factory would log its
+    start and stop (with its Python repr) on every connection.
+    """
+
+    def __init__(self, endpoint: Any) -> None:
+        self.endpoint = endpoint
+
+    def connect(self, factory: Any) -> Deferred[Any]:
+        """
+        Connect C{factory}, which logs nothing of its own.
+        """
+        factory.noisy = False
+        result: Deferred[Any] = self.endpoint.connect(factory)
+        return result
