@@ -76,13 +76,15 @@ class RelayOnion:
 
     def effective(self, relay: RelayConfig) -> RelayConfig:
         """
-        C{relay} with the onion address among its names (the certificate names it, and
+        C{relay} with the onion address among its names (once) (the certificate names it, and
         links to it end at the relay) and, for C{--share-domain onion}, as share domain.
         """
         domain = relay.share_domain
-        # The first name stays the one the relay used without Tor (redirects, SSH hints).
+        names = relay.names or (LOCAL_NAME,)
+        # The first name stays the one the relay used without Tor (redirects, SSH hints);
+        # a second start of the service finds the address there already.
         return replace(
-            relay, names=(*(relay.names or (LOCAL_NAME,)), self.address),
+            relay, names=names if self.address in names else (*names, self.address),
             share_domain=self.address if domain == ONION_SHARE_DOMAIN else domain,
         )
 

@@ -217,4 +217,5 @@ class OnionCommandTests(SynchronousTestCase):
         self.assertEqual(bare.share_domain, key.address)
         named = onion.effective(RelayConfig(Path("/d"), names=("r.example",)))
         self.assertEqual(named.names, ("r.example", key.address))
+        self.assertEqual(onion.effective(named), named)
         self.assertEqual(named.share_domain, "localhost")
