@@ -19,6 +19,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -97,6 +98,16 @@ class OnionRelayTests(SynchronousTestCase):
         info = json.loads((self.stack.data / "relay.json").read_text())
         self.assertEqual(info["onion"], f"{self.address}:443")
         self.assertRegex(self.address, r"^[a-z2-7]{56}\.onion$")
+
+    def test_ready(self) -> None:
+        """
+        Once the onion service is up, /readyz answers 200 and the metric says 1.
+        """
+        admin = f"http://{self.stack.info['admin']}"
+        with urllib.request.urlopen(f"{admin}/readyz", timeout=10) as answer:
+            self.assertEqual(answer.status, 200)
+        with urllib.request.urlopen(f"{admin}/metrics", timeout=10) as answer:
+            self.assertIn(b"\nnfltr_onion_service_up 1.0\n", answer.read())
 
     def http_share(self, name: str, *extra: str) -> str:
         """

@@ -61,6 +61,8 @@ class OnionFailureTests(SynchronousTestCase):
         with self.assertRaises(urllib.error.HTTPError) as caught:
             urllib.request.urlopen(f"{admin}/readyz", timeout=10)
         self.assertEqual(caught.exception.code, 503)
+        with urllib.request.urlopen(f"{admin}/metrics", timeout=10) as answer:
+            self.assertIn(b"\nnfltr_onion_service_up 0.0\n", answer.read())
         host, port = info["tls"].rsplit(":", 1)
         socket.create_connection((host, int(port)), timeout=10).close()
         self.assertRegex(info["onion"], r"^[a-z2-7]{56}\.onion:443$")
