@@ -41,6 +41,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "nfltr.cli.keys",
     "nfltr.cli.agent",
     "nfltr.cli.demo",
+    "nfltr.cli.onion_keys",
 )
 
 
