@@ -383,8 +383,7 @@ class RelayService(Service):
         Bring the onion service up in the background (L{nfltr.relay.onion}); share URLs name
         its port when the share domain is the onion address.
         """
-        settings = self.config.onion
-        assert settings is not None
+        settings = onion.config
         ports = [(settings.tls_port, local_target(tlsPort.getHost()))]
         if settings.ssh_port is not None and sshPort is not None:
             ports.append((settings.ssh_port, local_target(sshPort.getHost())))
