@@ -157,6 +157,27 @@ class OnionRelayTests(SynchronousTestCase):
         )
         self.assertEqual(direct, body)
 
+    def test_ordinaryAddressThroughTor(self) -> None:
+        """
+        C{--tor} also reaches a relay by its ordinary address, through a Tor exit (the
+        agents-on-hostile-networks use), its certificate checked the same.
+        """
+        port = self.stack.web_service()
+        agent = self.stack.start(
+            nfltr("http", str(port), "--name", "viaexit", "--state-dir",
+                  str(self.stack.tmp / "agent-viaexit"), *self.stack.relay_args(),
+                  "--tor", str(self.visitor.socks_port)),
+            "http agent viaexit", {"NFLTR_KEY": self.key},
+        )
+        url = agent.wait_for(r"share (https://\S+) ", TOR_DIAL_TIMEOUT).group(1)
+        self.assertIn(f"viaexit.{self.address}", url)
+        self.assertIn("connected to the relay at 127.0.0.1:", agent.output())
+        # The link is a stream of the visitor tor's, open to the relay's TLS port.
+        client = self.visitor
+        with Controller(client.control_port, client.cookie, [client.node]) as control:
+            streams = control.getinfo("stream-status")
+        self.assertRegex(streams, rf"SUCCEEDED \d+ {re.escape(self.stack.address)}\b")
+
     def test_websocketTransportThroughTor(self) -> None:
         """
         The WebSocket transport (C{--transport websocket}) reaches the onion address too.
