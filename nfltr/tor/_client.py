@@ -21,6 +21,7 @@ from ._config import DEFAULT_ONION_TIMEOUT, LAUNCH
 from ._control import open_tor
 
 _MAX_PORT = 65535
+_AGENT_INSTEAD = "give --tor with the SOCKS port of a tor that runs elsewhere"
 
 
 class TorOptionError(ValueError):
@@ -74,7 +75,7 @@ class TorLauncher:
         await self._lock.acquire()
         try:
             if self._socks is None:
-                tor = await open_tor(reactor, LAUNCH, None, self.timeout)
+                tor = await open_tor(reactor, LAUNCH, None, self.timeout, _AGENT_INSTEAD)
                 reactor.addSystemEventTrigger("before", "shutdown", tor.quit)
                 listeners = await tor.protocol.get_info("net/listeners/socks")
                 address = str(listeners["net/listeners/socks"]).split()[0].strip('"')

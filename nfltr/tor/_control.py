@@ -26,29 +26,33 @@ class TorUnavailable(Exception):
     """
 
 
+#: What a relay without tor is told to do instead (an agent is told of C{--tor}).
+RELAY_INSTEAD = "give --tor-control with the control port of a tor that runs elsewhere"
+
+
 def open_tor(
     reactor: Any, control: str, data_dir: Path | None, timeout: float,
+    instead: str = RELAY_INSTEAD,
 ) -> Deferred[Any]:
     """
     A C{txtorcon.Tor}: connected to the control port C{control} (a client endpoint string),
     or, for L{LAUNCH}, launched and bootstrapped, with C{data_dir} as its data directory
-    (L{None}: a temporary one).
+    (L{None}: a temporary one); C{instead} says what to do when tor is not installed.
 
     @raise TorUnavailable: (in the Deferred) why not.
     """
-    return ensureDeferred(_open(reactor, control, data_dir, timeout))
+    return ensureDeferred(_open(reactor, control, data_dir, timeout, instead))
 
 
-async def _open(reactor: Any, control: str, data_dir: Path | None, timeout: float) -> Any:
+async def _open(
+    reactor: Any, control: str, data_dir: Path | None, timeout: float, instead: str,
+) -> Any:
     import txtorcon
 
     if control == LAUNCH:
         binary = shutil.which("tor")
         if binary is None:
-            raise TorUnavailable(
-                "tor is not installed (Debian: apt install tor); or give --tor-control with "
-                "the control port of a tor that runs elsewhere"
-            )
+            raise TorUnavailable(f"tor is not installed (Debian: apt install tor); or {instead}")
         if data_dir is not None:
             data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         log.info("launching tor")

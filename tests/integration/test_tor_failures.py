@@ -19,6 +19,7 @@ from pathlib import Path
 from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr.cli.processes import wait_for_file
+from nfltr.tor import OnionKey
 from tests.integration.harness import Process, nfltr
 from tests.tor_network import missing_tor
 
@@ -117,3 +118,28 @@ class OnionFailureTests(SynchronousTestCase):
         line = process.wait_for(r"onion service \S+ is not up: .*")
         self.assertIn("not published within 5 s", line.group(0))
         self.assertServing(info)
+
+
+class AgentTorFailureTests(SynchronousTestCase):
+    """
+    An agent told to launch tor where none is installed says so, and keeps trying.
+    """
+
+    def test_torMissing(self) -> None:
+        """
+        C{--tor launch} without tor: the agent's log says tor is not installed, and what to
+        give instead.
+        """
+        empty = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, empty)
+        onion = OnionKey(bytes(32)).address
+        agent = Process(
+            nfltr("tcp", "22", "--name", "lonely", "--state-dir", str(Path(self.mktemp())),
+                  "--relay", f"{onion}:443", "--relay-pin", "sha256:" + "ab" * 32,
+                  "--tor", "launch"),
+            {"PATH": empty, "NFLTR_KEY": "nfk_unused"}, "agent",
+        )
+        self.addCleanup(agent.stop)
+        line = agent.wait_for(r"cannot reach the relay .*")
+        self.assertIn("tor is not installed", line.group(0))
+        self.assertIn("--tor with the SOCKS port", line.group(0))
