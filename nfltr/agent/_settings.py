@@ -1,7 +1,7 @@
 # -*- test-case-name: tests.agent.test_settings -*-
 """
 How an agent or a client reaches the relay: the relay options
-(C{--relay}, C{--ca}, C{--relay-pin}, C{--key}, C{--keepalive}, declared
+(C{--relay}, C{--ca}, C{--relay-pin}, C{--key}, C{--keepalive}, C{--tor}, declared
 in L{nfltr.cli.agent_options}), their validation and defaults, and the
 endpoint they make.
 
@@ -29,6 +29,14 @@ from nfltr.tls import (
     TLSConfigError,
     client_creator,
     parse_fingerprint,
+)
+from nfltr.tor import (
+    LAUNCH,
+    TorEndpoint,
+    TorLauncher,
+    TorOptionError,
+    is_onion_host,
+    socks_endpoint_text,
 )
 from nfltr.wire.messages import is_port_text
 
@@ -90,6 +98,8 @@ class RelaySettings:
     creator: ClientTLS = field(repr=False, compare=False)
     transport: str = AUTO
     proxy: tuple[str, int] | None = None
+    tor: str | None = None
+    launcher: TorLauncher | None = field(default=None, repr=False, compare=False)
 
     @property
     def address(self) -> str:
@@ -117,7 +127,9 @@ class RelaySettings:
         from nfltr.ws.endpoints import AutoEndpoint, ConnectProxyEndpoint
 
         tcp: Any
-        if self.proxy is not None:
+        if self.tor is not None:
+            tcp = TorEndpoint(reactor, self.host, self.port, self.tor, self.launcher)
+        elif self.proxy is not None:
             hop = HostnameEndpoint(reactor, self.proxy[0], self.proxy[1], timeout=CONNECT_TIMEOUT)
             tcp = ConnectProxyEndpoint(hop, self.host, self.port)
         else:
@@ -169,10 +181,33 @@ def relay_settings(
     if transport not in TRANSPORTS:
         raise ConfigError(f"--transport {transport!r}: use one of {', '.join(TRANSPORTS)}")
     proxy = values.get("proxy") or next((environ[v] for v in PROXY_ENV if environ.get(v)), None)
+    tor = _tor(values.get("tor"), host, values.get("proxy"))
     return RelaySettings(
         host, port, ca, pin, keepalive, key, creator, transport,
-        None if proxy is None else parse_proxy(proxy),
+        None if proxy is None or tor is not None else parse_proxy(proxy), tor,
+        TorLauncher() if tor == LAUNCH else None,
     )
+
+
+def _tor(value: str | None, host: str, proxy: str | None) -> str | None:
+    """
+    C{--tor}'s SOCKS endpoint (or L{LAUNCH}); L{None} without it.
+
+    @raise ConfigError: a bad value, C{--proxy} with it, or an onion C{host} without it.
+    """
+    if value is None:
+        if is_onion_host(host):
+            raise ConfigError(
+                f"--relay {host}: an onion address is reached through Tor: give --tor "
+                "(a running tor's SOCKS port, e.g. 9050, or launch)"
+            )
+        return None
+    if proxy is not None:
+        raise ConfigError("give --tor or --proxy, not both")
+    try:
+        return socks_endpoint_text(value)
+    except TorOptionError as e:
+        raise ConfigError(str(e)) from None
 
 
 def parse_proxy(text: str) -> tuple[str, int]:

@@ -45,6 +45,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "nfltr.cli.login",
     "nfltr.cli.demo",
     "nfltr.cli.cluster_ca",
+    "nfltr.cli.onion_keys",
 )
 
 

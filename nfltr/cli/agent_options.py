@@ -52,6 +52,11 @@ RELAY_OPTIONS: tuple[Option, ...] = (
         env="HTTPS_PROXY",
     ),
     Option(
+        "tor", "SOCKS",
+        "reach the relay through Tor: a running tor's SOCKS port (9050, HOST:PORT, "
+        "unix:PATH), or launch to start one; needed for an .onion --relay (docs/tor.md)",
+    ),
+    Option(
         "keepalive", "PRESET",
         "link liveness: fast, default, nat, datacenter, mobile, or interval=D,timeout=D "
         "(default: default)",

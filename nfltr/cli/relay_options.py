@@ -24,6 +24,7 @@ from twisted.python import usage
 
 from nfltr.cli.logs import parse_level
 from nfltr.cli.options import FLAG, REPEAT, Option, option_values, parse_values
+from nfltr.cli.tor_options import ONION_ENDPOINT_HINT, TOR_RELAY_OPTIONS, onion_config
 from nfltr.cli.twistd import TableOptions
 from nfltr.link.memory import DEFAULT_LINK_MEMORY, MIN_LINK_MEMORY
 from nfltr.relay.certs import RelayCertificate
@@ -121,6 +122,8 @@ def check_endpoint(spec: str, option: str) -> str:
     """
     if not spec or not spec.strip():
         raise usage.UsageError(f"{option}: an endpoint string is required, e.g. tcp:8443")
+    if spec.split(":", 1)[0].strip().lower() == "onion":
+        raise usage.UsageError(f"{option} {spec!r}: {ONION_ENDPOINT_HINT}")
     try:
         serverFromString(None, spec)
     except (ValueError, TypeError, KeyError, IndexError, OSError) as e:
@@ -297,8 +300,8 @@ RELAY_OPTIONS: tuple[Option, ...] = (
            kind=REPEAT, parse=_names),
     Option("tls", None,
            "Endpoint of the TLS port (links, and share URLs by server name); the relay adds TLS "
-           "itself, so give a plain stream endpoint (tcp:PORT[:interface=ADDR], unix:PATH, "
-           "onion:...).", DEFAULT_TLS, parse=_tlsEndpoint),
+           "itself, so give a plain stream endpoint (tcp:PORT[:interface=ADDR], unix:PATH); for "
+           "an onion service add --onion.", DEFAULT_TLS, parse=_tlsEndpoint),
     Option("revocation-poll", None, "Seconds between checks for revoked API keys.",
            DEFAULT_REVOCATION_POLL, parse=seconds),
     Option("drain-timeout", None,
@@ -447,6 +450,7 @@ RELAY_OPTIONS: tuple[Option, ...] = (
            "live in the directory without a refresh (every third of it): a replica that dies "
            "is routed to for at most this long.", str(DEFAULT_PRESENCE_TTL),
            parse=partial(seconds, limit=MAX_PRESENCE_TTL)),
+    *TOR_RELAY_OPTIONS,
 )
 
 
@@ -510,6 +514,7 @@ def relay_config(values: Mapping[str, Any]) -> RelayConfig:
         public_ports_per_account=values["max-public-ports-per-account"],
         public_ports_interface=values["public-ports-interface"],
         proxy_from=values["proxy-protocol-from"],
+        onion=onion_config(values),
     )
 
 

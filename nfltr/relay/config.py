@@ -26,6 +26,7 @@ from .port_ranges import PortRanges
 
 if TYPE_CHECKING:
     from nfltr.store import RedisAddress
+    from nfltr.tor import OnionConfig
 
     from .cluster.config import ReplicaConfig
 
@@ -148,6 +149,7 @@ class RelayConfig:
     @ivar replica: how the relay runs as a replica of a cluster
         (C{--replica-listen}, L{nfltr.relay.cluster}); L{None}: a relay of
         its own.
+    @ivar onion: its onion service (C{--onion}, L{nfltr.relay.onion}); L{None}: none.
     """
 
     data_dir: Path
@@ -178,3 +180,4 @@ class RelayConfig:
     public_ports_per_account: int = DEFAULT_PUBLIC_PORTS_PER_ACCOUNT
     public_ports_interface: str = DEFAULT_PUBLIC_PORTS_INTERFACE
     proxy_from: tuple[Network, ...] = ()
+    onion: OnionConfig | None = None

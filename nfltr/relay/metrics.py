@@ -34,6 +34,7 @@ bounded by the agents connected (and by C{--max-agents}).
 | C{nfltr_agent_connected_since_seconds} | gauge | C{agent}, C{kind} (link, ssh) |
 | C{nfltr_store_available} | gauge | : 1 while the key store answers (L{nfltr.relay.store_health}) |
 | C{nfltr_store_outages_total} | counter | : outages of the key store seen |
+| C{nfltr_onion_service_up} | gauge | : 1 while the onion service is published (C{--onion} only) |
 
 The per-agent series are read from each agent's holder only through
 L{nfltr.relay.interfaces.IAgentHolder.figures}, the same for a native
@@ -111,6 +112,12 @@ class RelayCollector:
         yield from self._agents(relay)
         yield from self._memory(getattr(service, "linkMemory", None))
         yield from self._store(relay.storeHealth)
+        onion = getattr(service, "onion", None)
+        if onion is not None:
+            up = _gauge("nfltr_onion_service_up",
+                        "1 while the onion service (--onion) is published, else 0.")
+            up.add_metric([], 1 if onion.up else 0)
+            yield up
 
     def _links(self, relay: Any) -> Iterator[Metric]:
         agents = _gauge("nfltr_agents_connected", "Agents connected now.")

@@ -4,7 +4,8 @@ C{relay.json}: what a running relay tells scripts and tests about itself.
 
     {"tls": "HOST:PORT", "admin": "HOST:PORT", "http": "HOST:PORT" or null,
      "ca": "/path/to/tls/ca.crt", "share_ca": "/path/to/tls/share-ca.crt",
-     "fingerprint": "sha256:...", "pid": 1234, "version": "..."}
+     "fingerprint": "sha256:...", "pid": 1234, "version": "...",
+     "onion": "ADDRESS.onion:PORT" or null, "onion_ssh": ...}
 
 The addresses are the ones actually bound (so port 0 becomes the port the
 system chose).  The file is replaced atomically: a reader sees no file, the
@@ -39,6 +40,8 @@ class RelayInfo:
     http: str | None = None
     share_ca: str | None = None
     ssh: str | None = None
+    onion: str | None = None
+    onion_ssh: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """

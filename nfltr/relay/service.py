@@ -71,6 +71,7 @@ from nfltr.tls import (
     ShareCA,
     ensure_relay_pki,
 )
+from nfltr.tor import OnionKeyError
 from nfltr.wire import format_address
 
 from .backlog import with_backlog
@@ -78,6 +79,7 @@ from .certs import RelayCertificate
 from .config import RelayConfig, database_path, state_file_path
 from .leases import ILeases, Leases
 from .link_handler import Relay
+from .onion import RelayOnion, local_target, onion_info, relay_onion
 from .proxy_front import REFUSALS as PROXY_REFUSALS
 from .proxy_front import describe_trusted, proxy_front
 from .public_listener import public_ports
@@ -98,7 +100,7 @@ OWNER_LOCK = "relay.lock"
 STORE_THREADS = 1
 
 # Start-up errors an operator can act on: logged in one line, no traceback.
-EXPECTED_START_ERRORS = (CannotListenError, PKIError, StoreError, OSError)
+EXPECTED_START_ERRORS = (CannotListenError, PKIError, StoreError, OSError, OnionKeyError)
 
 
 class ListenerError(CannotListenError):
@@ -141,6 +143,7 @@ class RelayService(Service):
         (C{--link-memory}), shared by every link the relay accepts.
     @ivar replica: with C{--replica-listen}, the relay as a replica of a
         cluster (L{nfltr.relay.cluster.node.Replica}), once started.
+    @ivar onion: its onion service (C{--onion}), once started.
     """
 
     name = "relay"
@@ -163,6 +166,7 @@ class RelayService(Service):
         self.certificate: RelayCertificate | None = None
         self.sshFactory: Any = None
         self.replica: Any = None
+        self.onion: RelayOnion | None = None
         self._adminPort: Any = None
         self._api: Any = None
         self._health: StoreHealth | None = None
@@ -213,10 +217,12 @@ class RelayService(Service):
             _settled(outcome).chainDeferred(d)
 
     async def _start(self) -> RelayInfo:
-        config = self.config
-        dataDir = Path(config.data_dir).absolute()
+        dataDir = Path(self.config.data_dir).absolute()
         dataDir.mkdir(mode=DATA_DIR_MODE, parents=True, exist_ok=True)
         owner, predecessor = self._claim(dataDir)
+        # With --onion, the onion address is among the relay's names (docs/tor.md).
+        onion = self.onion = relay_onion(self.config, dataDir, self.reactor)
+        config = self.config = self.config if onion is None else onion.effective(self.config)
         domain = check_share_domain(config.share_domain)
         pki = ensure_relay_pki(dataDir, list(config.names), share_domain=domain)
         own = self.certificate = RelayCertificate(
@@ -261,6 +267,8 @@ class RelayService(Service):
             relay.publicPorts = public_ports(relay, config, self.reactor, self.proxyRefused)
             self._cleanups.append(relay.publicPorts.close)
         sshPort = await self._listenSSH(relay, store, dataDir)
+        if onion is not None:
+            self._startOnion(onion, tlsPort, sshPort)
         self._health = health
         adminPort = await self._listenAdmin(FirstUseFactory(self._adminSite), predecessor)
         await self._watchRevocations(store, relay, health, revision)
@@ -375,7 +383,8 @@ class RelayService(Service):
         from .metrics import MetricsResource, metrics_registry
 
         def ready() -> bool:
-            return self.ready and (self._health is None or self._health.available)
+            onion = self.onion is None or self.onion.up
+            return self.ready and onion and (self._health is None or self._health.available)
 
         metrics = MetricsResource(lambda: metrics_registry(self))
         return admin_site(ready, metrics, self.reactor, self._apiResources(ready))
@@ -416,6 +425,20 @@ class RelayService(Service):
         # Its connections drain with the links (L{_drain}), once it stopped listening.
         self._cleanups.append(port.stopListening)
         return port
+
+    def _startOnion(self, onion: RelayOnion, tlsPort: Any, sshPort: Any) -> None:
+        """
+        Bring the onion service up in the background (L{nfltr.relay.onion}); share URLs name
+        its port when the share domain is the onion address.
+        """
+        settings = onion.config
+        ports = [(settings.tls_port, local_target(tlsPort.getHost()))]
+        if settings.ssh_port is not None and sshPort is not None:
+            ports.append((settings.ssh_port, local_target(sshPort.getHost())))
+        if self.config.share_domain == onion.address and self.config.public_port is None:
+            self.shares.port = settings.tls_port
+        onion.start(ports)
+        self._cleanups.append(onion.stop)
 
     def _drain(self, relay: Relay, timeout: float, lock: Path) -> Deferred[Any]:
         """
@@ -507,6 +530,7 @@ class RelayService(Service):
             share_ca=str(pki.share_ca_cert),
             ca=str(pki.ca_cert),
             fingerprint=self.certificate.fingerprint if self.certificate else pki.fingerprint,
+            **onion_info(self.onion, self.config.onion),
             pid=os.getpid(),
             version=__version__,
         )
@@ -519,6 +543,9 @@ class RelayService(Service):
         )
         if info.http is not None:
             self.log.info("HTTP port on {http} redirects to HTTPS", http=info.http)
+        if info.onion is not None:
+            self.log.info("onion service {onion} (up once tor published it: /readyz)",
+                          onion=info.onion)
         if info.ssh is not None:
             self.log.info("SSH port on {ssh}: ssh -R publishes, ssh -L reaches (keys: nfltr keys "
                           "add-ssh)", ssh=info.ssh)

@@ -292,8 +292,10 @@ class RelayServiceTests(TestCase):
         self.assertEqual(written, info.to_json())
         self.assertEqual(
             set(written),
-            {"tls", "admin", "http", "ssh", "ca", "share_ca", "fingerprint", "pid", "version"},
+            {"tls", "admin", "http", "ssh", "ca", "share_ca", "fingerprint", "pid", "version",
+             "onion", "onion_ssh"},
         )
+        self.assertIsNone(info.onion)
         self.assertIsNone(info.http)
         self.assertIsNone(info.ssh)
         self.assertEqual(info.share_ca, str(self.dataDir / "tls" / "share-ca.crt"))
