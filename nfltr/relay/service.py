@@ -67,21 +67,20 @@ from nfltr.store import (
 from nfltr.streams import Admission, FirstUseFactory
 from nfltr.tls import (
     PKIError,
-    RelayPKI,
     ShareCA,
     ensure_relay_pki,
 )
 from nfltr.tor import OnionKeyError
-from nfltr.wire import format_address
 
+from .announce import announce, describe
 from .backlog import with_backlog
 from .certs import RelayCertificate
 from .config import RelayConfig, database_path, state_file_path
 from .leases import ILeases, Leases
 from .link_handler import Relay
-from .onion import RelayOnion, local_target, onion_info, relay_onion
+from .onion import RelayOnion, local_target, relay_onion
 from .proxy_front import REFUSALS as PROXY_REFUSALS
-from .proxy_front import describe_trusted, proxy_front
+from .proxy_front import proxy_front
 from .public_listener import public_ports
 from .relay_json import RelayInfo, remove_state_file, write_state_file
 from .revocation import RevocationListener, RevocationPoller
@@ -272,12 +271,13 @@ class RelayService(Service):
         self._health = health
         adminPort = await self._listenAdmin(FirstUseFactory(self._adminSite), predecessor)
         await self._watchRevocations(store, relay, health, revision)
-        info = self._describe(pki, tlsPort, adminPort, httpPort, sshPort)
+        info = describe(self.config, pki, self.certificate, self.onion, tlsPort,
+                        adminPort=adminPort, httpPort=httpPort, sshPort=sshPort)
         path = self._statePath = state_file_path(dataDir)
         write_state_file(path, info)
         self._cleanups.append(lambda: remove_state_file(path, info.pid))
         self._cleanups.append(owner.release)
-        self._announce(info)
+        announce(self.log, self.config, info, self.shares.port)
         if config.ws_echo is not None:
             self.log.warn(
                 "a WebSocket echo answers on {path}: for conformance tests only, never in "
@@ -518,50 +518,6 @@ class RelayService(Service):
         )
         self.router.admission = self.tlsAdmission = Admission(self.config.admission)
         return self.router
-
-    def _describe(
-        self, pki: RelayPKI, tlsPort: Any, adminPort: Any, httpPort: Any, sshPort: Any = None,
-    ) -> RelayInfo:
-        return RelayInfo(
-            ssh=None if sshPort is None else format_address(sshPort.getHost()),
-            tls=format_address(tlsPort.getHost()),
-            admin=format_address(adminPort.getHost()),
-            http=None if httpPort is None else format_address(httpPort.getHost()),
-            share_ca=str(pki.share_ca_cert),
-            ca=str(pki.ca_cert),
-            fingerprint=self.certificate.fingerprint if self.certificate else pki.fingerprint,
-            **onion_info(self.onion, self.config.onion),
-            pid=os.getpid(),
-            version=__version__,
-        )
-
-    def _announce(self, info: RelayInfo) -> None:
-        self.log.info(
-            "relay listening: links (TLS) on {tls}, admin on {admin} (dashboard: "
-            "http://{admin}/dashboard, API: /api/v1/, with a token from nfltr admin token "
-            "create)", tls=info.tls, admin=info.admin,
-        )
-        if info.http is not None:
-            self.log.info("HTTP port on {http} redirects to HTTPS", http=info.http)
-        if info.onion is not None:
-            self.log.info("onion service {onion} (up once tor published it: /readyz)",
-                          onion=info.onion)
-        if info.ssh is not None:
-            self.log.info("SSH port on {ssh}: ssh -R publishes, ssh -L reaches (keys: nfltr keys "
-                          "add-ssh)", ssh=info.ssh)
-        if self.config.proxy_from:
-            self.log.info("connections from {networks} start with a PROXY protocol header "
-                          "naming the client (--proxy-protocol-from)",
-                          networks=describe_trusted(self.config.proxy_from))
-        self.log.info(
-            "share URLs: https://NAME.{domain}:{port}/; visitors trust the share CA {ca}",
-            domain=self.config.share_domain, port=self.shares.port, ca=info.share_ca,
-        )
-        self.log.info(
-            "relay certificate fingerprint {fingerprint}: agents and clients trust this relay "
-            "with --ca {ca} or --relay-pin {fingerprint}",
-            fingerprint=info.fingerprint, ca=info.ca,
-        )
 
     def reload(self) -> bool:
         """
