@@ -50,7 +50,11 @@ def onion_stack(tmp: Path, network: TorNetwork, *extra: str) -> tuple[Stack, str
     service = network.clients[0]
     stack = Stack(tmp, relay_extra=("--onion", "443", "--tor-control", service.control_endpoint,
                                     "--share-domain", "onion", *extra))
-    stack.relay.wait_for(r"onion service up", ONION_UP_TIMEOUT)
+    try:
+        stack.relay.wait_for(r"onion service up", ONION_UP_TIMEOUT)
+    except AssertionError:
+        stack.close()  # the caller has no stack to close yet
+        raise
     onion = stack.info["onion"]
     return stack, onion.rsplit(":", 1)[0]
 
