@@ -50,7 +50,11 @@ def onion_stack(tmp: Path, network: TorNetwork, *extra: str) -> tuple[Stack, str
     service = network.clients[0]
     stack = Stack(tmp, relay_extra=("--onion", "443", "--tor-control", service.control_endpoint,
                                     "--share-domain", "onion", *extra))
-    stack.relay.wait_for(r"onion service up", ONION_UP_TIMEOUT)
+    try:
+        stack.relay.wait_for(r"onion service up", ONION_UP_TIMEOUT)
+    except AssertionError:
+        stack.close()  # the caller has no stack to close yet
+        raise
     onion = stack.info["onion"]
     return stack, onion.rsplit(":", 1)[0]
 
@@ -82,7 +86,8 @@ class OnionRelayTests(SynchronousTestCase):
     def setUp(self) -> None:
         network = shared_network()
         if "stack" not in _SHARED:
-            stack, address = onion_stack(Path(tempfile.mkdtemp(prefix="nfltr-onion-")), network)
+            stack, address = onion_stack(Path(tempfile.mkdtemp(prefix="nfltr-onion-")), network,
+                                         "--ssh", "tcp:0:interface=127.0.0.1", "--onion-ssh", "22")
             atexit.register(_close, stack)
             _SHARED.update(stack=stack, address=address, key=stack.key("alice"))
         self.stack: Stack = _SHARED["stack"]
@@ -98,6 +103,17 @@ class OnionRelayTests(SynchronousTestCase):
         info = json.loads((self.stack.data / "relay.json").read_text())
         self.assertEqual(info["onion"], f"{self.address}:443")
         self.assertRegex(self.address, r"^[a-z2-7]{56}\.onion$")
+
+    def test_sshPortThroughTor(self) -> None:
+        """
+        The onion address's port 22 (C{--onion-ssh}) reaches the relay's SSH port: it
+        greets with its SSH version line.
+        """
+        info = json.loads((self.stack.data / "relay.json").read_text())
+        self.assertEqual(info["onion_ssh"], f"{self.address}:22")
+        with socks5_connect(self.visitor.socks_port, self.address, 22) as sock:
+            sock.settimeout(TOR_DIAL_TIMEOUT)
+            self.assertTrue(sock.recv(64).startswith(b"SSH-2.0-"))
 
     def test_ready(self) -> None:
         """

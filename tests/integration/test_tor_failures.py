@@ -134,7 +134,8 @@ class AgentTorFailureTests(SynchronousTestCase):
         self.addCleanup(shutil.rmtree, empty)
         onion = OnionKey(bytes(32)).address
         agent = Process(
-            nfltr("tcp", "22", "--name", "lonely", "--state-dir", str(Path(self.mktemp())),
+            nfltr("tcp", "22", "--name", "lonely", "--state-dir",
+                  str(Path(self.mktemp()).absolute()),
                   "--relay", f"{onion}:443", "--relay-pin", "sha256:" + "ab" * 32,
                   "--tor", "launch"),
             {"PATH": empty, "NFLTR_KEY": "nfk_unused"}, "agent",
