@@ -91,6 +91,7 @@ ROLES = ("relay", "agent")
 WHAT_IF = {
     "relay-nodelay": ROOT / "bench" / "whatif" / "relay_nodelay",
     "pool-64": ROOT / "bench" / "whatif" / "pool_64",
+    "full-path": ROOT / "bench" / "whatif" / "full_path",
 }
 DEFAULT_WORKLOADS = "1k-keep-1,1k-close-1,1k-keep-50,1k-close-50,1m-keep-50"
 
