@@ -128,6 +128,31 @@ def get(port: int, source: str, path: str, prefix: bytes = b"") -> bytes:
         return b"".join(chunks)
 
 
+def hold(port: int, source: str) -> socket.socket:
+    """
+    A connection from C{source} through C{port} that the relay admitted and
+    keeps (an unfinished request: nginx waits).  The relay frees the slot
+    of C{source}'s previous connection only once that connection's session
+    ended, a moment after its answer: a connection refused meanwhile (closed
+    at once) is made again, until one stays open for a second.
+    """
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        sock = connect(port, source)
+        sock.sendall(b"GET /held HTTP/1.0\r\n")
+        sock.settimeout(1)
+        try:
+            closed = sock.recv(1) == b""
+        except TimeoutError:
+            sock.settimeout(TIMEOUT)
+            return sock
+        except ConnectionResetError:
+            closed = True
+        sock.close()
+        if not closed or time.monotonic() > deadline:
+            raise AssertionError(f"a connection from {source} was not held open")
+
+
 def logged(log: Path, line: str) -> bool:
     """
     Whether nginx logged C{line}, waiting a little for it.
@@ -198,10 +223,8 @@ class ProxyProtocolTests(SynchronousTestCase):
         start_haproxy(self.stack, self.front, port)
         self.assertIn(b"200 OK", get(self.front, "127.0.0.3", "/first"))
         self.assertTrue(logged(log, "127.0.0.3 GET /first HTTP/1.0"), log.read_text())
-        held = connect(self.front, "127.0.0.3")
+        held = hold(self.front, "127.0.0.3")
         self.addCleanup(held.close)
-        held.sendall(b"GET /held HTTP/1.0\r\n")  # unfinished: nginx waits
-        time.sleep(1)
         self.assertEqual(get(self.front, "127.0.0.3", "/second"), b"")
         self.assertIn(b"200 OK", get(self.front, "127.0.0.4", "/other"))
         self.assertTrue(logged(log, "127.0.0.4 GET /other HTTP/1.0"), log.read_text())
