@@ -52,12 +52,14 @@ TRIM_SLACK = 4 * 1024 * 1024
 _log = Logger()
 
 
-def tune_malloc(environ: Mapping[str, str] = os.environ, libc: object | None = None) -> bool:
+def tune_malloc(environ: Mapping[str, str] = os.environ, libc: Any = None) -> bool:
     """
     Set glibc's mmap and trim thresholds (see the module), unless
     C{GLIBC_TUNABLES} already sets malloc tunables.
 
-    @param libc: the C library (default: this process's, if it is glibc).
+    @param libc: the C library (default: this process's, if it is glibc):
+        a C{ctypes.CDLL}, or an object with its functions (typed L{Any}, as
+        C{ctypes} resolves a library's functions by name at run time).
     @return: whether both were set.
     """
     if "glibc.malloc." in environ.get("GLIBC_TUNABLES", ""):
@@ -66,7 +68,7 @@ def tune_malloc(environ: Mapping[str, str] = os.environ, libc: object | None = N
         libc = _glibc()
         if libc is None:
             return False
-    mallopt = libc.mallopt  # type: ignore[attr-defined]
+    mallopt = libc.mallopt
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int
     return bool(
@@ -96,7 +98,7 @@ class _MallInfo2(ctypes.Structure):
     )]
 
 
-def trimmable_libc(libc: object | None = None) -> Any:
+def trimmable_libc(libc: Any = None) -> Any:
     """
     C{libc} (default: this process's, if it is glibc) with C{mallinfo2}
     and C{malloc_trim} typed, or L{None} if it lacks either.
@@ -106,7 +108,7 @@ def trimmable_libc(libc: object | None = None) -> Any:
         if libc is None:
             return None
     try:
-        info, trim = libc.mallinfo2, libc.malloc_trim  # type: ignore[attr-defined]
+        info, trim = libc.mallinfo2, libc.malloc_trim
     except AttributeError:
         return None
     info.argtypes, info.restype = (), _MallInfo2

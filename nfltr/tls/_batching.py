@@ -281,19 +281,27 @@ class BatchingTLSProtocol(TLSMemoryBIOProtocol):
         self.write(b"".join(iovec))
 
 
-class BatchingTLSFactory(TLSMemoryBIOFactory):
+class TunedTLSFactory(TLSMemoryBIOFactory):
     """
-    L{TLSMemoryBIOFactory} making L{BatchingTLSProtocol}s.
+    L{TLSMemoryBIOFactory} carrying nfltr's per-factory TLS settings.
 
     @ivar direct: its connections call OpenSSL directly once the handshake
-        is done (L{BatchingTLSProtocol.direct}).
+        is done (L{BatchingTLSProtocol.direct}; Twisted's own protocol
+        ignores it).
     @ivar releaseBuffers: its connections release their record buffers
         while idle (read by nfltr's connection creators).
     """
 
-    protocol = BatchingTLSProtocol
     direct = True
     releaseBuffers = True
+
+
+class BatchingTLSFactory(TunedTLSFactory):
+    """
+    L{TunedTLSFactory} making L{BatchingTLSProtocol}s.
+    """
+
+    protocol = BatchingTLSProtocol
 
 
 def tls_factory(
@@ -311,11 +319,11 @@ def tls_factory(
     chosen = io_settings(clock)
     if batch is None:
         batch = chosen.tls_batch
-    kind = BatchingTLSFactory if batch else TLSMemoryBIOFactory
+    kind = BatchingTLSFactory if batch else TunedTLSFactory
     factory = kind(creator, isClient, wrappedFactory, clock=clock)
     factory.noisy = False
-    factory.direct = chosen.tls_direct  # type: ignore[attr-defined]
-    factory.releaseBuffers = chosen.tls_release_buffers  # type: ignore[attr-defined]
+    factory.direct = chosen.tls_direct
+    factory.releaseBuffers = chosen.tls_release_buffers
     return factory
 
 

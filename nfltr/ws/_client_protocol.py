@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import txaio
 from autobahn.twisted.websocket import WebSocketClientFactory, WebSocketClientProtocol
 from twisted.internet import defer, error
+from txaio.tx import make_logger
 
 from .transport import LinkOverWebSocket
 
@@ -22,7 +22,7 @@ class ClientWebSocket(WebSocketClientProtocol):
     The client's WebSocket connection: starts the link once open.
     """
 
-    log = txaio.make_logger(level="info")  # type: ignore[attr-defined]
+    log = make_logger(level="info")
 
     def __init__(self) -> None:
         super().__init__()

@@ -20,10 +20,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import txaio
 from autobahn.twisted.websocket import WebSocketServerFactory, WebSocketServerProtocol
 from autobahn.websocket.types import ConnectionDeny
 from twisted.internet import defer
+from txaio.tx import make_logger
 
 from nfltr.store import StoreError
 
@@ -50,7 +50,7 @@ class RelayWebSocket(WebSocketServerProtocol):
     One WebSocket connection to the relay: a link, or the echo.
     """
 
-    log = txaio.make_logger(level="info")  # type: ignore[attr-defined]
+    log = make_logger(level="info")
 
     def __init__(self) -> None:
         super().__init__()
