@@ -24,6 +24,7 @@ from nfltr.tls import (
     BatchingTLSFactory,
     BatchingTLSProtocol,
     TLSClientEndpoint,
+    TunedTLSFactory,
     _direct,
     client_creator,
     ensure_self_signed,
@@ -76,10 +77,10 @@ class BatchPair:
             client_creator("server", pin=identity.fingerprint, role="server"), True,
             Factory.forProtocol(lambda: self.client_app), clock=self.clock,
         )
-        server.batch = client.batch = batch  # type: ignore[attr-defined]
+        server.batch = client.batch = batch
         # A test case with direct = False runs the pyOpenSSL data path.
         chosen = getattr(case, "direct", True) if direct is None else direct
-        server.direct = client.direct = chosen  # type: ignore[attr-defined]
+        server.direct = client.direct = chosen
         address = IPv4Address("TCP", "127.0.0.1", 8443)
         self.client: BatchingTLSProtocol
         self.server: BatchingTLSProtocol
@@ -312,7 +313,8 @@ class FactoryTests(SynchronousTestCase):
 
     def test_choice(self) -> None:
         """
-        C{batch} picks nfltr's batching factory or Twisted's own.
+        C{batch} picks nfltr's batching factory or Twisted's own protocol
+        (in a factory that only carries the settings).
         """
         identity = ensure_self_signed(self.mktemp(), "s")
         creator = server_context_factory(identity.cert, identity.key)
@@ -321,7 +323,7 @@ class FactoryTests(SynchronousTestCase):
         self.assertIsInstance(batching, BatchingTLSFactory)
         self.assertIs(batching.protocol, BatchingTLSProtocol)
         twisted = tls_factory(creator, False, wrapped, Clock(), batch=False)
-        self.assertIs(type(twisted), TLSMemoryBIOFactory)
+        self.assertIs(type(twisted), TunedTLSFactory)
         self.assertIs(twisted.protocol, BufferingTLSTransport)
         self.assertFalse(batching.noisy or twisted.noisy)
 
@@ -337,17 +339,17 @@ class FactoryTests(SynchronousTestCase):
         wrapped = Factory.forProtocol(Protocol)
         plain = tls_factory(creator, False, wrapped, Clock())
         self.assertIsInstance(plain, BatchingTLSFactory)
-        self.assertTrue(plain.direct)  # type: ignore[attr-defined]
+        self.assertTrue(plain.direct)
         self.assertTrue(releases(plain))
         chosen = IOSettings(tls_batch=False, tls_direct=False, tls_release_buffers=False)
         tuned = tls_factory(creator, False, wrapped, TunedReactor(Clock(), chosen))
-        self.assertIs(type(tuned), TLSMemoryBIOFactory)
+        self.assertIs(type(tuned), TunedTLSFactory)
         self.assertFalse(releases(tuned))
         self.assertTrue(releases(plain))
         direct = tls_factory(creator, False, wrapped,
                              TunedReactor(Clock(), IOSettings(tls_direct=False)))
         self.assertIsInstance(direct, BatchingTLSFactory)
-        self.assertFalse(direct.direct)  # type: ignore[attr-defined]
+        self.assertFalse(direct.direct)
 
     def test_endpoint(self) -> None:
         """

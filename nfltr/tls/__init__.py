@@ -33,6 +33,7 @@ from nfltr.tls._batching import (  # noqa: E402 - after OpenSSL's configuration
     BatchingTLSFactory,
     BatchingTLSProtocol,
     TLSClientEndpoint,
+    TunedTLSFactory,
     tls_factory,
 )
 from nfltr.tls._cluster import (  # noqa: E402
@@ -89,6 +90,7 @@ __all__ = [
     "init_cluster_ca",
     "ssl_words",
     "BatchingTLSFactory",
+    "TunedTLSFactory",
     "BatchingTLSProtocol",
     "TLSClientEndpoint",
     "tls_factory",

@@ -307,7 +307,7 @@ class BatchingTLSFactory(TunedTLSFactory):
 def tls_factory(
     creator: Any, isClient: bool, wrappedFactory: Any, clock: interfaces.IReactorTime,
     batch: bool | None = None,
-) -> TLSMemoryBIOFactory:
+) -> TunedTLSFactory:
     """
     A factory adding TLS with C{creator} to C{wrappedFactory}'s protocols:
     batching (L{BatchingTLSFactory}) or Twisted's own, as C{batch} says
