@@ -254,6 +254,11 @@ class AddressedHTTPTests(SynchronousTestCase):
     """
 
     def test_visitorBackend(self) -> None:
+        """
+        Only an addressed share gets a backend per visitor; its sessions'
+        target is C{http:NAME@ADDRESS}, which parses back to the name and
+        the visitor, and the proxy hands each visitor its own backend.
+        """
         from nfltr.http import HTTPProxyFactory
         from nfltr.relay.shares import LinkSessionBackend, ShareRegistry
         from nfltr.wire.messages import INSPECT, HttpShare, parse_http_visitor
@@ -283,6 +288,10 @@ class MetricsTests(SynchronousTestCase):
     """
 
     def test_refused(self) -> None:
+        """
+        Refusals of several listeners' PROXY fronts land in one count per
+        reason, exported as the relay's metric.
+        """
         from types import SimpleNamespace
 
         from nfltr.relay.agents import Relay

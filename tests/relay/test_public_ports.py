@@ -469,6 +469,10 @@ class AddressedRouteTests(SynchronousTestCase):
     """
 
     def test_addressed(self) -> None:
+        """
+        The target carries C{@CLIENT} for an addressed port with a known
+        client, and is the bare C{tcp:PORT} otherwise.
+        """
         relay = Relay(FakeStore(), Clock())
         holder: Any = Holder()
         relay.claimAgent(AgentEntry("box", "acme", "k", frozenset({22, 23}), holder,
@@ -486,6 +490,10 @@ class MetricsTests(PortsCase):
     """
 
     def test_metrics(self) -> None:
+        """
+        The metrics give the number of published public ports and the
+        visitors refused by the per-source limits.
+        """
         from types import SimpleNamespace
 
         from tests.relay.test_metrics import samples
