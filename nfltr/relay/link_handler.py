@@ -29,6 +29,7 @@ L{nfltr.wire.peerText}, refusals per source through L{Relay.logThrottle}.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Iterable
 from contextlib import suppress
 from typing import Any
 
@@ -331,8 +332,8 @@ class RelayLinkHandler(LinkHandler):
             "agent {name} (account {account}) connected from {peer}, sharing ports {ports}, "
             "URLs {urls} and public ports {public}",
             name=hello.name, account=key.account, peer=self._peer(),
-            ports=sorted(entry.ports), urls=[s["url"] for s in shares],
-            public=[p["public_port"] for p in ports or ()],
+            ports=_listed(sorted(entry.ports)), urls=_listed(s["url"] for s in shares),
+            public=_listed(p["public_port"] for p in ports or ()),
         )
         self._releasePending()
 
@@ -525,3 +526,10 @@ class RelayLinkHandler(LinkHandler):
         link = self.link
         peer = None if link is None or link.transport is None else link.transport.getPeer()
         return str(getattr(peer, "host", "?"))
+
+
+def _listed(items: Iterable[object]) -> str:
+    """
+    C{items} for a log line a user reads: comma-separated, or C{none}.
+    """
+    return ", ".join(str(item) for item in items) or "none"

@@ -173,6 +173,17 @@ class AuthenticationTests(_Base):
         for key in (self.keyA, self.keyA2, self.keyB, "B" * 43):
             self.assertNotIn(key, text)
 
+    def test_welcomeLineReadable(self) -> None:
+        """
+        The line logged when an agent connects lists its ports as plain
+        text (C{3000, 3001}), and says C{none} for what it does not share:
+        no Python list in what an operator reads.
+        """
+        self.h.agent(self.keyA, "web", (3000, 3001))
+        [line] = [m for m in self.h.messages() if "connected from" in m]
+        self.assertIn("sharing ports 3000, 3001, URLs none and public ports none", line)
+        self.assertNotIn("[", line)
+
 
 class AgentNameTests(_Base):
     """
