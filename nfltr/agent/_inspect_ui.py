@@ -5,10 +5,18 @@ of C{nfltr http PORT}, listen on C{--inspect-ui} (default
 L{DEFAULT_INSPECT_UI}, loopback; C{none}: off), tap the share's proxies,
 and say where the page is.  An address that cannot be bound (another agent
 has 4040) is said in one line and the agent goes on without it.
+
+Off loopback the page needs a token.  The line the agent shows never holds
+it (under twistd, or with standard output in a journal, that line is
+logged, and secrets are never logged): the URL with the token is written to
+C{inspector-PORT.url} in the agent's state directory, mode 0600, and the
+line names that file.
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from twisted.internet.defer import Deferred, succeed
@@ -46,14 +54,18 @@ class InspectUI:
 
     log = Logger()
 
-    def __init__(self, reactor: Any, server: Any, bind: tuple[str, int]) -> None:
+    def __init__(self, reactor: Any, server: Any, bind: tuple[str, int],
+                 stateDir: Path | None = None) -> None:
         """
         @param server: the share (L{nfltr.agent._shares.ShareServer}).
+        @param stateDir: where the URL with its token goes when the page
+            needs one (required for an address off loopback).
         """
         from nfltr.inspect import PASSTHROUGH_NOTE, Inspector, Ring
 
         self.reactor = reactor
         self.bind = bind
+        self.stateDir = stateDir
         option = server.option
         self.ring = Ring(reactor.seconds, secretHeaders=[n for n, _ in option.policy.headers])
         note = PASSTHROUGH_NOTE if option.mode == PASSTHROUGH else None
@@ -83,9 +95,29 @@ class InspectUI:
         self.inspector.bound(host, bound)
         shown = f"[{host}]" if ":" in host else host
         token = self.inspector.token
-        self.url = f"http://{shown}:{bound}/" + ("" if token is None else f"?token={token}")
+        page = f"http://{shown}:{bound}/"
+        self.url = page if token is None else f"{page}?token={token}"
         why = self.inspector.note or "the requests through the share, kept on this machine"
-        return f"inspector {self.url} ({why}; --inspect-ui none turns it off)"
+        if token is not None:
+            where = self._saveURL(bound)
+            why = f"{why}; it needs its token: the URL with it is in {where}"
+        return f"inspector {page} ({why}; --inspect-ui none turns it off)"
+
+    def _saveURL(self, port: int) -> Path:
+        """
+        Write the URL with its token to C{inspector-PORT.url} in the state
+        directory, readable by its owner only; return that file.
+        """
+        assert self.url is not None
+        if self.stateDir is None:
+            raise ValueError("an inspector off loopback needs a state directory for its token")
+        self.stateDir.mkdir(parents=True, exist_ok=True)
+        path = self.stateDir / f"inspector-{port}.url"
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(descriptor, 0o600)
+        with os.fdopen(descriptor, "w") as out:
+            out.write(self.url + "\n")
+        return path
 
     def stop(self) -> Deferred[None]:
         """

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -325,7 +326,8 @@ class AgentService(Service, DiallerObserver):
         for option in options.http:
             name = option.name or setup.name
             self.shares[name] = ShareServer(name, option, connector, reactor, setup.share_key)
-        self.inspectUI = _inspect_ui(reactor, options.http, self.shares.get(setup.name))
+        self.inspectUI = _inspect_ui(reactor, options.http, self.shares.get(setup.name),
+                                      options.state_dir)
         public = dict(zip(options.ports, options.public_ports, strict=False))
         self.sessions = AgentSessions(reactor, options.ports, connector, tls, self.shares, public,
                                       options.plain)
@@ -529,11 +531,12 @@ def _passing(call: Callable[[], object]) -> Callable[[Any], Any]:
     return run
 
 
-def _inspect_ui(reactor: Any, http: Any, server: ShareServer | None) -> InspectUI | None:
+def _inspect_ui(reactor: Any, http: Any, server: ShareServer | None,
+                stateDir: Path) -> InspectUI | None:
     """
     The request inspector of the agent's share, if it has one and asked for
     it (L{nfltr.agent._inspect_ui}).
     """
     if server is None or not http or http[0].inspect_ui is None:
         return None
-    return InspectUI(reactor, server, http[0].inspect_ui)
+    return InspectUI(reactor, server, http[0].inspect_ui, stateDir)

@@ -13,7 +13,7 @@ own machine), but only under a C{Host} naming the listener (no DNS
 rebinding), and a replay only as JSON with no foreign C{Origin} (a web page
 elsewhere cannot make the browser replay: its cross-origin JSON POST needs
 a preflight this site never grants).  On any other address a token
-(L{Inspector.token}, printed with the URL) is needed: C{?token=...} once
+(L{Inspector.token}, in a file the agent names) is needed: C{?token=...} once
 (it becomes an C{HttpOnly}, C{SameSite=Strict} cookie) or
 C{Authorization: Bearer ...}.  Every answer carries a strict
 Content-Security-Policy; the page puts everything it shows in as text.

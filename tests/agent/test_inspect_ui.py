@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from pathlib import Path
 
 from twisted.internet import reactor, threads
 from twisted.trial.unittest import SynchronousTestCase, TestCase
@@ -83,3 +84,22 @@ class ListenTests(TestCase):
         line = await second.start()
         self.assertIn("going on without it", line)
         self.assertIsNone(second.url)
+
+    async def test_tokenNeverShown(self) -> None:
+        """
+        Off loopback the line shown (and logged under twistd) holds no
+        token: it names a file in the state directory, mode 0600, holding
+        the URL with the token, which the page accepts.
+        """
+        state = Path(self.mktemp())
+        ui = InspectUI(reactor, self.server(E2EE), ("0.0.0.0", 0), state)
+        line = await ui.start()
+        self.addCleanup(ui.stop)
+        token = ui.inspector.token
+        assert token is not None and ui.url is not None
+        self.assertNotIn(token, line)
+        [saved] = state.glob("inspector-*.url")
+        self.assertIn(str(saved), line)
+        self.assertEqual(saved.stat().st_mode & 0o777, 0o600)
+        self.assertEqual(saved.read_text(), ui.url + "\n")
+        self.assertIn(f"?token={token}", ui.url)
