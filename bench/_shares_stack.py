@@ -28,16 +28,29 @@ from ._relay import account_key, relay_command
 from ._stack import READY, Proc, Processes
 from ._system import BenchError
 
-__all__ = ["FILES", "MODES", "SHARE_DOMAIN", "STATUS", "Nginx", "Shares", "fetch", "make_pki"]
+__all__ = [
+    "FILES", "MODES", "SHARE_DOMAIN", "SHARE_PATHS", "STATUS", "VARIANTS", "Nginx", "Shares",
+    "fetch", "make_pki",
+]
 
 MODES = ("e2ee", "inspect", "passthrough")
+#: Share paths besides the modes: a mode whose agent runs with other options
+#: (C{-bare}: without the request inspector, which every mode's agent runs
+#: as C{nfltr http} does by default; on port 0 here, so agents never compete
+#: for 4040).
+VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "e2ee-bare": ("e2ee", ("--inspect-ui", "none")),
+    "inspect-bare": ("inspect", ("--inspect-ui", "none")),
+}
+SHARE_PATHS = (*MODES, *VARIANTS)
+INSPECTOR = ("--inspect-ui", "127.0.0.1:0")
 SHARE_DOMAIN = "localhost"
 
 
 class Shares:
     """
     A relay (with C{relay_args} added) with one account, and one agent
-    (C{nfltr http}) per mode:
+    (C{nfltr http}) per mode or variant (L{SHARE_PATHS}):
     C{e2ee} and C{inspect} publish nginx's plain port, C{passthrough} its
     TLS port.
 
@@ -63,12 +76,13 @@ class Shares:
         self.names = {mode: share_name(mode) for mode in modes}
         self.agents: dict[str, Proc] = {}
         self.urls: dict[str, str] = {}
-        for mode in modes:
+        for path in modes:
+            mode, options = VARIANTS.get(path, (path, INSPECTOR))
             port = nginx.tls_port if mode == "passthrough" else nginx.http_port
-            self.agents[mode] = procs.start(f"agent {mode}", nfltr_command(
-                "http", str(port), "--name", self.names[mode], "--mode", mode,
+            self.agents[path] = procs.start(f"agent {path}", nfltr_command(
+                "http", str(port), "--name", self.names[path], "--mode", mode,
                 "--relay", self.info["tls"], "--ca", self.info["ca"],
-                "--state-dir", str(tmp / f"agent-{mode}"),
+                "--state-dir", str(tmp / f"agent-{path}"), *options,
             ), env)
         for mode, agent in self.agents.items():
             self.urls[mode] = agent.wait_for(r"share (https://\S+)").group(1)

@@ -14,7 +14,10 @@ from a CA made here).  The paths, each driven by wrk:
   - C{tls}: nginx's TLS port directly (the honest baseline: a share adds
     TLS; for passthrough the only baseline);
   - C{e2ee}, C{inspect}, C{passthrough}: C{https://NAME.localhost:PORT/}
-    through the relay's TLS port.
+    through the relay's TLS port, each agent with its request inspector
+    on (C{nfltr http}'s default, on port 0 here);
+  - C{e2ee-bare}, C{inspect-bare} (only when named in C{--paths}): the
+    same modes with C{--inspect-ui none}, to measure the inspector's cost.
 
 wrk connects to 127.0.0.1 but sends the URL's host as the TLS server name
 and in C{Host} (its Lua script replaces C{wrk.resolve}: C{NAME.localhost}
@@ -76,7 +79,16 @@ from typing import Any
 
 from ._cli import add_noise, add_output, add_profile, add_quick, add_rounds
 from ._profile import Sampler, hot_spots, hot_spots_markdown
-from ._shares_stack import FILES, MODES, SHARE_DOMAIN, Nginx, Shares, fetch, tls_parameters
+from ._shares_stack import (
+    FILES,
+    MODES,
+    SHARE_DOMAIN,
+    SHARE_PATHS,
+    Nginx,
+    Shares,
+    fetch,
+    tls_parameters,
+)
 from ._stack import Processes, children_cpu, group_cpu, run_bounded, tool_versions, tree_state
 from ._system import ROOT, BenchError, environment, loadavg, process_cpu, self_cpu, system_cpu
 from .tunnel import _COMPLAINT, WRK_DONE, _busy, _num, _spread
@@ -84,7 +96,7 @@ from .tunnel import _COMPLAINT, WRK_DONE, _busy, _num, _spread
 DEFAULT_JSON = ROOT / "docs" / "benchmarks" / "shares.json"
 DOC = ROOT / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- shares:begin (python -m bench.shares --update-doc) -->", "<!-- shares:end -->"
-PATHS = ("http", "tls", *MODES)
+PATHS = ("http", "tls", *SHARE_PATHS)
 BASELINES = ("http", "tls")
 DIRECT_NAME = "direct"  # the host name wrk sends to nginx directly over plain HTTP
 ROLES = ("relay", "agent")
@@ -190,9 +202,10 @@ class Bench:
         self.nginx = Nginx(
             self.tmp, self.procs, self.args.nginx_workers, [share_host("passthrough")]
         )
-        self.shares = Shares(self.tmp, self.procs, self.nginx, relay_args(self.args))
+        wanted = tuple(p for p in SHARE_PATHS if p in MODES or p in self.args.path_list)
+        self.shares = Shares(self.tmp, self.procs, self.nginx, relay_args(self.args), wanted)
         found: dict[str, Any] = {"urls": self.shares.urls, "tls": {}}
-        for path in PATHS:
+        for path in ("http", "tls", *wanted):
             port, host, ca = self.endpoint(path)
             for size in FILES:
                 status, body = fetch(port, FILES[size][0], host, ca)
@@ -255,7 +268,7 @@ class Bench:
         every other process of ours as C{idle-N}.
         """
         roles: dict[str, int] = {"nginx": self.nginx.proc.pid}
-        if path in MODES:
+        if path in SHARE_PATHS:
             roles["relay"] = self.shares.relay.pid
             roles["agent"] = self.shares.agents[path].pid
         taken = set(roles.values())
@@ -342,7 +355,7 @@ class Bench:
         }
         per_role = {role: cpu.get(role) for role in (*ROLES, "nginx")}
         per_role["wrk"] = loadgen
-        if path in MODES:
+        if path in SHARE_PATHS:
             per_role["nfltr"] = sum(cpu[role] for role in ROLES)
         for role, value in per_role.items():
             if value is None:
@@ -429,7 +442,7 @@ def warm_up(bench: Bench, workloads: list[Workload], paths: list[str]) -> list[d
     runs = []
     for workload in workloads:
         for path in paths:
-            if path in MODES:
+            if path in SHARE_PATHS:
                 record = bench.run_once(workload, path, bench.args.warmup)
                 bench.log(f"warm-up {describe(record)}")
                 runs.append(record)

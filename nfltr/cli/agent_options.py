@@ -164,7 +164,8 @@ HTTP_OPTIONS: tuple[Option, ...] = (
     Option(
         "inspect-ui", "ADDR",
         "the request inspector's page, kept on this machine: HOST:PORT or PORT (default "
-        "127.0.0.1:4040), or none; off loopback it needs a token (written to a file in the state directory)",
+        "127.0.0.1:4040), or none; off loopback it needs a token (written to a file in the "
+        "state directory)",
     ),
     Option(
         "plain-http", "BOOL",
