@@ -526,7 +526,8 @@ def summarize(
 
 LABELS = {
     "http": "direct HTTP", "tls": "direct TLS", "e2ee": "e2ee share", "inspect": "inspect share",
-    "passthrough": "passthrough share",
+    "passthrough": "passthrough share", "e2ee-bare": "e2ee share, no inspector",
+    "inspect-bare": "inspect share, no inspector",
 }
 
 
