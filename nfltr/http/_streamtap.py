@@ -5,7 +5,8 @@ path (L{nfltr.http._stream}): L{StreamTap} keeps one capture per request
 awaiting its response, in the order of the stream path's own, and tells
 each what passes.  The stream path copies bytes as they came, so the bodies
 a capture is told of are as they went: a chunked body with its chunk
-lines.  L{NoTap} does nothing, for a proxy nobody inspects.
+lines.  Header names go as they came (the tap lowercases what it keeps).
+L{NoTap} does nothing, for a proxy nobody inspects.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ class StreamTap(NoTap):
         A request head was read: it awaits its response (or L{refused}).
         """
         self._captures.append(self._tap.opened(head.method, head.target,
-                                               _lowered(head.headers), visitor))
+                                               head.headers, visitor))
 
     def refused(self, status: int, headers: Sequence[tuple[bytes, bytes]]) -> None:
         """
@@ -86,7 +87,7 @@ class StreamTap(NoTap):
         """
         capture = self._captures.pop()
         if capture is not None:
-            capture.response(status, _lowered(headers))
+            capture.response(status, headers)
             capture.ended(COMPLETE)
 
     def requestBody(self, data: bytes) -> None:
@@ -103,7 +104,7 @@ class StreamTap(NoTap):
         """
         capture = self._captures[0] if self._captures else None
         if capture is not None:
-            capture.response(status, _lowered(headers))
+            capture.response(status, headers)
 
     def responseBody(self, data: bytes) -> None:
         """
@@ -137,10 +138,3 @@ class StreamTap(NoTap):
         while self._captures:
             self.ended(ABORTED)
 
-
-def _lowered(headers: Sequence[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-    """
-    Header names in lowercase, as h11 gives them to the full path's tap (the
-    inspector finds the secrets it redacts by those names).
-    """
-    return [(name.lower(), value) for name, value in headers]

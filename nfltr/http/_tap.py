@@ -16,6 +16,8 @@ it must bound it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from zope.interface import Interface
 
 
@@ -29,7 +31,7 @@ class ICapture(Interface):
         A piece of the request's body, as the visitor sent it.
         """
 
-    def response(status: int, headers: list[tuple[bytes, bytes]]) -> None:
+    def response(status: int, headers: Sequence[tuple[bytes, bytes]]) -> None:
         """
         The head of the response that went to the visitor.
         """

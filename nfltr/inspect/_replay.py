@@ -104,8 +104,8 @@ async def replay(
     @param host: the C{Host} to send (L{None}: the request's own).
     """
     method, target, headers, body = edited(record, edits)
-    original = next((v for n, v in record.headers if n.lower() == "host"), None)
-    hostValue = host if host is not None else (original or f"127.0.0.1:{port}").encode()
+    original = next((v for n, v in record.rawHeaders if n.lower() == b"host"), None)
+    hostValue = host if host is not None else (original or f"127.0.0.1:{port}".encode())
     raw = [(n.encode("latin-1"), v.encode("latin-1")) for n, v in headers]
     new = ring.record(method, target, [(b"host", hostValue), *raw], "replay", replay=True)
     new.body.add(body, ring.bodyCap)
@@ -124,9 +124,8 @@ async def replay(
         return new
     new.status = response.code
     new.firstByte = ring.clock() - new.started
-    new.responseHeaders = [
-        (name.decode("latin-1"), (REDACTION if name.lower() in ring.secret else value)
-         .decode("latin-1"))
+    new.rawResponseHeaders = [
+        (name, REDACTION if name.lower() in ring.secret else value)
         for name, values in response.headers.getAllRawHeaders() for value in values
     ]
     done: Deferred[None] = Deferred()

@@ -15,8 +15,9 @@ added back in its edits.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from zope.interface import implementer
@@ -58,15 +59,21 @@ class Body:
                 "truncated": self.size > len(self.kept)}
 
 
-@dataclass
+@dataclass(slots=True)
 class Exchange:
     """
     One request and its response, as kept.
+
+    Headers are kept as they came (names in lowercase, secret values
+    already replaced) and decoded only when read: a request costs the tap
+    no more than it must (L{headers}, L{responseHeaders}).
 
     @ivar started: when its head came (wall clock, seconds).
     @ivar took: seconds from its head to the response's head, and to its end.
     @ivar outcome: L{None} while in flight; then C{complete}, C{aborted}
         or C{switched}.
+    @ivar frames: the last WebSocket frames after a switch (L{None} until
+        the first).
     """
 
     ident: int
@@ -74,17 +81,41 @@ class Exchange:
     visitor: str | None
     method: str
     target: str
-    headers: list[tuple[str, str]]
+    rawHeaders: list[tuple[bytes, bytes]]
     body: Body = field(default_factory=Body)
     status: int | None = None
-    responseHeaders: list[tuple[str, str]] = field(default_factory=list)
+    rawResponseHeaders: list[tuple[bytes, bytes]] = field(default_factory=list)
     responseBody: Body = field(default_factory=Body)
     firstByte: float | None = None
     took: float | None = None
     outcome: str | None = None
     replay: bool = False
-    frames: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=MAX_FRAMES))
-    frameCount: dict[str, int] = field(default_factory=lambda: {"visitor": 0, "service": 0})
+    frames: deque[dict[str, Any]] | None = None
+    frameCount: dict[str, int] | None = None
+
+    @property
+    def headers(self) -> list[tuple[str, str]]:
+        """
+        The request's headers, as text.
+        """
+        return _text(self.rawHeaders)
+
+    @property
+    def responseHeaders(self) -> list[tuple[str, str]]:
+        """
+        The response's headers, as text.
+        """
+        return _text(self.rawResponseHeaders)
+
+    def frame(self, side: str, opcode: str, size: int, at: float) -> None:
+        """
+        Count and list one WebSocket frame from C{side}.
+        """
+        if self.frames is None or self.frameCount is None:
+            self.frames = deque(maxlen=MAX_FRAMES)
+            self.frameCount = {"visitor": 0, "service": 0}
+        self.frameCount[side] += 1
+        self.frames.append({"from": side, "opcode": opcode, "size": size, "at": at})
 
     def summary(self) -> dict[str, Any]:
         """
@@ -104,7 +135,8 @@ class Exchange:
                 "headers": [list(h) for h in self.headers], "body": self.body.json(),
                 "response_headers": [list(h) for h in self.responseHeaders],
                 "response_body": self.responseBody.json(),
-                "frames": list(self.frames), "frame_count": dict(self.frameCount)}
+                "frames": list(self.frames or ()),
+                "frame_count": dict(self.frameCount or {"visitor": 0, "service": 0})}
 
     def matches(self, query: str) -> bool:
         """
@@ -115,17 +147,20 @@ class Exchange:
         return query in text
 
 
+def _text(headers: list[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
+    return [(name.decode("latin-1"), value.decode("latin-1")) for name, value in headers]
+
+
 def kept_headers(headers: Iterable[tuple[bytes, bytes]], secret: frozenset[bytes]
-                 ) -> list[tuple[str, str]]:
+                 ) -> list[tuple[bytes, bytes]]:
     """
-    Headers as kept: at most L{MAX_HEADERS}, secret values redacted.
+    Headers as kept: at most L{MAX_HEADERS}, names in lowercase, secret
+    values redacted.
     """
-    out = []
-    for name, value in list(headers)[:MAX_HEADERS]:
-        lower = name.lower()
-        shown = REDACTION if lower in secret else value
-        out.append((name.decode("latin-1"), shown.decode("latin-1")))
-    return out
+    lowered = [(name.lower(), value) for name, value in islice(headers, MAX_HEADERS)]
+    if secret.isdisjoint([name for name, _ in lowered]):
+        return lowered
+    return [(name, REDACTION if name in secret else value) for name, value in lowered]
 
 
 @implementer(ICapture)
@@ -138,10 +173,10 @@ class _Capture:
     def requestBody(self, data: bytes) -> None:
         self.record.body.add(data, self.ring.bodyCap)
 
-    def response(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+    def response(self, status: int, headers: Sequence[tuple[bytes, bytes]]) -> None:
         record = self.record
         record.status = status
-        record.responseHeaders = kept_headers(headers, self.ring.secret)
+        record.rawResponseHeaders = kept_headers(headers, self.ring.secret)
         record.firstByte = self.ring.clock() - record.started
 
     def responseBody(self, data: bytes) -> None:
@@ -159,9 +194,7 @@ class _Capture:
         heads = self.heads.setdefault(side, FrameHeads())
         record = self.record
         for opcode, size in heads.feed(data):
-            record.frameCount[side] += 1
-            record.frames.append({"from": side, "opcode": opcode, "size": size,
-                                  "at": self.ring.clock() - record.started})
+            record.frame(side, opcode, size, self.ring.clock() - record.started)
 
 
 @implementer(IExchangeTap)
@@ -183,7 +216,7 @@ class Ring:
         self._next = 1
 
     def opened(
-        self, method: bytes, target: bytes, headers: list[tuple[bytes, bytes]],
+        self, method: bytes, target: bytes, headers: Sequence[tuple[bytes, bytes]],
         visitor: str | None,
     ) -> _Capture:
         """
@@ -191,7 +224,7 @@ class Ring:
         """
         return _Capture(self, self.record(method, target, headers, visitor))
 
-    def record(self, method: bytes, target: bytes, headers: list[tuple[bytes, bytes]],
+    def record(self, method: bytes, target: bytes, headers: Sequence[tuple[bytes, bytes]],
                visitor: str | None, replay: bool = False) -> Exchange:
         """
         Keep a new exchange (the oldest goes when the ring is full).
