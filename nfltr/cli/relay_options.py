@@ -39,6 +39,7 @@ from nfltr.relay.cluster.config import (
 )
 from nfltr.relay.config import (
     DEFAULT_ADMIN,
+    DEFAULT_API_LIMITS,
     DEFAULT_BACKLOG,
     DEFAULT_DRAIN_TIMEOUT,
     DEFAULT_HANDSHAKE_TIMEOUT,
@@ -50,6 +51,7 @@ from nfltr.relay.config import (
     DEFAULT_SHARE_DOMAIN,
     DEFAULT_TLS,
     MAX_BACKLOG,
+    ApiLimits,
     RelayConfig,
     default_data_dir,
 )
@@ -242,6 +244,8 @@ _portRanges = _reading(parse_port_ranges, PortRangeError)
 
 
 _count = partial(limit, none=False)
+#: The longest interval the API's limits accept (seconds).
+MAX_API_INTERVAL = 3600.0
 
 
 def _size(value: object, option: str) -> int | None:
@@ -372,6 +376,24 @@ RELAY_OPTIONS: tuple[Option, ...] = (
     Option("key", None, "The private key (PEM) of --cert."),
     Option("admin", None, "Endpoint of the admin HTTP listener (/healthz).", DEFAULT_ADMIN,
            parse=check_endpoint),
+    Option("admin-failure-burst", None,
+           "Failed authentications (admin tokens, dashboard logins) one source address may "
+           "make at once on the admin listener ...", str(DEFAULT_API_LIMITS.failure_burst),
+           parse=_count),
+    Option("admin-failure-interval", None,
+           "... and then one every this many seconds; more get 429.",
+           str(DEFAULT_API_LIMITS.failure_interval),
+           parse=partial(seconds, limit=MAX_API_INTERVAL)),
+    Option("dashboard-sessions", None,
+           "Dashboard logins held at once (the oldest ended first).",
+           str(DEFAULT_API_LIMITS.sessions), parse=_count),
+    Option("dashboard-streams", None,
+           "Live-update streams (dashboards open in browsers) at once; more get 503.",
+           str(DEFAULT_API_LIMITS.streams), parse=_count),
+    Option("dashboard-interval", None,
+           "Seconds between the dashboard's live updates (each one is a snapshot of every "
+           "agent, share and session).", str(DEFAULT_API_LIMITS.interval),
+           parse=partial(seconds, limit=MAX_API_INTERVAL)),
     Option("http", None,
            "Endpoint of the HTTP port, which redirects every request to HTTPS (none: no HTTP "
            "port).", DEFAULT_HTTP, parse=_endpointOrNone),
@@ -515,6 +537,12 @@ def relay_config(values: Mapping[str, Any]) -> RelayConfig:
         public_ports_interface=values["public-ports-interface"],
         proxy_from=values["proxy-protocol-from"],
         onion=onion_config(values),
+        api=ApiLimits(
+            failure_burst=values["admin-failure-burst"],
+            failure_interval=values["admin-failure-interval"],
+            sessions=values["dashboard-sessions"], streams=values["dashboard-streams"],
+            interval=values["dashboard-interval"],
+        ),
     )
 
 

@@ -85,6 +85,34 @@ def state_file_path(data_dir: str | os.PathLike[str]) -> Path:
 
 
 @dataclass(frozen=True)
+class ApiLimits:
+    """
+    The limits of the admin listener's API and dashboard
+    (L{nfltr.relay.api}), each an option of C{nfltr relay}.
+
+    @ivar failure_burst: failed authentications one source may make at
+        once (C{--admin-failure-burst}) ...
+    @ivar failure_interval: ... and then one every this many seconds
+        (C{--admin-failure-interval}).
+    @ivar sessions: dashboard sessions held at once, the oldest ended first
+        (C{--dashboard-sessions}).
+    @ivar streams: live-update streams open at once; more get 503
+        (C{--dashboard-streams}).
+    @ivar interval: seconds between live updates (C{--dashboard-interval}).
+    """
+
+    failure_burst: int = 10
+    failure_interval: float = 6.0
+    sessions: int = 256
+    streams: int = 16
+    interval: float = 1.0
+
+
+#: The API's limits unless options say otherwise.
+DEFAULT_API_LIMITS = ApiLimits()
+
+
+@dataclass(frozen=True)
 class RelayConfig:
     """
     What one relay process runs with.
@@ -150,6 +178,7 @@ class RelayConfig:
         (C{--replica-listen}, L{nfltr.relay.cluster}); L{None}: a relay of
         its own.
     @ivar onion: its onion service (C{--onion}, L{nfltr.relay.onion}); L{None}: none.
+    @ivar api: the limits of its API and dashboard.
     """
 
     data_dir: Path
@@ -181,3 +210,4 @@ class RelayConfig:
     public_ports_interface: str = DEFAULT_PUBLIC_PORTS_INTERFACE
     proxy_from: tuple[Network, ...] = ()
     onion: OnionConfig | None = None
+    api: ApiLimits = DEFAULT_API_LIMITS

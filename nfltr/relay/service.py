@@ -400,7 +400,7 @@ class RelayService(Service):
         view = RelayView(lambda: self.relay, lambda: self.shares, reactor,
                          lambda: reactor.callLater(0, reactor.stop), ready, __version__)
         assert self.relay is not None
-        api, children = api_resources(view, self.relay.store, reactor)
+        api, children = api_resources(view, self.relay.store, reactor, self.config.api)
         self._api = api
         return children
 

@@ -15,7 +15,7 @@ from twisted.scripts.twistd import ServerOptions
 from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr.cli.relay import buildService
-from nfltr.relay.config import database_path, default_data_dir, state_file_path
+from nfltr.relay.config import ApiLimits, database_path, default_data_dir, state_file_path
 from nfltr.relay.service import RelayService
 from nfltr.relay_tap import Options
 
@@ -216,6 +216,25 @@ class LimitAndCertificateOptionTests(SynchronousTestCase):
                               ("--max-agents", "many"), ("--per-source-burst", "none"),
                               ("--public-port", "70000"), ("--lease-time", "-5")):
             error = self.assertRaises(usage.UsageError, parse, option, value)
+            self.assertIn(option, str(error))
+
+    def test_apiLimits(self) -> None:
+        """
+        The API's and dashboard's limits have their defaults, take values,
+        and refuse zero or junk naming the option (the API built with them:
+        L{tests.relay.api.test_events}).
+        """
+        config = parse().config
+        assert config is not None
+        self.assertEqual(config.api, ApiLimits(10, 6.0, 256, 16, 1.0))
+        config = parse("--admin-failure-burst", "3", "--admin-failure-interval", "30",
+                       "--dashboard-sessions", "8", "--dashboard-streams", "2",
+                       "--dashboard-interval", "5").config
+        assert config is not None
+        self.assertEqual(config.api, ApiLimits(3, 30.0, 8, 2, 5.0))
+        for option in ("--admin-failure-burst", "--dashboard-streams", "--dashboard-interval",
+                       "--admin-failure-interval", "--dashboard-sessions"):
+            error = self.assertRaises(usage.UsageError, parse, option, "0")
             self.assertIn(option, str(error))
 
     def test_peerDrainTimeout(self) -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 from twisted.internet.interfaces import IReactorTime
 from twisted.web import resource
 
+from nfltr.relay.config import DEFAULT_API_LIMITS, ApiLimits
 from nfltr.store import IStore
 
 from ._dashboard import Dashboard
@@ -38,12 +39,12 @@ __all__ = ["ROUTES", "AdminApi", "RelayView", "Route", "api_resources"]
 
 
 def api_resources(
-    view: RelayView, store: IStore, clock: IReactorTime,
+    view: RelayView, store: IStore, clock: IReactorTime, limits: ApiLimits = DEFAULT_API_LIMITS,
 ) -> tuple[AdminApi, dict[bytes, resource.Resource]]:
     """
     The API's state, and the admin site's children it serves: C{api} and
-    C{dashboard}.
+    C{dashboard}, within C{limits}.
     """
-    api = AdminApi(view, store, clock)
-    api.events = EventStreams(view, api.sessions, clock)
+    api = AdminApi(view, store, clock, limits=limits)
+    api.events = EventStreams(view, api.sessions, clock, limits.interval, limits.streams)
     return api, {b"api": ApiResource(api), b"dashboard": Dashboard(api)}

@@ -34,18 +34,19 @@ from typing import Any
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
+from nfltr.relay.config import ApiLimits
 from nfltr.store import AdminTokenInfo
 
 #: Failed authentications one source may make at once ...
-FAILURE_BURST = 10
+FAILURE_BURST = ApiLimits.failure_burst
 #: ... and then one every this many seconds.
-FAILURE_INTERVAL = 6.0
+FAILURE_INTERVAL = ApiLimits.failure_interval
 #: Sources whose failures are remembered (the oldest forgotten first).
 MAX_FAILING_SOURCES = 4096
 #: Seconds a dashboard session lasts.
 SESSION_LIFETIME = 8 * 3600.0
 #: Sessions held at once (the oldest ended first).
-MAX_SESSIONS = 256
+MAX_SESSIONS = ApiLimits.sessions
 #: Seconds after which a session's token is looked up again (revoked elsewhere?).
 SESSION_RECHECK = 30.0
 SESSION_COOKIE = b"nfltr_session"

@@ -22,13 +22,15 @@ from twisted.internet.task import LoopingCall
 from twisted.web.server import Request
 from zope.interface import implementer
 
+from nfltr.relay.config import ApiLimits
+
 from ._auth import Principal, Sessions
 from ._view import RelayView
 
 #: Seconds between snapshots.
-EVENT_INTERVAL = 1.0
+EVENT_INTERVAL = ApiLimits.interval
 #: Streams open at once.
-MAX_STREAMS = 16
+MAX_STREAMS = ApiLimits.streams
 #: What a client waits before reconnecting, in milliseconds (the C{retry} field).
 RETRY_MS = 2000
 

@@ -23,6 +23,7 @@ from twisted.python.failure import Failure
 from twisted.web import resource
 from twisted.web.server import NOT_DONE_YET, Request
 
+from nfltr.relay.config import DEFAULT_API_LIMITS, ApiLimits
 from nfltr.store import IAdminTokens, IStore, StoreError
 
 from ._auth import (
@@ -91,15 +92,16 @@ class AdminApi:
 
     def __init__(
         self, view: RelayView, store: IStore, clock: IReactorTime,
-        routes: Sequence[Route] = ROUTES,
+        routes: Sequence[Route] = ROUTES, limits: ApiLimits = DEFAULT_API_LIMITS,
     ) -> None:
         self.view = view
         self.store = store
         self.tokens = IAdminTokens(store)
         self.clock = clock
         self.routes = routes
-        self.sessions = Sessions(clock)
-        self.limiter = FailureLimiter(clock)
+        self.limits = limits
+        self.sessions = Sessions(clock, maxSessions=limits.sessions)
+        self.limiter = FailureLimiter(clock, limits.failure_burst, limits.failure_interval)
         self.events: Any = None
 
     async def authenticate(self, request: Request) -> Principal:

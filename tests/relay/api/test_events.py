@@ -111,3 +111,29 @@ class EventTests(SynchronousTestCase):
         self.f.harness.clock.advance(EVENT_INTERVAL)
         self.assertEqual(self.f.api.events.streams, [])
         self.assertEqual(parse(transport.value()).status, 200)
+
+
+class LimitsTests(SynchronousTestCase):
+    """
+    The API is built with the relay's L{ApiLimits} (C{--dashboard-...},
+    C{--admin-failure-...}).
+    """
+
+    def test_applied(self) -> None:
+        """
+        Each limit reaches the part it bounds.
+        """
+        from twisted.internet.task import Clock
+
+        from nfltr.relay.api import RelayView, api_resources
+        from nfltr.relay.config import ApiLimits
+        from nfltr.store import SQLiteStoreCore
+
+        from .helpers import ImmediateStore
+
+        clock = Clock()
+        view = RelayView(lambda: None, lambda: None, clock, lambda: None, lambda: True, "x")
+        store = ImmediateStore(SQLiteStoreCore(Path(self.mktemp())))
+        api, _ = api_resources(view, store, clock, ApiLimits(3, 30.0, 8, 2, 5.0))
+        self.assertEqual((api.limiter.burst, api.limiter.interval, api.sessions.maxSessions,
+                          api.events.maxStreams, api.events.interval), (3, 30.0, 8, 2, 5.0))
