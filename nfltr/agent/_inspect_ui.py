@@ -30,6 +30,37 @@ from ._settings import ConfigError, parse_address
 #: Where the inspector listens unless told otherwise.
 DEFAULT_INSPECT_UI = "127.0.0.1:4040"
 OFF = "none"
+#: Requests the inspector keeps (C{--inspect-requests}), default and most.
+DEFAULT_INSPECT_REQUESTS = 100
+MAX_INSPECT_REQUESTS = 10_000
+#: Bytes of each body it keeps (C{--inspect-body}), default and most: with
+#: the most of both, at most 2 x 10,000 x 1 MiB of bodies.
+DEFAULT_INSPECT_BODY = 16 * 1024
+MAX_INSPECT_BODY = 1 << 20
+_UNITS = {"": 1, "k": 1024, "m": 1 << 20}
+
+
+def parse_inspect_keep(requests: str | None, body: str | None) -> tuple[int, int]:
+    """
+    Read C{--inspect-requests} (a count) and C{--inspect-body} (bytes, C{K}
+    or C{M} allowed, 0 for none), each within its most.
+
+    @raise ConfigError: naming the option.
+    """
+    count = DEFAULT_INSPECT_REQUESTS if requests is None else _number(requests)
+    if not 1 <= count <= MAX_INSPECT_REQUESTS:
+        raise ConfigError(f"--inspect-requests {requests}: give 1 to {MAX_INSPECT_REQUESTS}")
+    text = str(DEFAULT_INSPECT_BODY if body is None else body).strip().lower()
+    unit = text[-1:] if text[-1:] in ("k", "m") else ""
+    size = _number(text[: len(text) - len(unit)]) * _UNITS[unit]
+    if not 0 <= size <= MAX_INSPECT_BODY:
+        raise ConfigError(f"--inspect-body {body}: give bytes (K or M allowed), 0 to 1M")
+    return count, size
+
+
+def _number(text: object) -> int:
+    value = str(text).strip()
+    return int(value) if value.isascii() and value.isdigit() else -1
 
 
 def parse_inspect_ui(text: str | None) -> tuple[str, int] | None:
@@ -67,7 +98,9 @@ class InspectUI:
         self.bind = bind
         self.stateDir = stateDir
         option = server.option
-        self.ring = Ring(reactor.seconds, secretHeaders=[n for n, _ in option.policy.headers])
+        size, bodyCap = option.inspect_keep
+        self.ring = Ring(reactor.seconds, size, bodyCap,
+                         secretHeaders=[n for n, _ in option.policy.headers])
         note = PASSTHROUGH_NOTE if option.mode == PASSTHROUGH else None
         self.inspector = Inspector(reactor, self.ring, option.port, option.host(), option.mode,
                                    note)
@@ -134,4 +167,7 @@ class InspectUI:
         return d
 
 
-__all__ = ["DEFAULT_INSPECT_UI", "OFF", "ConfigError", "InspectUI", "parse_inspect_ui"]
+__all__ = [
+    "DEFAULT_INSPECT_UI", "OFF", "ConfigError", "InspectUI", "parse_inspect_keep",
+    "parse_inspect_ui",
+]

@@ -32,7 +32,7 @@ from nfltr.wire.policy import (
 )
 
 from ._expiry import parse_idle_expiry
-from ._inspect_ui import parse_inspect_ui
+from ._inspect_ui import parse_inspect_keep, parse_inspect_ui
 from ._names import default_state_dir
 from ._proxy import proxy_version
 from ._secrets import BASIC_AUTH_ENV, BEARER_ENV, secret_lines, sourced_secret
@@ -174,7 +174,9 @@ def http_option(port: str | int, values: Mapping[str, Any],
     idle = values.get("idle-expiry")
     if idle is not None:
         option = replace(option, idle_expiry=parse_idle_expiry(idle))
-    option = replace(option, inspect_ui=parse_inspect_ui(values.get("inspect-ui")))
+    option = replace(option, inspect_ui=parse_inspect_ui(values.get("inspect-ui")),
+                     inspect_keep=parse_inspect_keep(values.get("inspect-requests"),
+                                                     values.get("inspect-body")))
     return check_policy(option, policy)
 
 

@@ -98,6 +98,8 @@ class HttpOption:
     proxy_protocol: str | None = None
     #: Where the request inspector listens (L{nfltr.agent._inspect_ui}); L{None}: off.
     inspect_ui: tuple[str, int] | None = None
+    #: What it keeps: requests, and bytes of each body (L{nfltr.agent._inspect_ui}).
+    inspect_keep: tuple[int, int] = (100, 16 * 1024)
     name: str | None = None
 
     def host(self) -> bytes | None:

@@ -168,6 +168,16 @@ HTTP_OPTIONS: tuple[Option, ...] = (
         "state directory)",
     ),
     Option(
+        "inspect-requests", "N",
+        "how many requests the inspector keeps, the oldest dropped first (default 100, at "
+        "most 10000)",
+    ),
+    Option(
+        "inspect-body", "BYTES",
+        "how much of each request and response body the inspector keeps, the rest counted "
+        "(default 16K; K or M allowed, at most 1M; 0: none)",
+    ),
+    Option(
         "plain-http", "BOOL",
         "true: also serve the share in plain HTTP on the relay's HTTP port (the relay then "
         "reads that traffic); default false: the HTTP port redirects to HTTPS",

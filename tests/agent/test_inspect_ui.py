@@ -12,7 +12,7 @@ from pathlib import Path
 from twisted.internet import reactor, threads
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
-from nfltr.agent._inspect_ui import InspectUI, parse_inspect_ui
+from nfltr.agent._inspect_ui import InspectUI, parse_inspect_keep, parse_inspect_ui
 from nfltr.agent._settings import ConfigError
 from nfltr.agent._shares import HttpOption, ShareServer
 from nfltr.wire.messages import E2EE, PASSTHROUGH
@@ -35,6 +35,37 @@ class ParseTests(SynchronousTestCase):
         with self.assertRaises(ConfigError) as caught:
             parse_inspect_ui("x:y")
         self.assertIn("--inspect-ui", str(caught.exception))
+
+
+    def test_keep(self) -> None:
+        """
+        C{--inspect-requests} and C{--inspect-body}: defaults 100 and 16 KiB,
+        units K and M, 0 bytes allowed; out of range or junk is an error
+        naming the option.
+        """
+        self.assertEqual(parse_inspect_keep(None, None), (100, 16384))
+        self.assertEqual(parse_inspect_keep("5", "1K"), (5, 1024))
+        self.assertEqual(parse_inspect_keep("10000", "1m"), (10000, 1 << 20))
+        self.assertEqual(parse_inspect_keep("1", "0"), (1, 0))
+        for requests, body, option in (("0", None, "--inspect-requests"),
+                                       ("10001", None, "--inspect-requests"),
+                                       ("x", None, "--inspect-requests"),
+                                       (None, "2M", "--inspect-body"),
+                                       (None, "-1", "--inspect-body"),
+                                       (None, "", "--inspect-body"),
+                                       (None, "K", "--inspect-body")):
+            with self.assertRaises(ConfigError) as caught:
+                parse_inspect_keep(requests, body)
+            self.assertIn(option, str(caught.exception))
+
+    def test_options(self) -> None:
+        """
+        The agent's options carry them to its share.
+        """
+        from nfltr.agent._options import http_option
+
+        option = http_option(3000, {"inspect-requests": "7", "inspect-body": "2K"}, {})
+        self.assertEqual(option.inspect_keep, (7, 2048))
 
 
 class ListenTests(TestCase):
@@ -61,6 +92,15 @@ class ListenTests(TestCase):
         answer = await threads.deferToThread(lambda: urllib.request.urlopen(url, timeout=10).read())
         self.assertEqual(json.loads(answer)["requests"], [])
         await ui.stop()
+
+    async def test_keepsWhatItIsTold(self) -> None:
+        """
+        Its ring holds as many requests and body bytes as the share says.
+        """
+        option = HttpOption(3000, E2EE, inspect_keep=(7, 2048))
+        ui = InspectUI(reactor, ShareServer("blog", option, object(), reactor, None),
+                       ("127.0.0.1", 0))
+        self.assertEqual((ui.ring.exchanges.maxlen, ui.ring.bodyCap), (7, 2048))
 
     async def test_passthroughSaysWhy(self) -> None:
         """
