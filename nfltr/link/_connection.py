@@ -142,6 +142,14 @@ class LinkConnection(Receiver):
         """
         return len(self._sessions)
 
+    def session_bytes(self, sid: int) -> tuple[int, int]:
+        """
+        The payload bytes session C{sid} sent and received so far ((0, 0)
+        once it is gone), for listings.
+        """
+        s = self._sessions.get(sid)
+        return (0, 0) if s is None else (s.sent, s.received)
+
     def can_open(self) -> bool:
         """
         Whether L{open_session} would succeed now.
@@ -316,6 +324,7 @@ class LinkConnection(Receiver):
         room = min(MAX_PAYLOAD - 2 - len(raw), s.send_credit, self._send_conn_credit)
         first = first_bytes[: max(room, 0)] if not self._holding else b""
         s.send_credit -= len(first)
+        s.sent += len(first)
         self._send_conn_credit -= len(first)
         self._out.append(encode_open(sid, raw, first))
         if len(first) < len(first_bytes):
@@ -358,6 +367,7 @@ class LinkConnection(Receiver):
                 and n and not s.pending and not self._holding:
             # Within the credit and nothing queued before: one frame now.
             s.send_credit -= n
+            s.sent += n
             self._send_conn_credit -= n
             self._out += (pack_header(_DATA, 0, sid, n), data)
             return s.over_high

@@ -110,6 +110,7 @@ class Receiver(Sender):
             self._release_conn(len(first))
             return
         s = SessionState(sid, False, self._peer_window, self.config.session_window - len(first))
+        s.received = len(first)
         self._sessions[sid] = s
         self._peer_open += 1
         events.append(SessionOpened(sid, target, bytes(first)))
@@ -142,6 +143,7 @@ class Receiver(Sender):
             self._refuse_data(frame, s, events)
             return
         s.recv_credit -= n
+        s.received += n
         events.append(tuple_new(DataReceived, (sid, payload)))
 
     def _refuse_data(self, frame: Frame, s: SessionState | None, events: list[Event]) -> None:

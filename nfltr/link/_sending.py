@@ -127,6 +127,7 @@ class Sender:
                 chunk = view[:n]
             out += (pack_header(_DATA, 0, s.session_id, n), chunk)
             s.send_credit -= n
+            s.sent += n
             self._send_conn_credit -= n
             s.pending_bytes -= n
             self._queued -= n

@@ -22,11 +22,14 @@ class SessionState:
         C{pending} is empty.
     @ivar over_high: C{pending_bytes} went over the high-water mark and no
         L{SessionWritable} has been reported since.
+    @ivar sent: payload bytes this side sent in DATA (and OPEN) frames.
+    @ivar received: payload bytes it accepted from the peer.
     """
 
     __slots__ = (
         "session_id", "local", "send_credit", "recv_credit", "recv_ungranted", "pending",
-        "pending_bytes", "fin_queued", "fin_sent", "fin_received", "over_high",
+        "pending_bytes", "fin_queued", "fin_sent", "fin_received", "over_high", "sent",
+        "received",
     )
 
     def __init__(self, session_id: int, local: bool, send_credit: int, recv_credit: int) -> None:
@@ -41,3 +44,5 @@ class SessionState:
         self.fin_sent = False
         self.fin_received = False
         self.over_high = False
+        self.sent = 0
+        self.received = 0

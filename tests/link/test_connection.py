@@ -1099,3 +1099,30 @@ class ActionTests(SynchronousTestCase):
         self.assertIsNone(pair.dialer.next_deadline())
         self.assertRaises(LocalProtocolError, pair.dialer.open_session, "c")
         self.assertRaises(LocalProtocolError, pair.dialer.send_control, {"type": "x"})
+
+
+class SessionBytesTests(SynchronousTestCase):
+    """
+    L{LinkConnection.session_bytes}: the payload each session carried, for
+    the relay's listings.
+    """
+
+    def test_counted(self) -> None:
+        """
+        Bytes of OPEN and DATA frames count, each way and per session;
+        bytes queued beyond the credit count once they leave; a session
+        that is gone reads (0, 0).
+        """
+        from nfltr.link import LinkConfig
+
+        pair = ConnectionPair(LinkConfig(session_window=1024)).establish()
+        sid = pair.dialer.open_session("svc", b"hello")
+        other = pair.dialer.open_session("svc")
+        pair.exchange()
+        pair.dialer.send_data(sid, b"x" * 2000)  # 1019 fit the window now
+        pair.listener.send_data(sid, b"y" * 7)
+        pair.exchange()
+        self.assertEqual(pair.dialer.session_bytes(sid), (1024, 7))
+        self.assertEqual(pair.listener.session_bytes(sid)[0], 7)
+        self.assertEqual(pair.dialer.session_bytes(other), (0, 0))
+        self.assertEqual(pair.dialer.session_bytes(99), (0, 0))

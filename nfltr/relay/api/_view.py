@@ -212,6 +212,8 @@ def _session(agent: str, account: str, role: str, session: Any, now: float) -> d
     target = str(session.target)
     kind, _, rest = target.partition(":")
     to, _, visitor = rest.partition("@")
+    sent, received = session.link.connection.session_bytes(session.sessionId)
     return {"agent": agent, "account": account, "link": role, "id": session.sessionId,
             "kind": kind, "to": f"{agent}:{to}", "from": visitor or None,
-            "age": max(0.0, now - session.openedAt)}
+            "age": max(0.0, now - session.openedAt), "bytes_to_agent": sent,
+            "bytes_from_agent": received}

@@ -184,7 +184,8 @@ class RouteTests(SynchronousTestCase):
     def test_sessions(self) -> None:
         """
         A session a client opens to an agent's port is listed: its agent,
-        link, kind, where it goes and its age; the count says all.
+        link, kind, where it goes, its age and the bytes it carried each
+        way; the count says all.
         """
         from nfltr.wire.messages import TcpShare, agent_hello, client_target
 
@@ -193,20 +194,27 @@ class RouteTests(SynchronousTestCase):
 
         harness = self.f.harness
         key = harness.store.addKey("00000000aaaa", "acme")
+        served: list[Recorder] = []
         harness.dial(agent_hello(key, "web", [TcpShare(3000)]),
-                     RecordingHandler(lambda s: Recorder()))
+                     RecordingHandler(lambda s: served.append(Recorder()) or served[-1]))
         self.assertEqual(self.get("/api/v1/sessions"), {"sessions": [], "total": 0})
         client = harness.client(key)
-        client.link.openSession(client_target("web", 3000), Recorder())
+        visitor = Recorder()
+        client.link.openSession(client_target("web", 3000), visitor)
+        harness.run()
+        visitor.transport.write(b"x" * 100)
+        served[0].transport.write(b"y" * 30)
         harness.run()
         harness.clock.advance(5)
         listing = self.get("/api/v1/sessions")
         self.assertEqual(listing["total"], 1)
         [session] = listing["sessions"]
         self.assertEqual(
-            {k: session[k] for k in ("agent", "account", "link", "kind", "to", "from", "age")},
+            {k: session[k] for k in ("agent", "account", "link", "kind", "to", "from", "age",
+                                     "bytes_to_agent", "bytes_from_agent")},
             {"agent": "web", "account": "acme", "link": "agent", "kind": "tcp",
-             "to": "web:3000", "from": None, "age": 5.0},
+             "to": "web:3000", "from": None, "age": 5.0, "bytes_to_agent": 100,
+             "bytes_from_agent": 30},
         )
 
     def test_kick(self) -> None:

@@ -115,6 +115,7 @@ function snapshot(data) {
   fill("sessions", data.sessions, (row, s) => {
     cell(row, s.agent); cell(row, s.link); cell(row, s.kind); cell(row, s.to); cell(row, s.from);
     cell(row, s.age.toFixed(0) + " s", "num");
+    cell(row, bytes(s.bytes_to_agent), "num"); cell(row, bytes(s.bytes_from_agent), "num");
   });
   fill("shares", data.shares, (row, s) => {
     cell(row, s.name); cell(row, s.account); cell(row, s.agent); cell(row, s.mode);
