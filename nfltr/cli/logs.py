@@ -16,19 +16,23 @@ them use:
 
 from __future__ import annotations
 
+import re
 import time
 from typing import IO, Any, cast
 
 from twisted.logger import (
     FilteringLogObserver,
+    ILogFilterPredicate,
     ILogObserver,
     InvalidLogLevelError,
     LegacyLogObserverWrapper,
     LogLevel,
     LogLevelFilterPredicate,
+    PredicateResult,
     eventAsText,
     globalLogBeginner,
 )
+from zope.interface import implementer
 
 #: What C{--log-level} takes, least first.
 LEVEL_NAMES = ("debug", "info", "warn", "error", "critical")
@@ -61,16 +65,39 @@ def verbosity(verbose: bool) -> LogLevel:
 QUIET_NAMESPACES = ("twisted.application.internet.ClientService",)
 
 
+#: Twisted's own lines for each listening port, which name Python classes
+#: ("SNIRouterFactory starting on 8443", "(TCP Port 8443 Closed)"): shown at
+#: debug only; each nfltr process says what it listens on in its own words.
+PORT_LINES = re.compile(r"\S+ starting on \d+|\(\w+ Port \d+ Closed\)")
+
+
 def at_level(observer: ILogObserver, level: LogLevel) -> ILogObserver:
     """
     C{observer}, given only the events at C{level} or above (and, from the
-    L{QUIET_NAMESPACES}, at debug or at warn and above).
+    L{QUIET_NAMESPACES} and for the L{PORT_LINES}, at debug or at warn and
+    above).
     """
     predicate = LogLevelFilterPredicate(defaultLogLevel=level)
     quiet = level if level == LogLevel.debug else max(level, LogLevel.warn)
     for namespace in QUIET_NAMESPACES:
         predicate.setLogLevelForNamespace(namespace, quiet)
-    return cast(ILogObserver, FilteringLogObserver(observer, [predicate]))
+    return cast(ILogObserver, FilteringLogObserver(observer, [predicate, _PortLines(level)]))
+
+
+@implementer(ILogFilterPredicate)
+class _PortLines:
+    """
+    Drops the L{PORT_LINES} unless the level is debug.
+    """
+
+    def __init__(self, level: LogLevel) -> None:
+        self.level = level
+
+    def __call__(self, event: dict[str, Any]) -> PredicateResult:
+        if (self.level > LogLevel.debug and event.get("log_namespace") == "log_legacy"
+                and PORT_LINES.fullmatch(str(event.get("log_text", "")))):
+            return PredicateResult.no
+        return PredicateResult.maybe
 
 
 def log_to(stream: IO[str], level: LogLevel) -> None:

@@ -9,7 +9,7 @@ import io
 from pathlib import Path
 from typing import Any
 
-from twisted.logger import LogLevel
+from twisted.logger import LogLevel, globalLogPublisher
 from twisted.scripts.twistd import ServerOptions
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -68,6 +68,30 @@ class LevelTests(SynchronousTestCase):
             observe = at_level(lambda e, seen=seen: seen.append(e["log_format"]), level)
             for said in (LogLevel.info, LogLevel.warn):
                 observe({**event(said, said.name), "log_namespace": retry})
+            self.assertEqual(seen, expected)
+
+
+    def test_portLines(self) -> None:
+        """
+        Twisted's lines for each listening port (class names, not words)
+        are shown at debug only; other legacy lines still pass.
+        """
+        from twisted.python import log
+
+        for level, expected in (
+            (LogLevel.info, ["other line"]),
+            (LogLevel.debug, ["SNIRouterFactory starting on 8443", "(TCP Port 8443 Closed)",
+                              "other line"]),
+        ):
+            seen: list[str] = []
+            observe = at_level(lambda e, seen=seen: seen.append(e["log_text"]), level)
+            globalLogPublisher.addObserver(observe)
+            try:
+                log.msg("SNIRouterFactory starting on 8443")
+                log.msg("(TCP Port 8443 Closed)")
+                log.msg("other line")
+            finally:
+                globalLogPublisher.removeObserver(observe)
             self.assertEqual(seen, expected)
 
 
