@@ -35,13 +35,16 @@ class Child:
     """
 
     def __init__(self, args: list[str], env: dict[str, str] | None = None, name: str = "",
-                 cwd: str | Path | None = None) -> None:
+                 cwd: str | Path | None = None, pass_fds: tuple[int, ...] = ()) -> None:
+        """
+        @param pass_fds: descriptors the child inherits (as C{subprocess}'s).
+        """
         self.args = args
         self.name = name or args[0]
         full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         self.popen = subprocess.Popen(
             args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            env=full_env, cwd=cwd, start_new_session=True,
+            env=full_env, cwd=cwd, start_new_session=True, pass_fds=pass_fds,
         )
         self.lines: list[str] = []
         self._queue: queue.Queue[str | None] = queue.Queue()
