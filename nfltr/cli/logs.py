@@ -68,7 +68,7 @@ QUIET_NAMESPACES = ("twisted.application.internet.ClientService",)
 #: Twisted's own lines for each listening port, which name Python classes
 #: ("SNIRouterFactory starting on 8443", "(TCP Port 8443 Closed)"): shown at
 #: debug only; each nfltr process says what it listens on in its own words.
-PORT_LINES = re.compile(r"\S+ starting on \d+|\(\w+ Port \d+ Closed\)")
+PORT_LINES = re.compile(r"\S+ starting on \S+|\(\w+ Port \S+ Closed\)")
 
 
 def at_level(observer: ILogObserver, level: LogLevel) -> ILogObserver:

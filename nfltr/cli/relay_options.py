@@ -308,6 +308,10 @@ RELAY_OPTIONS: tuple[Option, ...] = (
            "an onion service add --onion.", DEFAULT_TLS, parse=_tlsEndpoint),
     Option("revocation-poll", None, "Seconds between checks for revoked API keys.",
            DEFAULT_REVOCATION_POLL, parse=seconds),
+    Option("takeover", None,
+           "Replace the relay running on this --data-dir without refusing a connection: take "
+           "its listening sockets (TLS, HTTP, SSH ports; the listener options then name the "
+           "sockets it had), and it drains and stops.", kind=FLAG),
     Option("drain-timeout", None,
            "On SIGTERM or SIGINT: seconds sessions in flight may take to finish after every "
            "link got a GOAWAY; those still open then are reset (0: reset them at once).",
@@ -537,6 +541,7 @@ def relay_config(values: Mapping[str, Any]) -> RelayConfig:
         public_ports_interface=values["public-ports-interface"],
         proxy_from=values["proxy-protocol-from"],
         onion=onion_config(values),
+        takeover=bool(values["takeover"]),
         api=ApiLimits(
             failure_burst=values["admin-failure-burst"],
             failure_interval=values["admin-failure-interval"],

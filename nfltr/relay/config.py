@@ -179,6 +179,8 @@ class RelayConfig:
         its own.
     @ivar onion: its onion service (C{--onion}, L{nfltr.relay.onion}); L{None}: none.
     @ivar api: the limits of its API and dashboard.
+    @ivar takeover: take the listening sockets of the relay running on the data
+        directory (C{--takeover}, L{nfltr.relay.takeover}).
     """
 
     data_dir: Path
@@ -211,3 +213,4 @@ class RelayConfig:
     proxy_from: tuple[Network, ...] = ()
     onion: OnionConfig | None = None
     api: ApiLimits = DEFAULT_API_LIMITS
+    takeover: bool = False

@@ -78,6 +78,7 @@ from .certs import RelayCertificate
 from .config import RelayConfig, database_path, state_file_path
 from .leases import ILeases, Leases
 from .link_handler import Relay
+from .listener_error import ListenerError
 from .onion import RelayOnion, local_target, relay_onion
 from .proxy_front import REFUSALS as PROXY_REFUSALS
 from .proxy_front import proxy_front
@@ -88,6 +89,7 @@ from .shared_leases import SharedLeases
 from .shares import ShareRegistry
 from .store_health import StoreHealth
 from .succession import SuccessorWatch, listen_after_predecessor, predecessor_pid
+from .takeover import TakeoverError, adopt, claim_when_free, offer_listeners, take_over
 from .tls_port import LOCAL_NAME, check_share_domain, own_names, tls_port_factory
 from .vhost import HostRouterFactory
 
@@ -99,24 +101,10 @@ OWNER_LOCK = "relay.lock"
 STORE_THREADS = 1
 
 # Start-up errors an operator can act on: logged in one line, no traceback.
-EXPECTED_START_ERRORS = (CannotListenError, PKIError, StoreError, OSError, OnionKeyError)
+EXPECTED_START_ERRORS = (
+    CannotListenError, PKIError, StoreError, OSError, OnionKeyError, TakeoverError,
+)
 
-
-class ListenerError(CannotListenError):
-    """
-    A listener of the relay could not be bound: says which option, its
-    endpoint string, and why (C{--http tcp:8080: address already in use}).
-    """
-
-    def __init__(self, option: str, spec: str, cause: CannotListenError) -> None:
-        super().__init__(cause.interface, cause.port, cause.socketError)
-        self.option = option
-        self.spec = spec
-
-    def __str__(self) -> str:
-        error = self.socketError
-        why = getattr(error, "strerror", None) or str(error)
-        return f"{self.option} {self.spec}: {why[:1].lower()}{why[1:]}"
 
 Cleanup = Callable[[], Any]
 
@@ -167,6 +155,8 @@ class RelayService(Service):
         self.replica: Any = None
         self.onion: RelayOnion | None = None
         self._adminPort: Any = None
+        #: Sockets taken over from a predecessor (C{--takeover}), by role, until used.
+        self._adopted: dict[str, int] = {}
         self._api: Any = None
         self._health: StoreHealth | None = None
         self._statePath: Path | None = None
@@ -218,7 +208,7 @@ class RelayService(Service):
     async def _start(self) -> RelayInfo:
         dataDir = Path(self.config.data_dir).absolute()
         dataDir.mkdir(mode=DATA_DIR_MODE, parents=True, exist_ok=True)
-        owner, predecessor = self._claim(dataDir)
+        owner, predecessor = await self._claimOrTakeOver(dataDir)
         # With --onion, the onion address is among the relay's names (docs/tor.md).
         onion = self.onion = relay_onion(self.config, dataDir, self.reactor)
         config = self.config = self.config if onion is None else onion.effective(self.config)
@@ -256,10 +246,10 @@ class RelayService(Service):
             site = redirect_site(fallback, lambda: self.shares.port, self.reactor)
             front = HostRouterFactory(self.shares.plainRoute, site, self.reactor)
             front.admission = self.httpAdmission = Admission(config.admission)
-            httpPort = await self._listen("--http", config.http, front)
+            httpPort = await self._listen("--http", config.http, front, "http")
             self._cleanups.append(httpPort.stopListening)
             self.shares.httpPort = httpPort.getHost().port
-        tlsPort = await self._listen("--tls", config.tls, self._tlsFactory(relay, creator))
+        tlsPort = await self._listen("--tls", config.tls, self._tlsFactory(relay, creator), "tls")
         self._cleanups.append(tlsPort.stopListening)
         self.shares.port = config.public_port or tlsPort.getHost().port
         if config.public_ports:
@@ -277,6 +267,8 @@ class RelayService(Service):
         write_state_file(path, info)
         self._cleanups.append(lambda: remove_state_file(path, info.pid))
         self._cleanups.append(owner.release)
+        self._cleanups.append(await offer_listeners(
+            self.reactor, dataDir, {"tls": tlsPort, "http": httpPort, "ssh": sshPort}))
         announce(self.log, self.config, info, self.shares.port)
         if config.ws_echo is not None:
             self.log.warn(
@@ -420,7 +412,7 @@ class RelayService(Service):
             lambda: (host, bound[0] if bound else 22), Admission(config.admission),
         )
         self.sshFactory = factory
-        port = await self._listen("--ssh", config.ssh, factory)
+        port = await self._listen("--ssh", config.ssh, factory, "ssh")
         bound.append(getattr(port.getHost(), "port", 22))
         # Its connections drain with the links (L{_drain}), once it stopped listening.
         self._cleanups.append(port.stopListening)
@@ -492,17 +484,31 @@ class RelayService(Service):
             self._api.events.close()
         return None if port is None else port.stopListening()
 
-    async def _listen(self, option: str, spec: str, factory: Any) -> Any:
+    async def _listen(self, option: str, spec: str, factory: Any, role: str = "") -> Any:
         """
-        Listen on C{spec}, the value of C{option}; a failure names both.
+        Listen on C{spec}, the value of C{option}; a failure names both.  A
+        socket taken over for C{role} (C{--takeover}) is used instead.
         """
         config = self.config
         front = proxy_front(factory, config.proxy_from, self.reactor, config.handshake_timeout,
                             self.proxyRefused)
+        fd = self._adopted.pop(role, None)
+        if fd is not None:
+            return adopt(self.reactor, fd, front)
         try:
             return await self._endpoint(spec).listen(front)
         except CannotListenError as e:
             raise ListenerError(option, spec, e) from None
+
+    async def _claimOrTakeOver(self, dataDir: Path) -> tuple[OwnerLock, int | None]:
+        """
+        L{_claim}; with C{--takeover}, once the running relay handed its
+        sockets over (L{nfltr.relay.takeover}) and let the directory go.
+        """
+        if not self.config.takeover:
+            return self._claim(dataDir)
+        self._adopted = await take_over(self.reactor, dataDir)
+        return await claim_when_free(self.reactor, lambda: self._claim(dataDir))
 
     def _endpoint(self, spec: str) -> Any:
         """

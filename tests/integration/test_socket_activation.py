@@ -15,8 +15,6 @@ from __future__ import annotations
 import json
 import shutil
 import socket
-import ssl
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -24,11 +22,7 @@ from pathlib import Path
 from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr.cli.processes import Child, nfltr_command, wait_for_file
-
-#: Seconds between the test's connections while a relay is replaced.
-PROBE_INTERVAL = 0.02
-#: Seconds each probe may take (a connection waiting in the queue for the next relay).
-PROBE_TIMEOUT = 20.0
+from tests.integration.prober import TLSProber
 
 
 def listening() -> socket.socket:
@@ -93,39 +87,20 @@ class SocketActivationTests(SynchronousTestCase):
         self.start()
         self.assertEqual(self.health().strip(), b"ok")
         info = json.loads(wait_for_file(self.data / "relay.json"))
-        context = ssl.create_default_context(cafile=info["ca"])
-        context.check_hostname = False
-        port = self.tls.getsockname()[1]
-        results: list[str] = []
-        stop = threading.Event()
-
-        def probe() -> None:
-            while not stop.is_set():
-                try:
-                    with socket.create_connection(("127.0.0.1", port), PROBE_TIMEOUT) as raw, \
-                            context.wrap_socket(raw) as tls:
-                        results.append(tls.version() or "?")
-                except OSError as e:
-                    results.append(f"failed: {e}")
-                time.sleep(PROBE_INTERVAL)
-
-        prober = threading.Thread(target=probe)
-        prober.start()
+        prober = TLSProber(self.tls.getsockname()[1], info["ca"]).start()
         try:
             for _ in range(2):
                 time.sleep(0.5)
                 old = self.relays[-1]
                 old.popen.send_signal(15)
                 self.assertEqual(old.wait_exit(60), 0)
-                before = len(results)
+                before = len(prober.results)
                 self.start()
                 time.sleep(0.5)
-                self.assertGreater(len(results), before)
+                self.assertGreater(len(prober.results), before)
         finally:
-            stop.set()
-            prober.join(PROBE_TIMEOUT + 5)
-        failed = [r for r in results if r.startswith("failed")]
-        self.assertEqual(failed, [])
-        self.assertGreater(len(results), 20)
+            prober.stop()
+        self.assertEqual(prober.failed, [])
+        self.assertGreater(len(prober.results), 20)
         self.assertEqual(self.health().strip(), b"ok")
         self.assertNotIn("Traceback", "\n".join(r.output() for r in self.relays))
