@@ -263,12 +263,12 @@ class RelayService(Service):
         await self._watchRevocations(store, relay, health, revision)
         info = describe(self.config, pki, self.certificate, self.onion, tlsPort,
                         adminPort=adminPort, httpPort=httpPort, sshPort=sshPort)
+        self._cleanups.append(await offer_listeners(
+            self.reactor, dataDir, {"tls": tlsPort, "http": httpPort, "ssh": sshPort}))
         path = self._statePath = state_file_path(dataDir)
         write_state_file(path, info)
         self._cleanups.append(lambda: remove_state_file(path, info.pid))
         self._cleanups.append(owner.release)
-        self._cleanups.append(await offer_listeners(
-            self.reactor, dataDir, {"tls": tlsPort, "http": httpPort, "ssh": sshPort}))
         announce(self.log, self.config, info, self.shares.port)
         if config.ws_echo is not None:
             self.log.warn(
