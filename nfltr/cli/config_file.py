@@ -40,7 +40,7 @@ CONFIG_NAME = "nfltr.toml"
 #: The largest config file read.
 MAX_CONFIG_FILE = 1024 * 1024
 #: The options of C{nfltr tcp} that are the agent's, not a port's.
-AGENT_LEVEL = ("name", "state-dir")
+AGENT_LEVEL = ("name", "state-dir", "group", "health-check")
 TCP, HTTP, UDP = "tcp", "http", "udp"
 PORT = "port"
 
