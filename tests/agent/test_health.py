@@ -1,0 +1,185 @@
+"""
+Tests for L{nfltr.agent._health}: the check's words and the checker, with
+a L{Clock}.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet import defer
+from twisted.internet.task import Clock
+from twisted.trial.unittest import SynchronousTestCase
+
+from nfltr.agent import ConfigError, HealthCheck, HealthChecker, parse_health_check
+from nfltr.agent._health import DEFAULT_INTERVAL, HTTP, TCP, HealthReporter, _passed
+
+
+class ParseTests(SynchronousTestCase):
+    """
+    C{--health-check}'s words.
+    """
+
+    def test_kinds(self) -> None:
+        """
+        C{tcp} and C{http:/PATH} take the named defaults.
+        """
+        self.assertEqual(parse_health_check("tcp"), HealthCheck(TCP))
+        self.assertEqual(parse_health_check("http:/healthz"), HealthCheck(HTTP, "/healthz"))
+
+    def test_settings(self) -> None:
+        """
+        Interval, timeout and the thresholds are configurable.
+        """
+        check = parse_health_check("http:/h,interval=1s,timeout=500ms,fall=3,rise=4")
+        self.assertEqual(check, HealthCheck(HTTP, "/h", 1.0, 0.5, 3, 4))
+
+    def test_bad(self) -> None:
+        """
+        Unknown kinds, paths without a slash, unknown settings and values
+        out of bounds are refused.
+        """
+        for text in ("udp", "http:healthz", "http:", "tcp:x", "tcp,every=1s", "tcp,fall=0",
+                     "tcp,interval=1s,timeout=2s", "tcp,interval=0", "tcp,rise=x"):
+            self.assertRaises(ConfigError, parse_health_check, text)
+
+    def test_httpAnswer(self) -> None:
+        """
+        An HTTP check passes on 2xx and 3xx, fails on anything else.
+        """
+        check = HealthCheck(HTTP, "/")
+        self.assertTrue(_passed(check, b"HTTP/1.1 200 OK\r\n"))
+        self.assertTrue(_passed(check, b"HTTP/1.0 302 Found\r\n"))
+        self.assertFalse(_passed(check, b"HTTP/1.1 503 Unavailable\r\n"))
+        self.assertFalse(_passed(check, b""))
+        self.assertTrue(_passed(HealthCheck(TCP), b""))
+
+
+class CheckerTests(SynchronousTestCase):
+    """
+    L{HealthChecker}: the service is withdrawn within one interval of
+    failing, and back once it passes.
+    """
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.passing = True
+        self.probes: list[defer.Deferred[bool]] = []
+        self.changes: list[bool] = []
+        self.hang = False
+
+    def probe(self) -> defer.Deferred[bool]:
+        d: defer.Deferred[bool] = defer.Deferred()
+        self.probes.append(d)
+        if not self.hang:
+            d.callback(self.passing)
+        return d
+
+    def checker(self, check: HealthCheck) -> HealthChecker:
+        checker = HealthChecker(self.clock, check, self.probe, self.changes.append)
+        checker.start()
+        return checker
+
+    def test_withdrawWithinOneInterval(self) -> None:
+        """
+        With the defaults, a service that starts failing is withdrawn at the
+        next check, at most one interval later; it returns after two passes.
+        """
+        self.checker(HealthCheck(TCP))
+        self.clock.advance(DEFAULT_INTERVAL / 2)
+        self.passing = False
+        self.clock.advance(DEFAULT_INTERVAL / 2)
+        self.assertEqual(self.changes, [False])
+        self.passing = True
+        self.clock.advance(DEFAULT_INTERVAL)
+        self.assertEqual(self.changes, [False])
+        self.clock.advance(DEFAULT_INTERVAL)
+        self.assertEqual(self.changes, [False, True])
+
+    def test_thresholds(self) -> None:
+        """
+        C{fall} failures in a row withdraw it; a pass between resets the
+        count.
+        """
+        self.checker(HealthCheck(TCP, interval=1, timeout=1, fall=2, rise=1))
+        self.passing = False
+        self.clock.advance(1)
+        self.passing = True
+        self.clock.advance(1)
+        self.passing = False
+        self.clock.advance(1)
+        self.assertEqual(self.changes, [])
+        self.clock.advance(1)
+        self.assertEqual(self.changes, [False])
+        self.passing = True
+        self.clock.advance(1)
+        self.assertEqual(self.changes, [False, True])
+
+    def test_timeoutFails(self) -> None:
+        """
+        A probe with no answer by the timeout failed; the next check runs on
+        time.
+        """
+        self.hang = True
+        self.checker(HealthCheck(TCP, interval=2, timeout=1))
+        self.clock.advance(0.9)
+        self.assertEqual(self.changes, [])
+        self.clock.advance(0.1)
+        self.assertEqual(self.changes, [False])
+        self.clock.advance(1)
+        self.assertEqual(len(self.probes), 2)
+
+    def test_stop(self) -> None:
+        """
+        Stopped, it checks no more and reports nothing.
+        """
+        self.hang = True
+        checker = self.checker(HealthCheck(TCP, interval=2, timeout=1))
+        checker.stop()
+        self.clock.advance(10)
+        self.assertEqual((len(self.probes), self.changes), (1, []))
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+
+class FakeLink:
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+
+    def sendControl(self, message: dict[str, Any]) -> None:
+        self.sent.append(message)
+
+
+class FakeDialler:
+    def __init__(self, features: list[str]) -> None:
+        self.link: FakeLink | None = FakeLink()
+        self.welcome = {"features": features}
+
+
+class ReporterTests(SynchronousTestCase):
+    """
+    L{HealthReporter}: the relay hears each change, and again on a new
+    link; an older relay hears nothing.
+    """
+
+    def test_tells(self) -> None:
+        """
+        A change is sent; a reconnect while withdrawn sends it again.
+        """
+        dialler = FakeDialler(["update", "health"])
+        reporter = HealthReporter(dialler, "relay:8443")
+        reporter.relayUp()
+        reporter.changed(False)
+        reporter.relayUp()
+        reporter.changed(True)
+        assert dialler.link is not None
+        self.assertEqual([m["healthy"] for m in dialler.link.sent], [False, False, True])
+        self.assertEqual({m["type"] for m in dialler.link.sent}, {"health"})
+
+    def test_olderRelay(self) -> None:
+        """
+        A relay without the feature gets no message.
+        """
+        dialler = FakeDialler(["update"])
+        HealthReporter(dialler, "relay:8443").changed(False)
+        assert dialler.link is not None
+        self.assertEqual(dialler.link.sent, [])
