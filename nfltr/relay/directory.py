@@ -99,9 +99,7 @@ class Directory:
                         self._agents[entry.name] = entry
                     self.leases.release(member.name, member.account, now)
                     return member
-            first = group.members[0]
-            if entry.group is not None and group.group == entry.group \
-                    and first.account == entry.account:
+            if self.joins(entry):
                 group.add(entry)
                 return None
             for member in group.members:
@@ -131,6 +129,18 @@ class Directory:
         elif self._agents[entry.name] is entry:
             self._agents[entry.name] = group.members[0]
         return True
+
+    def joins(self, entry: AgentEntry) -> bool:
+        """
+        Whether L{claimAgent} would make C{entry} one more member of its
+        name's group (one more agent).
+        """
+        group = self._groups.get(entry.name)
+        if group is None or entry.group is None or group.group != entry.group:
+            return False
+        members = group.members
+        return members[0].account == entry.account and all(
+            m.holder is not entry.holder for m in members)
 
     def members(self, name: str) -> list[AgentEntry]:
         """

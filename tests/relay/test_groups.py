@@ -316,3 +316,22 @@ class ShareGroupTests(SynchronousTestCase):
         self.assertEqual(WITHDRAWN.status, 503)
         health.restore(self.a)
         self.assertIsNone(gate([], None))
+
+
+class AgentLimitTests(SynchronousTestCase):
+    """
+    Each member of a group is one agent under the relay's agent limit.
+    """
+
+    def test_memberCounts(self) -> None:
+        """
+        With room for one agent, a second member of the group is refused.
+        """
+        from nfltr.relay.names import ClaimRefused, check_agent_claim
+
+        d = Directory(Leases(60))
+        d.claimAgent(entry(Member()), 0)
+        second = entry(Member())
+        self.assertTrue(d.joins(second))
+        self.assertRaises(ClaimRefused, check_agent_claim, d, second, 1, 1)
+        check_agent_claim(d, second, 1, 2)
