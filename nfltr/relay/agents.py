@@ -261,19 +261,22 @@ class Relay:
 
     def publishPorts(
         self, holder: IAgentHolder, account: str, requests: Sequence[PortRequest],
+        group: str | None = None,
     ) -> list[dict[str, int]]:
         """
         Publish the public ports C{requests} for C{holder} of C{account}
         (L{PublicPorts.publish}): all or, with L{PublicPortRefused}, none.
-        The holders whose ports they take over are refused (L{REPLACED}).
+        The holders whose ports they take over are refused (L{REPLACED}),
+        but not those of the same account's C{group}, which C{holder} joins.
 
         @return: the C{public_ports} of the welcome message.
         """
         ports = self.publicPorts
         if ports is None:
             raise PublicPortRefused(RefusalReason.INVALID, PORTS_NOT_ENABLED)
-        before = [ports.holderOf(r.public) for r in requests if r.public]
-        answers = ports.publish(holder, account, requests)
+        before = [h for r in requests if r.public and not ports.joins(r.public, account, group)
+                  for h in _holders(ports.entry(r.public))]
+        answers = ports.publish(holder, account, requests, group)
         replaced = {id(h): h for h in before if h is not None and h is not holder}
         for old in replaced.values():
             old.refuse(RefusalReason.CONFLICT, REPLACED)
@@ -318,6 +321,15 @@ class Relay:
                 count=len(links), timeout=timeout,
             )
         return gatherResults([link.drain(timeout) for link in links])
+
+
+def _holders(entry: Any) -> list[Any]:
+    """
+    The holders of a public port's entry, if any.
+    """
+    if entry is None:
+        return []
+    return [entry.holder] if entry.members is None else list(entry.members.members)
 
 
 def _unavailable(where: str) -> Deferred[Any]:

@@ -323,7 +323,8 @@ class RelayLinkHandler(LinkHandler):
                 self, key.account, hello.http, hello.group) if hello.http else []
             requests = [PortRequest(s.port, s.public_port, s.allow) for s in hello.tcp
                         if s.public_port is not None]
-            ports = self.relay.publishPorts(self, key.account, requests) if requests else None
+            ports = self.relay.publishPorts(
+                self, key.account, requests, hello.group) if requests else None
             self.relay.claimAgent(entry)  # whom it replaces is refused
         except ClaimRefused as e:
             self.refuse(e.reason, str(e))

@@ -11,6 +11,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric import ec
 from twisted.internet.address import IPv4Address
+from twisted.internet.protocol import Factory
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
@@ -335,3 +336,70 @@ class AgentLimitTests(SynchronousTestCase):
         self.assertTrue(d.joins(second))
         self.assertRaises(ClaimRefused, check_agent_claim, d, second, 1, 1)
         check_agent_claim(d, second, 1, 2)
+
+
+class PublicPortGroupTests(SynchronousTestCase):
+    """
+    A public port published by a group: one listener, its members in turn.
+    """
+
+    def setUp(self) -> None:
+        from nfltr.relay.agents import Relay
+        from nfltr.relay.port_ranges import parse_port_ranges
+        from nfltr.relay.public_ports import PublicPorts
+
+        from .helpers import FakeStore
+        from .test_public_ports import Listening
+
+        self.clock = Clock()
+        self.relay = Relay(FakeStore(), self.clock)
+        self.bound: list[Listening] = []
+
+        def listen(port: int, factory: Any) -> Any:
+            self.bound.append(Listening(port, factory))
+            return self.bound[-1]
+
+        self.ports = self.relay.publicPorts = PublicPorts(
+            parse_port_ranges("2000-2004"), 2, self.relay.directory.leases, self.clock,
+            listen, lambda port: Factory(),
+        )
+        self.ports.health = self.relay.directory.health
+        self.a, self.b = Member(name="a"), Member(name="b")
+
+    def publish(self, holder: Member, account: str = "acme") -> Any:
+        from nfltr.relay.public_ports import PortRequest
+
+        return self.relay.publishPorts(holder, account, [PortRequest(5432, 2000)], "g")
+
+    def test_membersInTurn(self) -> None:
+        """
+        Two members of one account and group share the port and its one
+        listener, nobody replaced; visitors go to each in turn, and to the
+        other while one withdrew.
+        """
+        self.publish(self.a)
+        self.publish(self.b)
+        self.assertEqual((len(self.bound), self.a.refused, self.b.refused), (1, [], []))
+        entry = self.ports.entry(2000)
+        assert entry is not None
+        self.assertEqual([entry.pick() for _ in range(4)], [self.a, self.b, self.a, self.b])
+        self.relay.directory.health.withdraw(self.b)
+        self.assertEqual({entry.pick() for _ in range(3)}, {self.a})
+        self.relay.directory.health.withdraw(self.a)
+        self.assertIsNone(entry.pick())
+
+    def test_otherAccountAndLeaving(self) -> None:
+        """
+        Another account cannot take or join the port; a member that leaves
+        leaves it listening for the other; the last one's leaving stops it.
+        """
+        from nfltr.relay.public_ports import PublicPortRefused
+
+        self.publish(self.a)
+        self.publish(self.b)
+        self.assertRaises(PublicPortRefused, self.publish, Member(), "evil")
+        self.relay.withdrawPort(self.a, 2000)
+        self.assertIs(self.ports.holderOf(2000), self.b)
+        self.assertFalse(self.bound[0].stopped)
+        self.relay.withdrawPort(self.b, 2000)
+        self.assertTrue(self.bound[0].stopped)
