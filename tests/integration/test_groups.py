@@ -11,6 +11,7 @@ import http.client
 import socket
 import ssl
 import time
+from contextlib import suppress
 from urllib.parse import urlsplit
 
 from nfltr.link import PRESETS
@@ -145,3 +146,26 @@ class HealthTests(GroupStack):
         self.assertEqual(status, 200)
 
 
+
+    def test_withdrawnMemberGetsNobody(self) -> None:
+        """
+        In a group, the member whose service fails its checks is withdrawn
+        within one interval (plus the timeout); from then on every request
+        succeeds through the other member.
+        """
+        from .harness import start_web_service
+
+        key = self.stack.key("alice")
+        service, port_a = start_web_service(self.stack.tmp)
+        self.stack.processes.append(service)
+        port_b = self.stack.web_service()
+        check = f"http:/bytes/1,interval={INTERVAL}s,timeout={TIMEOUT}s"
+        _, url = self.agent(key, port_a, "a", "--group", "blue", "--health-check", check)
+        self.agent(key, port_b, "b", "--group", "blue", "--health-check", check)
+        service.stop()
+        withdrawn = time.monotonic() + INTERVAL + TIMEOUT + SLACK
+        while time.monotonic() < withdrawn:
+            with suppress(OSError):  # some may fail: A is not withdrawn yet
+                self.get(url, "/bytes/10")
+        statuses = {self.get(url, f"/bytes/{SIZE}")[0] for _ in range(20)}
+        self.assertEqual(statuses, {200})
