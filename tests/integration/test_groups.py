@@ -7,11 +7,11 @@ withdraws the service and it comes back.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import socket
 import ssl
 import time
-from contextlib import suppress
 from urllib.parse import urlsplit
 
 from nfltr.link import PRESETS
@@ -165,7 +165,7 @@ class HealthTests(GroupStack):
         service.stop()
         withdrawn = time.monotonic() + INTERVAL + TIMEOUT + SLACK
         while time.monotonic() < withdrawn:
-            with suppress(OSError):  # some may fail: A is not withdrawn yet
+            with contextlib.suppress(OSError):  # some may fail: A is not withdrawn yet
                 self.get(url, "/bytes/10")
         statuses = {self.get(url, f"/bytes/{SIZE}")[0] for _ in range(20)}
         self.assertEqual(statuses, {200})
