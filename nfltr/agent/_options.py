@@ -18,6 +18,7 @@ from typing import Any
 from nfltr.wire.messages import (
     MAX_HTTP_SHARES,
     MAX_SHARES,
+    NAME_PATTERN,
     MessageError,
     TcpShare,
     check_name,
@@ -107,8 +108,6 @@ def agent_options(
         if name is not None:
             check_name(name)
         group = values.get("group")
-        if group is not None:
-            check_name(group)
     except MessageError as e:
         raise ConfigError(str(e)) from None
     if len(set(checked)) != len(checked):
@@ -125,9 +124,21 @@ def agent_options(
         public_ports=public,
         allow=allow,
         proxy_protocol=proxy_version(values.get("proxy-protocol")) if not http else None,
-        group=group,
+        group=_group(group),
         health=_health(values.get("health-check")),
     )
+
+
+def _group(group: str | None) -> str | None:
+    """
+    C{--group}, if given: a name like an agent's.
+
+    @raise ConfigError: what is wrong.
+    """
+    if group is not None and not NAME_PATTERN.fullmatch(group):
+        raise ConfigError(f"--group {group[:40]!r}: use 1-63 lowercase letters, digits and "
+                          "hyphens, not starting or ending with a hyphen")
+    return group
 
 
 def _health(text: str | None) -> HealthCheck | None:

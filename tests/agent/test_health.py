@@ -183,3 +183,24 @@ class ReporterTests(SynchronousTestCase):
         HealthReporter(dialler, "relay:8443").changed(False)
         assert dialler.link is not None
         self.assertEqual(dialler.link.sent, [])
+
+
+class GroupOptionTests(SynchronousTestCase):
+    """
+    C{--group} and C{--health-check} on an agent's options.
+    """
+
+    def test_options(self) -> None:
+        """
+        Both are checked and kept; a bad group is refused naming the option.
+        """
+        from nfltr.agent import http_agent_options
+
+        values = {"relay": "localhost:8443", "key": "k", "relay-pin": "sha256:" + "0" * 64,
+                  "group": "blue",
+                  "health-check": "tcp"}
+        options = http_agent_options(3000, values, {})
+        self.assertEqual((options.group, options.health), ("blue", HealthCheck(TCP)))
+        with self.assertRaises(ConfigError) as caught:
+            http_agent_options(3000, {**values, "group": "Blue!"}, {})
+        self.assertIn("--group", str(caught.exception))
