@@ -221,11 +221,17 @@ def probe_service(reactor: IReactorTCP, port: int, check: HealthCheck,
                    "Connection: close\r\n\r\n").encode("ascii")
 
     def probe() -> defer.Deferred[bool]:
-        done: defer.Deferred[bytes] = defer.Deferred()
+        def cancel(_: object) -> None:  # timed out: give the attempt up
+            connecting.cancel()
+            if answer.transport is not None:
+                answer.transport.loseConnection()
+
+        done: defer.Deferred[bytes] = defer.Deferred(cancel)
+        answer = _Answer(request, done)
         endpoint = TCP4ClientEndpoint(reactor, "127.0.0.1", port)
-        connecting = connectProtocol(endpoint, _Answer(request, done))
+        connecting = connectProtocol(endpoint, answer)
         connecting.addErrback(lambda f: None if done.called else done.errback(f))
-        return done.addCallback(lambda answer: _passed(check, answer))
+        return done.addCallback(lambda received: _passed(check, received))
 
     return probe
 

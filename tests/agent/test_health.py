@@ -204,3 +204,52 @@ class GroupOptionTests(SynchronousTestCase):
         with self.assertRaises(ConfigError) as caught:
             http_agent_options(3000, {**values, "group": "Blue!"}, {})
         self.assertIn("--group", str(caught.exception))
+
+
+class ProbeTests(SynchronousTestCase):
+    """
+    L{probe_service} against a memory reactor.
+    """
+
+    def connect(self, check: HealthCheck) -> tuple[Any, defer.Deferred[bool], Any]:
+        from twisted.internet.testing import MemoryReactorClock, StringTransport
+
+        from nfltr.agent._health import probe_service
+
+        reactor = MemoryReactorClock()
+        d = probe_service(reactor, 3000, check)()
+        host, port, factory, _, _ = reactor.tcpClients[0]
+        self.assertEqual((host, port), ("127.0.0.1", 3000))
+        protocol = factory.buildProtocol(None)
+        transport = StringTransport()
+        protocol.makeConnection(transport)
+        return protocol, d, transport
+
+    def test_http(self) -> None:
+        """
+        An HTTP check sends its GET and passes on a 2xx status line.
+        """
+        from twisted.python.failure import Failure
+
+        protocol, d, transport = self.connect(HealthCheck(HTTP, "/healthz"))
+        self.assertTrue(transport.value().startswith(b"GET /healthz HTTP/1.1\r\n"))
+        protocol.dataReceived(b"HTTP/1.1 204 No Content\r\n")
+        protocol.connectionLost(Failure(Exception("closed")))
+        self.assertIs(self.successResultOf(d), True)
+
+    def test_tcp(self) -> None:
+        """
+        A TCP check passes once connected, sending nothing.
+        """
+        _, d, transport = self.connect(HealthCheck(TCP))
+        self.assertEqual(transport.value(), b"")
+        self.assertIs(self.successResultOf(d), True)
+
+    def test_cancelled(self) -> None:
+        """
+        A probe given up (its timeout) closes its connection.
+        """
+        _, d, transport = self.connect(HealthCheck(HTTP, "/"))
+        d.cancel()
+        self.failureResultOf(d, defer.CancelledError)
+        self.assertTrue(transport.disconnecting)
