@@ -27,6 +27,9 @@ TYPE_LEVEL_CYCLES: frozenset[tuple[str, ...]] = frozenset({
     # The relay keeps its link handlers in sets typed as such; handlers import the relay.
     # An agent's update is applied to the link handler that received it, which calls it.
     ("nfltr.relay.agent_update", "nfltr.relay.agents", "nfltr.relay.link_handler"),
+    # An agent's health message is applied to the link handler that received it, likewise.
+    ("nfltr.relay.agent_health", "nfltr.relay.agent_update", "nfltr.relay.agents",
+     "nfltr.relay.link_handler"),
     # The agent service holds its entry updater, which swaps the service's state.
     ("nfltr.agent._service", "nfltr.agent._update"),
 })

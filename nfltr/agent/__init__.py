@@ -6,6 +6,7 @@ relay settings serve C{nfltr tcp-connect} too.
 """
 
 from ._dialler import NON_HEALING, WELCOME_TIMEOUT, DiallerObserver, RelayDialler
+from ._health import HealthCheck, HealthChecker, parse_health_check
 from ._local import ServiceConnector, TcpEnd, free_local_ports, splice_local
 from ._log_limit import Quiet
 from ._names import agent_name, claim_name, default_state_dir, random_name
@@ -28,11 +29,12 @@ __all__ = [
     "claim_name",
     "DEFAULT_RELAY", "KEY_ENV", "NON_HEALING", "WELCOME_TIMEOUT",
     "AgentOptions", "AgentService", "AgentSessions", "AgentSetup", "ConfigError",
-    "DiallerObserver", "EntryUpdater", "HttpOption", "Quiet", "RelayDialler", "RelaySettings",
+    "DiallerObserver", "EntryUpdater", "HealthCheck", "HealthChecker", "HttpOption", "Quiet",
+    "RelayDialler", "RelaySettings",
     "ServiceConnector",
     "TcpEnd", "agent_name", "agent_options", "default_state_dir", "free_local_ports",
     "http_agent_options",
-    "http_option", "parse_address",
+    "http_option", "parse_address", "parse_health_check",
     "parse_bool", "prepare_agent", "random_name", "read_secret_file", "relay_settings",
     "splice_local",
 ]

@@ -18,6 +18,7 @@ from typing import Any
 from nfltr.wire.messages import (
     MAX_HTTP_SHARES,
     MAX_SHARES,
+    NAME_PATTERN,
     MessageError,
     TcpShare,
     check_name,
@@ -32,6 +33,7 @@ from nfltr.wire.policy import (
 )
 
 from ._expiry import parse_idle_expiry
+from ._health import HealthCheck, parse_health_check
 from ._inspect_ui import parse_inspect_keep, parse_inspect_ui
 from ._names import default_state_dir
 from ._proxy import proxy_version
@@ -58,6 +60,10 @@ class AgentOptions:
     #: Ports shared without end-to-end TLS although C{e2ee} is true (a
     #: config file's C{[[tcp]]} entries with C{e2ee = false}).
     plain: frozenset[int] = frozenset()
+    #: The load-balancing group (C{--group}; L{nfltr.relay.groups}).
+    group: str | None = None
+    #: The service's health check (C{--health-check}; L{nfltr.agent._health}).
+    health: HealthCheck | None = None
 
     def tcp_shares(self) -> list[TcpShare]:
         """
@@ -101,6 +107,7 @@ def agent_options(
         name = values.get("name")
         if name is not None:
             check_name(name)
+        group = values.get("group")
     except MessageError as e:
         raise ConfigError(str(e)) from None
     if len(set(checked)) != len(checked):
@@ -117,7 +124,30 @@ def agent_options(
         public_ports=public,
         allow=allow,
         proxy_protocol=proxy_version(values.get("proxy-protocol")) if not http else None,
+        group=_group(group),
+        health=_health(values.get("health-check")),
     )
+
+
+def _group(group: str | None) -> str | None:
+    """
+    C{--group}, if given: a name like an agent's.
+
+    @raise ConfigError: what is wrong.
+    """
+    if group is not None and not NAME_PATTERN.fullmatch(group):
+        raise ConfigError(f"--group {group[:40]!r}: use 1-63 lowercase letters, digits and "
+                          "hyphens, not starting or ending with a hyphen")
+    return group
+
+
+def _health(text: str | None) -> HealthCheck | None:
+    """
+    C{--health-check}, if given.
+
+    @raise ConfigError: what is wrong.
+    """
+    return None if text is None else parse_health_check(text)
 
 
 def _public_ports(

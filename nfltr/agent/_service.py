@@ -33,6 +33,7 @@ from nfltr.tls import (
     ensure_self_signed,
     server_context_factory,
 )
+from nfltr.wire.health import GROUPS_FEATURE
 from nfltr.wire.messages import (
     E2EE,
     INSPECT,
@@ -52,6 +53,7 @@ from nfltr.wire.messages import (
 from ._dialler import DiallerObserver, RelayDialler
 from ._expiry import IdleExpiry
 from ._extra_links import DataLinks
+from ._health import OLD_RELAY_GROUPS, service_health
 from ._inspect_ui import InspectUI
 from ._local import ServiceAttempt, ServiceConnector, TcpEnd, free_local_ports, splice_local
 from ._log_limit import Quiet
@@ -335,11 +337,12 @@ class AgentService(Service, DiallerObserver):
         relay = options.relay
         shares = options.tcp_shares()
         http = [server.hello() for server in self.shares.values()]
-        hello = agent_hello(relay.key, setup.name, shares, http)
+        hello = agent_hello(relay.key, setup.name, shares, http, options.group)
         endpoint = endpoint or relay.endpoint(reactor)
         config = LinkConfig(keepalive=relay.keepalive)
         self.dialler = RelayDialler(endpoint, reactor, hello, self, relay.address, config)
         self.data = DataLinks(endpoint, reactor, relay.key, config, self.sessionRequested)
+        self.health = service_health(reactor, options, self.dialler)
 
     def connectLines(self) -> list[str]:
         """
@@ -387,6 +390,8 @@ class AgentService(Service, DiallerObserver):
         self.dialler.start()
         if self.expiry is not None:
             self.expiry.start()
+        if self.health is not None:
+            self.health[0].start()
         if self.inspectUI is not None:
             defer.ensureDeferred(self.inspectUI.start()).addCallback(self.announce)
 
@@ -398,6 +403,8 @@ class AgentService(Service, DiallerObserver):
         super().stopService()
         if self.expiry is not None:
             self.expiry.stop()
+        if self.health is not None:
+            self.health[0].stop()
         owner, self.owner = self.owner, None
         d = defer.gatherResults([
             self.dialler.stop(self.drainTimeout), self.data.stop(self.drainTimeout)
@@ -419,6 +426,11 @@ class AgentService(Service, DiallerObserver):
         if self.setup.options.public_ports and "public_ports" not in welcome:
             self.onFatal(OLD_RELAY)
             return
+        if self.setup.options.group and GROUPS_FEATURE not in (welcome.get("features") or []):
+            self.onFatal(OLD_RELAY_GROUPS)
+            return
+        if self.health is not None:
+            self.health[1].relayUp()
         if not self.announced:
             self.announced = True
             for line in self.connectLines():

@@ -108,7 +108,7 @@ class EntryUpdater:
                                  options.plain)
         tcp = options.tcp_shares()
         http = [server.hello() for server in servers.values()]
-        hello = agent_hello(options.relay.key, setup.name, tcp, http)
+        hello = agent_hello(options.relay.key, setup.name, tcp, http, options.group)
         self._install(_State(setup, servers, sessions, hello))
         ports = [p for p in options.ports if p not in previous.setup.options.ports]
         link, welcome = service.dialler.link, service.dialler.welcome or {}

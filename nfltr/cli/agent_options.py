@@ -96,6 +96,16 @@ AGENT_OPTIONS: tuple[Option, ...] = (
         "naming the visitor of a public port or the client (its link to the relay) of a "
         "tcp-connect, for a service that reads it",
     ),
+    Option(
+        "group", "NAME",
+        "load-balancing group: agents of one account publishing the same name (and share or "
+        "public port) with the same group are used in turn, fewest open sessions first",
+    ),
+    Option(
+        "health-check", "CHECK",
+        "tcp or http:/PATH, optionally with ,interval=5s,timeout=2s,fall=1,rise=2: check the "
+        "local service and withdraw it at the relay while the checks fail",
+    ),
     *RELAY_OPTIONS,
 )
 HTTP_OPTIONS: tuple[Option, ...] = (
@@ -186,6 +196,16 @@ HTTP_OPTIONS: tuple[Option, ...] = (
         "state-dir", "DIR",
         "where the name and the share key are kept (default: $XDG_STATE_HOME/nfltr/agent or "
         "~/.local/state/nfltr/agent)",
+    ),
+    Option(
+        "group", "NAME",
+        "load-balancing group: agents of one account publishing the same name (and share or "
+        "public port) with the same group are used in turn, fewest open sessions first",
+    ),
+    Option(
+        "health-check", "CHECK",
+        "tcp or http:/PATH, optionally with ,interval=5s,timeout=2s,fall=1,rise=2: check the "
+        "local service and withdraw it at the relay while the checks fail",
     ),
     *RELAY_OPTIONS,
 )

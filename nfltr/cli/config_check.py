@@ -97,7 +97,8 @@ def _checked(path: Path, top: dict[str, Any], lines: dict[str, int], entries: li
     merged = _entries(entries, values.get("name"), relay, environ, problems)
     if problems or base is None or relay is None or merged is None:
         raise ConfigFileError(path, problems)
-    options = replace(merged, name=base.name, state_dir=base.state_dir, relay=relay)
+    options = replace(merged, name=base.name, state_dir=base.state_dir, relay=relay,
+                      group=base.group, health=base.health)
     return Config(path, options, entries, top)
 
 
@@ -106,20 +107,27 @@ def _base(values: Mapping[str, Any], lines: Mapping[str, int], environ: Mapping[
     """
     The top level's agent options (C{name}, C{state-dir}), without a relay.
     """
-    from nfltr.agent import AgentOptions, default_state_dir
+    from nfltr.agent import AgentOptions, ConfigError, default_state_dir, parse_health_check
     from nfltr.wire.messages import MessageError, check_name
 
     name, state = values.get("name"), values.get("state-dir")
+    group, check = values.get("group"), values.get("health-check")
+    for key, value in (("name", name), ("group", group)):
+        try:
+            if value is not None:
+                check_name(value)
+        except MessageError as e:
+            problems.append(Problem(lines.get(key, 1), key, f"{key}: {e}"))
+            return None
     try:
-        if name is not None:
-            check_name(name)
-    except MessageError as e:
-        problems.append(Problem(lines.get("name", 1), "name", f"name: {e}"))
+        health = None if check is None else parse_health_check(check)
+    except ConfigError as e:
+        problems.append(Problem(lines.get("health-check", 1), "health-check", str(e)))
         return None
     return AgentOptions(
         ports=(), name=name, e2ee=True,
         state_dir=Path(state).absolute() if state else default_state_dir(environ),
-        relay=_STAND_IN.get(),
+        relay=_STAND_IN.get(), group=group, health=health,
     )
 
 

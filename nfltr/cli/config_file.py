@@ -39,8 +39,9 @@ from nfltr.cli.options import FLAG, REPEAT, Option
 CONFIG_NAME = "nfltr.toml"
 #: The largest config file read.
 MAX_CONFIG_FILE = 1024 * 1024
-#: The options of C{nfltr tcp} that are the agent's, not a port's.
-AGENT_LEVEL = ("name", "state-dir")
+#: The options of C{nfltr tcp} that are the agent's, not a port's (all but
+#: C{name} the agent's, not a share URL's, too).
+AGENT_LEVEL = ("name", "state-dir", "group", "health-check")
 TCP, HTTP, UDP = "tcp", "http", "udp"
 PORT = "port"
 
@@ -49,7 +50,8 @@ TOP_OPTIONS: tuple[Option, ...] = tuple(
 )
 ENTRY_OPTIONS: dict[str, tuple[Option, ...]] = {
     TCP: tuple(o for o in AGENT_OPTIONS if o.name not in AGENT_LEVEL and o not in RELAY_OPTIONS),
-    HTTP: tuple(o for o in HTTP_OPTIONS if o.name != "state-dir" and o not in RELAY_OPTIONS),
+    HTTP: tuple(o for o in HTTP_OPTIONS
+                if o.name not in AGENT_LEVEL[1:] and o not in RELAY_OPTIONS),
 }
 _PATHS = ("FILE", "DIR")
 _BOOL = "BOOL"

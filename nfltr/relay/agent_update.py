@@ -87,11 +87,12 @@ def _applied(handler: RelayLinkHandler, entry: AgentEntry, update: Update, publi
     assert hello is not None
     new = AgentEntry(
         entry.name, entry.account, entry.keyid, frozenset(s.port for s in update.tcp), handler,
-        plain=frozenset(s.port for s in update.tcp if not s.e2ee),
+        plain=frozenset(s.port for s in update.tcp if not s.e2ee), group=entry.group,
     )
     try:
         relay.admitAgent(new)
-        answers = relay.publishShares(handler, entry.account, publish) if publish else []
+        answers = relay.publishShares(
+            handler, entry.account, publish, entry.group) if publish else []
     except ClaimRefused as e:
         send(update_refused(update.seq, e.reason.value, str(e)))
         return

@@ -118,6 +118,8 @@ class Relay:
         self.maxAgents = maxAgents
         self.counters = counters if counters is not None else RelayCounters()
         self.directory = Directory(shares.leases if shares is not None else Leases())
+        if shares is not None:
+            shares.health = self.directory.health
         self.tcp = TCPRoute(self.directory, self.counters)
         self.handlers: set[RelayLinkHandler] = set()
         self.dataTokens: dict[str, RelayLinkHandler] = {}
@@ -182,9 +184,12 @@ class Relay:
         @raise ClaimRefused: why not.
         """
         self.admitAgent(entry, replace)
+        before = self.directory.members(entry.name)
         old = self.directory.claimAgent(entry, self.clock.seconds())
-        if old is not None and old.holder is not entry.holder:
-            old.holder.refuse(RefusalReason.CONFLICT, REPLACED)
+        after = {id(m.holder) for m in self.directory.members(entry.name)}
+        for replaced in before:  # a whole group is replaced by a non-member
+            if id(replaced.holder) not in after:
+                replaced.holder.refuse(RefusalReason.CONFLICT, REPLACED)
         shares = [] if self.shares is None else self.shares.heldBy(entry.holder)
         self.presence.agentClaimed(entry, shares)
         return old
@@ -212,26 +217,29 @@ class Relay:
         C{entry} gives its name up (its lease runs); whether it still held it.
         """
         released = self.directory.releaseAgent(entry, self.clock.seconds())
-        if released:
+        if released and self.directory.agent(entry.name) is None:
             self.presence.agentReleased(entry)
         return released
 
     def publishShares(
         self, holder: IAgentHolder, account: str, shares: Sequence[HttpShare],
+        group: str | None = None,
     ) -> list[dict[str, Any]]:
         """
         Publish C{shares} for C{holder} of C{account}, whose sessions it
         opens (L{ShareRegistry.publish}): all or, with L{ShareRefused},
         none.  The holders whose shares they take over are refused
-        (L{REPLACED}).
+        (L{REPLACED}), but not those of the same account's C{group}, which
+        C{holder} joins (L{nfltr.relay.groups}).
 
         @return: the C{shares} of the welcome message.
         """
         registry = self.shares
         if registry is None:
             raise ShareRefused(RefusalReason.INVALID, NO_SHARE_URLS)
-        before = [registry.holderOf(share.name) for share in shares]
-        answers = registry.publish(holder, account, shares, lambda: holder)
+        before = [h for share in shares if not registry.joins(share.name, account, group)
+                  for h in registry.holdersOf(share.name)]
+        answers = registry.publish(holder, account, shares, lambda: holder, group)
         replaced = {id(h): h for h in before if h is not None and h is not holder}
         for old in replaced.values():
             old.refuse(RefusalReason.CONFLICT, REPLACED)
@@ -246,25 +254,29 @@ class Relay:
         if name is None and self.publicPorts is not None:
             self.publicPorts.withdraw(holder)
         names = [] if self.shares is None else self.shares.withdraw(holder, name)
-        if names:
-            self.presence.sharesWithdrawn(names)
+        gone = [n for n in names if self.shares is not None and self.shares.holderOf(n) is None]
+        if gone:  # a group's other members keep the rest
+            self.presence.sharesWithdrawn(gone)
         return names
 
     def publishPorts(
         self, holder: IAgentHolder, account: str, requests: Sequence[PortRequest],
+        group: str | None = None,
     ) -> list[dict[str, int]]:
         """
         Publish the public ports C{requests} for C{holder} of C{account}
         (L{PublicPorts.publish}): all or, with L{PublicPortRefused}, none.
-        The holders whose ports they take over are refused (L{REPLACED}).
+        The holders whose ports they take over are refused (L{REPLACED}),
+        but not those of the same account's C{group}, which C{holder} joins.
 
         @return: the C{public_ports} of the welcome message.
         """
         ports = self.publicPorts
         if ports is None:
             raise PublicPortRefused(RefusalReason.INVALID, PORTS_NOT_ENABLED)
-        before = [ports.holderOf(r.public) for r in requests if r.public]
-        answers = ports.publish(holder, account, requests)
+        before = [h for r in requests if r.public and not ports.joins(r.public, account, group)
+                  for h in _holders(ports.entry(r.public))]
+        answers = ports.publish(holder, account, requests, group)
         replaced = {id(h): h for h in before if h is not None and h is not holder}
         for old in replaced.values():
             old.refuse(RefusalReason.CONFLICT, REPLACED)
@@ -309,6 +321,15 @@ class Relay:
                 count=len(links), timeout=timeout,
             )
         return gatherResults([link.drain(timeout) for link in links])
+
+
+def _holders(entry: Any) -> list[Any]:
+    """
+    The holders of a public port's entry, if any.
+    """
+    if entry is None:
+        return []
+    return [entry.holder] if entry.members is None else list(entry.members.members)
 
 
 def _unavailable(where: str) -> Deferred[Any]:

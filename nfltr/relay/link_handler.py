@@ -42,6 +42,7 @@ from nfltr.link.twisted import LinkHandler, LinkProtocol, LinkSession, LinkUnava
 from nfltr.store import KeyInfo, StoreUnavailable
 from nfltr.wire import format_address, peerText
 from nfltr.wire.constants import MAX_DATA_LINKS
+from nfltr.wire.health import HEALTH
 from nfltr.wire.messages import (
     AGENT,
     DATA,
@@ -55,6 +56,7 @@ from nfltr.wire.messages import (
 )
 from nfltr.wire.update import UPDATE
 
+from .agent_health import apply_health
 from .agent_update import apply_update
 from .agents import Relay, revoked_message
 from .directory import AgentEntry
@@ -155,11 +157,15 @@ class RelayLinkHandler(LinkHandler):
 
     def controlReceived(self, link: LinkProtocol, message: dict[str, Any]) -> None:
         """
-        An agent's C{update} (L{nfltr.relay.agent_update}); any other
+        An agent's C{update} (L{nfltr.relay.agent_update}) or C{health}
+        (L{nfltr.relay.agent_health}); any other
         control message from a dialer is ignored.
         """
         if self.state == AGENT_READY and message.get("type") == UPDATE:
             apply_update(self, message, self._agentUp)
+            return
+        if self.state == AGENT_READY and message.get("type") == HEALTH:
+            apply_health(self, message)
             return
         held = self.relay.logThrottle.allow(self._source(), "control")
         if held is not None:
@@ -309,15 +315,17 @@ class RelayLinkHandler(LinkHandler):
         entry = AgentEntry(
             hello.name, key.account, key.keyid, frozenset(s.port for s in hello.tcp), self,
             plain=frozenset(s.port for s in hello.tcp if not s.e2ee),
-            addressed=frozenset(s.port for s in hello.tcp if s.addressed),
+            addressed=frozenset(s.port for s in hello.tcp if s.addressed), group=hello.group,
         )
         try:
             # Checked before the shares are published, claimed after: all or nothing.
             self.relay.admitAgent(entry)
-            shares = self.relay.publishShares(self, key.account, hello.http) if hello.http else []
+            shares = self.relay.publishShares(
+                self, key.account, hello.http, hello.group) if hello.http else []
             requests = [PortRequest(s.port, s.public_port, s.allow) for s in hello.tcp
                         if s.public_port is not None]
-            ports = self.relay.publishPorts(self, key.account, requests) if requests else None
+            ports = self.relay.publishPorts(
+                self, key.account, requests, hello.group) if requests else None
             self.relay.claimAgent(entry)  # whom it replaces is refused
         except ClaimRefused as e:
             self.refuse(e.reason, str(e))
@@ -339,6 +347,7 @@ class RelayLinkHandler(LinkHandler):
 
     def _withdraw(self) -> None:
         self.relay.withdrawShares(self)
+        self.relay.directory.health.restore(self)
 
     def _bindData(self, hello: DialerHello, key: KeyInfo) -> None:
         assert hello.token is not None

@@ -103,8 +103,8 @@ def check_agent_claim(
     (L{check_name_free}) first, so that a name another account holds is
     refused in the same words whatever else is true; then, with C{replace}
     false, no live agent of the account under the name but C{entry}'s own
-    holder; then, for a name no live agent holds, room under C{maxAgents}
-    (L{None}: no limit).
+    holder; then, for a name no live agent holds (or a new member of its
+    group), room under C{maxAgents} (L{None}: no limit).
 
     @raise ClaimRefused: why not.
     """
@@ -112,5 +112,6 @@ def check_agent_claim(
     live = directory.agent(entry.name)
     if live is not None and not replace and live.holder is not entry.holder:
         raise ClaimRefused(RefusalReason.CONFLICT, name_connected_message(entry.name))
-    if maxAgents is not None and live is None and directory.counts()[0] >= maxAgents:
+    adds = live is None or directory.joins(entry)  # a group's new member is one more agent
+    if maxAgents is not None and adds and directory.counts()[0] >= maxAgents:
         raise ClaimRefused(RefusalReason.LIMIT, agent_limit_message(maxAgents))

@@ -112,9 +112,12 @@ class PublicPortFactory(Factory):
                 self.counters.session(TCP, NOT_ALLOWED)
             end.connectionLost(Failure(error.ConnectionDone()))
             return None
+        holder = entry.pick()
+        if holder is None:  # every member withdrew its service (health checks)
+            end.connectionLost(Failure(error.ConnectionDone()))
+            return None
         try:
-            self.route.openOn(entry.holder, public_target(entry.service, format_address(addr)),
-                              end)
+            self.route.openOn(holder, public_target(entry.service, format_address(addr)), end)
         except RouteRefused:
             end.connectionLost(Failure(error.ConnectionDone()))
             return None
@@ -149,6 +152,7 @@ def public_ports(
     ports = PublicPorts(config.public_ports, config.public_ports_per_account,
                         relay.directory.leases, reactor, listen, factory)
     ports.admission = admission
+    ports.health = relay.directory.health
     _log.info(
         "public ports {ranges} on {interface}, at most {count} per account: visitors reach "
         "agents' TCP shares straight, not end-to-end encrypted",

@@ -41,6 +41,7 @@ from nfltr.link import RefusalReason
 from nfltr.wire.policy import Network
 
 from .config import DEFAULT_PUBLIC_PORTS_PER_ACCOUNT
+from .groups import HolderGroup, HolderHealth
 from .leases import ILeases
 from .names import ClaimRefused, name_taken_message
 from .port_ranges import PortRanges
@@ -88,8 +89,11 @@ class PortEntry:
     """
     One published public port.
 
-    @ivar holder: who opens its sessions (an L{IAgentHolder}).
+    @ivar holder: who opens its sessions (an L{IAgentHolder}): the first of
+        C{members}.
     @ivar listening: its listener.
+    @ivar members: its holders (a load-balancing group's, in turn,
+        L{nfltr.relay.groups}; else C{holder} alone); L{None}: C{holder}.
     """
 
     port: int
@@ -98,6 +102,14 @@ class PortEntry:
     holder: Any
     allow: tuple[Network, ...] = ()
     listening: Any = field(default=None, repr=False)
+    members: HolderGroup[Any] | None = field(default=None, repr=False)
+
+    def pick(self) -> Any:
+        """
+        The holder a new visitor goes to (L{HolderGroup.pick}); L{None} when
+        every member withdrew its service.
+        """
+        return self.holder if self.members is None else self.members.pick()
 
 
 class PublicPorts:
@@ -130,6 +142,8 @@ class PublicPorts:
         #: factories), for the metrics.
         self.admission: Any = None
         self._entries: dict[int, PortEntry] = {}
+        #: The holders that withdrew their service (set by the relay).
+        self.health = HolderHealth()
 
     def entry(self, port: int) -> PortEntry | None:
         """
@@ -144,6 +158,16 @@ class PublicPorts:
         entry = self._entries.get(port)
         return None if entry is None else entry.holder
 
+    def joins(self, port: int, account: str, group: str | None) -> bool:
+        """
+        Whether a holder of C{account} asking for C{port} in C{group} joins
+        the holders there (the same account and group) instead of taking
+        the port over.
+        """
+        entry = self._entries.get(port)
+        return (group is not None and entry is not None and entry.account == account
+                and entry.members is not None and entry.members.group == group)
+
     def __iter__(self) -> Iterator[PortEntry]:
         return iter(list(self._entries.values()))
 
@@ -152,9 +176,12 @@ class PublicPorts:
 
     def publish(
         self, holder: Any, account: str, requests: Sequence[PortRequest],
+        group: str | None = None,
     ) -> list[dict[str, int]]:
         """
-        Publish C{requests} for C{holder} of C{account}: all or none.
+        Publish C{requests} for C{holder} of C{account}: all or none.  A
+        port the same account holds in the same C{group} gets C{holder} as
+        one more member, used in turn.
 
         @return: the C{public_ports} of the welcome message.
         @raise PublicPortRefused: why not, for the agent.
@@ -189,15 +216,24 @@ class PublicPorts:
         fresh = {entry.port: entry for entry in bound}
         answers = []
         for request, port in chosen:
+            answers.append({"port": request.service, "public_port": port})
+            if self.joins(port, account, group):
+                members = self._entries[port].members
+                assert members is not None
+                if holder not in members.members:
+                    self.leases.claim(lease_name(port), account, now)
+                    members.add(holder)
+                continue
             self.leases.claim(lease_name(port), account, now)
             entry = fresh.get(port)
             if entry is None:  # taken over from another holder of the account
                 old = self._entries[port]
-                self.leases.release(lease_name(port), old.account, now)
+                for _ in old.members.members if old.members is not None else [old.holder]:
+                    self.leases.release(lease_name(port), old.account, now)
                 entry = PortEntry(port, account, request.service, holder, request.allow,
                                   old.listening)
+            entry.members = HolderGroup(group, holder, lambda h: h, self.health)
             self._entries[port] = entry
-            answers.append({"port": request.service, "public_port": port})
         return answers
 
     def _check(
@@ -280,15 +316,22 @@ class PublicPorts:
     def withdraw(self, holder: Any, port: int | None = None) -> list[int]:
         """
         Stop the public ports C{holder} still holds (only C{port}, if
-        given); their leases start running.
+        given); their leases start running.  A port its group's other
+        members hold stays, served by them.
 
         @return: the ports withdrawn.
         """
         now = self.clock.seconds()
-        ports = [p for p, e in self._entries.items() if e.holder is holder and port in (None, p)]
+        ports = [p for p, e in self._entries.items()
+                 if holder in _members(e) and port in (None, p)]
         for withdrawn in ports:
-            entry = self._entries.pop(withdrawn)
+            entry = self._entries[withdrawn]
             self.leases.release(lease_name(withdrawn), entry.account, now)
+            if entry.members is not None and entry.members.remove(holder) \
+                    and entry.members.members:
+                entry.holder = entry.members.members[0]  # the group's others keep it
+                continue
+            del self._entries[withdrawn]
             if entry.listening is not None:
                 entry.listening.stopListening()
         return ports
@@ -298,7 +341,15 @@ class PublicPorts:
         Stop listening on every public port (the relay stops).
         """
         for entry in list(self._entries.values()):
-            self.withdraw(entry.holder, entry.port)
+            for holder in _members(entry):
+                self.withdraw(holder, entry.port)
+
+
+def _members(entry: PortEntry) -> list[Any]:
+    """
+    The holders of C{entry}.
+    """
+    return [entry.holder] if entry.members is None else list(entry.members.members)
 
 
 def _why(error: CannotListenError) -> str:

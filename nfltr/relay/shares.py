@@ -50,6 +50,7 @@ from nfltr.wire.policy import Denial, SharePolicy
 
 from .certs import RelayCertificate
 from .counters import AGENT_UNAVAILABLE, HTTP, NOT_ALLOWED, ROUTED, SHARE, RelayCounters
+from .groups import HolderGroup, HolderHealth
 from .interfaces import IShareRoutes
 from .leases import ILeases, Leases
 from .names import ClaimRefused, check_name_free
@@ -149,6 +150,8 @@ class ShareEntry:
     @ivar route: where the TLS port sends its visitors.
     @ivar plain: serves it in plain HTTP on the HTTP port, if it asked.
     @ivar share: what the agent asked for (its policy, its credentials' kinds).
+    @ivar members: the holders that publish it (a load-balancing group's, in
+        turn; else C{holder} alone); C{holder} is the first of them.
     """
 
     name: str
@@ -158,6 +161,7 @@ class ShareEntry:
     route: Route
     plain: interfaces.IProtocolFactory | None = None
     share: HttpShare | None = None
+    members: HolderGroup[Any] | None = None
 
 
 @implementer(IShareRoutes)
@@ -196,6 +200,8 @@ class ShareRegistry:
         self.counters = RelayCounters()
         self.static = static if static is not None else ShareRoutes()
         self._entries: dict[str, ShareEntry] = {}
+        #: The holders that withdrew their service (set by the relay).
+        self.health = HolderHealth()
 
     def add(self, name: str, backend: Any) -> None:
         """
@@ -244,20 +250,41 @@ class ShareRegistry:
         entry = self._entries.get(name)
         return None if entry is None else entry.holder
 
+    def holdersOf(self, name: str) -> list[Any]:
+        """
+        The holders that publish the share C{name} now (a group's members).
+        """
+        entry = self._entries.get(name)
+        return [] if entry is None or entry.members is None else list(entry.members.members)
+
+    def joins(self, name: str, account: str, group: str | None) -> bool:
+        """
+        Whether a holder of C{account} publishing C{name} in C{group} joins
+        the holders there (the same account and group) instead of replacing
+        them.
+        """
+        entry = self._entries.get(name)
+        return (group is not None and entry is not None and entry.account == account
+                and entry.members is not None and entry.members.group == group)
+
     def heldBy(self, holder: Any) -> list[str]:
         """
         The names of the shares C{holder} publishes now.
         """
-        return sorted(n for n, e in self._entries.items() if e.holder is holder)
+        return sorted(n for n, e in self._entries.items()
+                      if e.members is not None and holder in e.members.members)
 
     def publish(
         self, holder: Any, account: str, shares: Sequence[HttpShare],
-        link: Callable[[], Any],
+        link: Callable[[], Any], group: str | None = None,
     ) -> list[dict[str, Any]]:
         """
         Publish C{shares} for C{holder} (a link handler of C{account}
         whose link C{link} returns): all of them or, with L{ShareRefused},
-        none.
+        none.  A share the same account publishes in the same C{group}
+        gets C{holder} as one more member, used in turn
+        (L{nfltr.relay.groups}); the route its first member made serves
+        them all.
 
         @return: the C{shares} of the welcome message.
         """
@@ -276,56 +303,80 @@ class ShareRegistry:
                 check_name_free(self.leases, share.name, account, now)
             except ClaimRefused as e:
                 raise ShareRefused(e.reason, str(e)) from None
-        answers, entries = [], []
+        answers, entries, joined = [], [], []
         for share in shares:
             answer = self._answer(ca, share)
-            route = self._route(ca, share, link)
-            plain = None
-            if share.plain:
-                backend = LinkSessionBackend(share.name, link, self.counters)
-                plain = AllowListFactory(
-                    HTTPProxyFactory(
-                        backend, self.clock, scheme=b"http",
-                        gate=_gate(share, self.inspectRate, self.clock),
-                        hosts=[ca.fqdn(share.name)],
-                        backendFor=self._visitorBackend(share, link),
-                    ),
-                    share.policy,
-                )
-                answer["plain_url"] = self.plainURL(share.name)
             answers.append(answer)
-            entries.append(
-                ShareEntry(share.name, account, share.mode, holder, route, plain, share)
-            )
+            if self.joins(share.name, account, group):
+                joined.append(self._entries[share.name])
+                continue
+            entries.append(self._entry(ca, share, account, holder, link, group))
+        for entry in joined:
+            assert entry.members is not None
+            if holder not in entry.members.members:
+                self.leases.claim(entry.name, account, now)
+                entry.members.add(holder)
         for entry in entries:
             self.leases.claim(entry.name, account, now)
             old = self._entries.get(entry.name)
             if old is not None:
-                self.leases.release(old.name, old.account, now)
+                for _ in old.members.members if old.members is not None else [old.holder]:
+                    self.leases.release(old.name, old.account, now)
             self._entries[entry.name] = entry
         return answers
 
+    def _entry(self, ca: ShareCA, share: HttpShare, account: str, holder: Any,
+               link: Callable[[], Any], group: str | None) -> ShareEntry:
+        """
+        The entry of C{share}, newly published by C{holder} (in C{group}):
+        its route and plain-HTTP proxy, which reach its members in turn.
+        """
+        members: HolderGroup[Any] = HolderGroup(group, holder, lambda h: h, self.health)
+        pick = _picker(members, link, holder)
+        route = self._route(ca, share, pick, members)
+        plain = None
+        if share.plain:
+            backend = LinkSessionBackend(share.name, pick, self.counters)
+            plain = AllowListFactory(
+                HTTPProxyFactory(
+                    backend, self.clock, scheme=b"http",
+                    gate=_gate(share, self.inspectRate, self.clock, members),
+                    hosts=[ca.fqdn(share.name)],
+                    backendFor=self._visitorBackend(share, pick),
+                ),
+                share.policy,
+            )
+        return ShareEntry(share.name, account, share.mode, holder, route, plain, share, members)
+
     def withdraw(self, holder: Any, name: str | None = None) -> list[str]:
         """
-        Remove the routes C{holder} still holds (only the one called C{name},
-        if given); their leases start running.
+        Remove C{holder} from the shares it publishes (only the one called
+        C{name}, if given); their leases start running.  A share whose
+        group keeps other members stays, served by them.
 
         @return: the names withdrawn.
         """
         now = self.clock.seconds()
         names = [n for n, e in self._entries.items()
-                 if e.holder is holder and name in (None, n)]
+                 if e.members is not None and holder in e.members.members and name in (None, n)]
         for withdrawn in names:
-            entry = self._entries.pop(withdrawn)
+            entry = self._entries[withdrawn]
+            assert entry.members is not None
+            entry.members.remove(holder)
             self.leases.release(withdrawn, entry.account, now)
+            if not entry.members.members:
+                del self._entries[withdrawn]
+            elif entry.holder is holder:
+                entry.holder = entry.members.members[0]
         return names
 
-    def _route(self, ca: ShareCA, share: HttpShare, link: Callable[[], Any]) -> Route:
+    def _route(self, ca: ShareCA, share: HttpShare, link: Callable[[], Any],
+               members: HolderGroup[Any]) -> Route:
         if share.mode != INSPECT:
             return Splice(AgentShareBackend(share.name, link, share.policy, self.counters))
         proxy = HTTPProxyFactory(
             LinkSessionBackend(share.name, link, self.counters), self.clock,
-            gate=_gate(share, self.inspectRate, self.clock), hosts=[ca.fqdn(share.name)],
+            gate=_gate(share, self.inspectRate, self.clock, members), hosts=[ca.fqdn(share.name)],
             backendFor=self._visitorBackend(share, link),
         )
         if self._operatorCovers(ca, share.name):
@@ -359,6 +410,8 @@ class ShareRegistry:
         answer: dict[str, Any] = {
             "name": share.name, "mode": share.mode, "url": self.url(share.name)
         }
+        if share.plain:
+            answer["plain_url"] = self.plainURL(share.name)
         if share.mode == E2EE:
             assert share.csr is not None
             try:
@@ -394,21 +447,38 @@ class ShareRegistry:
         return len(self._entries)
 
 
-def _gate(share: HttpShare, rate: tuple[float, int] | None, clock: Any) -> Gate:
+def _picker(members: HolderGroup[Any], link: Callable[[], Any],
+            holder: Any) -> Callable[[], Any]:
+    """
+    What the routes of a share call for the holder of each new session:
+    C{link} (the publisher's own way to its link) while it is the only
+    member and has not withdrawn; else the member in turn
+    (L{HolderGroup.pick}), L{None} when every member withdrew.
+    """
+    def pick() -> Any:
+        chosen = members.pick()
+        return link() if chosen is holder else chosen
+
+    return pick
+
+
+def _gate(share: HttpShare, rate: tuple[float, int] | None, clock: Any,
+          members: HolderGroup[Any] | None = None) -> Gate:
     """
     The relay's check of each request of C{share} it proxies: the share's
     policy (an open one too: it refuses duplicate credential headers),
-    and the request rate (C{rate}: per second and burst, counted per
-    share, so per agent) if there is one.
+    the request rate (C{rate}: per second and burst, counted per share, so
+    per agent) if there is one, and whether any of its C{members} serves
+    it (else 503: every one withdrew its service).
     """
     policy = share.policy
-    if rate is None:
-        return policy.gate
-    bucket = TokenBucket(rate[0], rate[1], clock.seconds())
+    bucket = None if rate is None else TokenBucket(rate[0], rate[1], clock.seconds())
 
     def gate(headers: Sequence[tuple[bytes, bytes]], visitor: str | None) -> Denial | None:
+        if members is not None and members.withdrawn():
+            return WITHDRAWN
         denial = policy.gate(headers, visitor)
-        if denial is None and not bucket.take(clock.seconds()):
+        if denial is None and bucket is not None and not bucket.take(clock.seconds()):
             return TOO_MANY
         return denial
 
@@ -417,3 +487,6 @@ def _gate(share: HttpShare, rate: tuple[float, int] | None, clock: Any) -> Gate:
 
 #: The answer to a request over an inspected share's rate.
 TOO_MANY = Denial(429, ((b"retry-after", b"1"),))
+#: The answer to a request of a share whose every agent withdrew its
+#: service (failing health checks).
+WITHDRAWN = Denial(503, ((b"retry-after", b"5"),))

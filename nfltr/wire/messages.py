@@ -71,7 +71,7 @@ MAX_SHARES = 64
 MAX_HTTP_SHARES = 16
 #: What the relay's welcome tells an agent it may ask after its hello:
 #: C{update} (L{nfltr.wire.update}).
-AGENT_FEATURES = ("update",)
+AGENT_FEATURES = ("update", "groups", "health")
 
 #: The policy of a share open to everyone.
 OPEN = SharePolicy()
@@ -308,19 +308,26 @@ class DialerHello:
     tcp: tuple[TcpShare, ...]
     http: tuple[HttpShare, ...] = ()
     token: str | None = None
+    #: The agent's load-balancing group (C{--group}; L{nfltr.relay.groups}).
+    group: str | None = None
 
 
 def agent_hello(
-    key: str, name: str, tcp: list[TcpShare], http: list[HttpShare] | None = None
+    key: str, name: str, tcp: list[TcpShare], http: list[HttpShare] | None = None,
+    group: str | None = None,
 ) -> dict[str, Any]:
     """
-    The C{app} part of an agent's hello.
+    The C{app} part of an agent's hello; C{group}, if given, the
+    load-balancing group its name, ports and shares join.
     """
-    return {
+    app: dict[str, Any] = {
         "role": AGENT, "key": key, "name": check_name(name), "version": __version__,
         "tcp": [share.to_json() for share in tcp],
         "http": [share.to_json() for share in http or ()],
     }
+    if group is not None:
+        app["group"] = check_name(group)
+    return app
 
 
 def data_hello(key: str, token: str) -> dict[str, Any]:
@@ -362,7 +369,10 @@ def parse_dialer_hello(app: dict[str, Any]) -> DialerHello:
     name = check_name(app.get("name"))  # type: ignore[arg-type]
     shares = parse_tcp_shares(app.get("tcp", []))
     http = parse_http_shares(app.get("http", []))
-    return DialerHello(AGENT, key, name, version, shares, http)
+    group = app.get("group")
+    if group is not None:
+        group = check_name(group)
+    return DialerHello(AGENT, key, name, version, shares, http, group=group)
 
 
 def parse_tcp_shares(raw: Any) -> tuple[TcpShare, ...]:

@@ -74,12 +74,13 @@ class KeysTests(SynchronousTestCase):
         state directory, so an option added to a table is a key.
         """
         self.assertEqual({o.name for o in TOP_OPTIONS},
-                         {o.name for o in RELAY_OPTIONS} | {"name", "state-dir"})
+                         {o.name for o in RELAY_OPTIONS}
+                         | {"name", "state-dir", "group", "health-check"})
         self.assertEqual(set(ENTRY_OPTIONS[TCP]),
                          set(AGENT_OPTIONS) - set(TOP_OPTIONS))
         self.assertEqual({o.name for o in ENTRY_OPTIONS[HTTP]},
                          {o.name for o in HTTP_OPTIONS} - {o.name for o in RELAY_OPTIONS}
-                         - {"state-dir"})
+                         - {"state-dir", "group", "health-check"})
 
     def test_defaultFile(self) -> None:
         """

@@ -153,7 +153,7 @@ async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, clos
         writer.close()
 
 
-async def main(port_file: str, close: bool, tls: list[str] | None) -> None:
+async def main(port_file: str, close: bool, tls: list[str] | None, port: int = 0) -> None:
     """
     Listen, write the port, serve forever.
     """
@@ -162,7 +162,7 @@ async def main(port_file: str, close: bool, tls: list[str] | None) -> None:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(tls[0], tls[1])
     server = await asyncio.start_server(
-        lambda r, w: serve(r, w, close), "127.0.0.1", 0, ssl=context, limit=MAX_HEAD
+        lambda r, w: serve(r, w, close), "127.0.0.1", port, ssl=context, limit=MAX_HEAD
     )
     publish_port(port_file, server.sockets[0].getsockname()[1])
     async with server:
@@ -175,7 +175,8 @@ if __name__ == "__main__":
     parser.add_argument("--close", action="store_true")
     parser.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
     parser.add_argument("--log")
+    parser.add_argument("--port", type=int, default=0)  # a service restarted on its port
     args = parser.parse_args()
     if args.log:
         REQUEST_LOG.append(args.log)
-    asyncio.run(main(args.port_file, args.close, args.tls))
+    asyncio.run(main(args.port_file, args.close, args.tls, args.port))

@@ -21,7 +21,7 @@ from nfltr.link import DIALER, LISTENER, PREAMBLE, FrameType, LinkConfig
 from nfltr.link.twisted import LinkProtocol
 from nfltr.relay.link_handler import Relay, RelayLinkHandler
 from nfltr.store import IStore, KeyInfo, SSHKeyInfo, StoreError, UnknownKey
-from nfltr.wire.messages import TcpShare, agent_hello, client_hello
+from nfltr.wire.messages import AGENT_FEATURES, TcpShare, agent_hello, client_hello
 from tests.link.twisted_helpers import RecordingHandler
 
 _HEADER = struct.Struct("!BBII")
@@ -306,7 +306,7 @@ def without_token(controls: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if message.get("type") == "welcome":
             assert isinstance(token, str) and len(token) == 32, token
             int(token, 16)
-            assert message.pop("features") == ["update"], message
+            assert message.pop("features") == list(AGENT_FEATURES), message
         result.append(message)
     return result
 
