@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from nfltr.tls import TICKET_LIFETIME
 from nfltr.wire.messages import (
     MAX_HTTP_SHARES,
     MAX_SHARES,
@@ -58,6 +59,9 @@ class AgentOptions:
     #: Ports shared without end-to-end TLS although C{e2ee} is true (a
     #: config file's C{[[tcp]]} entries with C{e2ee = false}).
     plain: frozenset[int] = frozenset()
+    #: Seconds an end-to-end tunnel's TLS ticket resumes, and its ticket
+    #: key is used (L{nfltr.tls.TICKET_LIFETIME}); 0: no resumption.
+    ticket_lifetime: int = TICKET_LIFETIME
 
     def tcp_shares(self) -> list[TcpShare]:
         """
@@ -117,7 +121,30 @@ def agent_options(
         public_ports=public,
         allow=allow,
         proxy_protocol=proxy_version(values.get("proxy-protocol")) if not http else None,
+        ticket_lifetime=ticket_lifetime(values.get("tls-ticket-lifetime")),
     )
+
+
+#: The longest C{--tls-ticket-lifetime}: a day.
+MAX_TICKET_LIFETIME = 86400
+
+
+def ticket_lifetime(text: str | None) -> int:
+    """
+    Read C{--tls-ticket-lifetime}: whole seconds, 0 (no resumption) to
+    L{MAX_TICKET_LIFETIME}; L{None}: the default.
+
+    @raise ConfigError: not such a number.
+    """
+    if text is None:
+        return TICKET_LIFETIME
+    number = int(text) if text.strip().isdigit() else -1
+    if not 0 <= number <= MAX_TICKET_LIFETIME:
+        raise ConfigError(
+            f"--tls-ticket-lifetime {text!r}: give whole seconds, 0 (no resumption) to"
+            f" {MAX_TICKET_LIFETIME}"
+        )
+    return number
 
 
 def _public_ports(

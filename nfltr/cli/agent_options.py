@@ -96,6 +96,11 @@ AGENT_OPTIONS: tuple[Option, ...] = (
         "naming the visitor of a public port or the client (its link to the relay) of a "
         "tcp-connect, for a service that reads it",
     ),
+    Option(
+        "tls-ticket-lifetime", "SECONDS",
+        "how long a tcp-connect may resume its end-to-end TLS session (TLS 1.3 tickets, "
+        "sealed with a key replaced that often; default 3600); 0: no resumption",
+    ),
     *RELAY_OPTIONS,
 )
 HTTP_OPTIONS: tuple[Option, ...] = (
@@ -189,6 +194,12 @@ CONNECT_OPTIONS: tuple[Option, ...] = (
         "e2ee", "BOOL",
         "true (default): end-to-end TLS to the agent; false: for an agent run with "
         "--e2ee false",
+    ),
+    Option(
+        "resume", "BOOL",
+        "true (default): resume the end-to-end TLS session of the previous connection "
+        "(TLS 1.3 tickets, kept in memory only), saving a full handshake per connection; "
+        "false: a full handshake every time",
     ),
     Option(
         "wait", None,

@@ -76,11 +76,10 @@ from nfltr.tls._resume import (  # noqa: E402
     TICKET_LIFETIME,
     ResumingServerTLS,
     ResumptionError,
-    SessionMemory,
     resuming_client,
     resuming_server,
-    session_reused,
 )
+from nfltr.tls._sessions import SessionMemory, session_reused  # noqa: E402
 from nfltr.tls._shares import (  # noqa: E402
     SHARE_CERT_LIFETIME,
     ShareCA,

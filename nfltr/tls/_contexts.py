@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from typing import TYPE_CHECKING
 
 import idna
 from cryptography import x509
@@ -52,9 +51,7 @@ from zope.interface import implementer
 from nfltr.tls._direct import keep_buffers
 from nfltr.tls._files import PKIError
 from nfltr.tls._fingerprint import parse_fingerprint, spki_fingerprint
-
-if TYPE_CHECKING:
-    from nfltr.tls._resume import SessionMemory
+from nfltr.tls._sessions import SessionMemory
 
 _TLS12_CIPHERS = (
     b"ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"

@@ -43,7 +43,8 @@ from nfltr.netio import io_settings
 
 from ._batching import BatchingTLSProtocol
 from ._contexts import ClientTLS
-from ._resume import ResumingServerTLS, SessionMemory
+from ._resume import ResumingServerTLS
+from ._sessions import SessionMemory
 
 
 @implementer(interfaces.IHalfCloseableProtocol)

@@ -39,7 +39,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
@@ -50,6 +49,7 @@ from zope.interface import implementer
 
 from nfltr.tls._contexts import OPTIONS, ClientTLS, _connection, client_creator
 from nfltr.tls._files import PKIError
+from nfltr.tls._sessions import SessionMemory
 from nfltr.tls._shares import server_context_of
 
 #: Seconds a ticket key seals tickets before its context is replaced, and
@@ -173,42 +173,6 @@ def resuming_server(
     return ResumingServerTLS(lambda: server_context_of(key, certs, TICKET_OPTIONS), lifetime)
 
 
-class SessionMemory:
-    """
-    The last TLS 1.3 session one client got from its server, in memory.
-
-    @ivar session: the session to offer, if any.
-    @ivar offered: connections that offered a session.
-    @ivar resumed: connections that resumed.
-    """
-
-    def __init__(self) -> None:
-        self.session: SSL.Session | None = None
-        self.offered = 0
-        self.resumed = 0
-
-    def offer(self, connection: SSL.Connection) -> None:
-        """
-        Offer the kept session on the new client C{connection}.
-        """
-        if self.session is not None:
-            connection.set_session(self.session)
-            self.offered += 1
-
-    def keep(self, connection: SSL.Connection) -> None:
-        """
-        Keep C{connection}'s session (after its tickets arrived) if it is
-        TLS 1.3; count it if it resumed.
-        """
-        if connection.get_protocol_version_name() != "TLSv1.3":
-            return
-        if session_reused(connection):
-            self.resumed += 1
-        session = connection.get_session()
-        if session is not None:
-            self.session = session
-
-
 def resuming_client(hostname: str, pin: str, role: str = "agent") -> ClientTLS:
     """
     A client creator pinned to C{pin} (see L{nfltr.tls.client_creator})
@@ -218,14 +182,3 @@ def resuming_client(hostname: str, pin: str, role: str = "agent") -> ClientTLS:
     creator = client_creator(hostname, pin=pin, role=role)
     creator.sessions = SessionMemory()
     return creator
-
-
-def session_reused(connection: SSL.Connection) -> bool:
-    """
-    Whether C{connection}'s handshake resumed a session (C{SSL_session_reused};
-    pyOpenSSL does not wrap it).
-    """
-    from OpenSSL._util import lib
-
-    ssl: Any = connection._ssl  # no public accessor
-    return bool(lib.SSL_session_reused(ssl))
