@@ -5,6 +5,10 @@ leg, real pyOpenSSL on both ends of link sessions joined by iosim on a Clock.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 from OpenSSL import SSL
@@ -26,9 +30,12 @@ from nfltr.tls import (
     server_context_factory,
     session_reused,
 )
-from nfltr.tls._resume import OP_ALLOW_NO_DHE_KEX, TICKET_OPTIONS, check_options
+from nfltr.tls._resume import OP_ALLOW_NO_DHE_KEX, TICKET_OPTIONS, TICKETS, check_options
+from nfltr.tls._tickets import num_tickets
 from tests.link.twisted_helpers import LinkPair, RecordingHandler
 from tests.test_e2ee import App
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 class Probe(App):
@@ -248,3 +255,42 @@ class SettingsTests(SynchronousTestCase):
         identity = ensure_self_signed(self.mktemp(), "agent")
         plain = server_context_factory(identity.cert, identity.key)
         self.assertRaises(ResumptionError, ResumingServerTLS, lambda: plain.context)
+
+
+class ProductionConfigTests(SynchronousTestCase):
+    """
+    Resumption with nfltr's OpenSSL configuration (C{NumTickets = 0} for
+    every context), as the agent and tcp-connect run.
+    """
+
+    def test_numTickets(self) -> None:
+        """
+        A resuming context sends one ticket; nfltr's other contexts are
+        left as the process configured them.
+        """
+        identity = ensure_self_signed(self.mktemp(), "agent")
+        creator = resuming_server(identity.cert, identity.key)
+        self.assertTrue(creator.available)
+        self.assertEqual(num_tickets(creator.context), TICKETS)
+        plain = server_context_factory(identity.cert, identity.key)
+        self.assertNotEqual(num_tickets(plain.context), None)
+
+    def test_resumesWhenConfigured(self) -> None:
+        """
+        In a process that imported L{nfltr.tls} first (its OpenSSL
+        configuration applies), a second connection resumes on both ends.
+        """
+        script = (
+            "import nfltr.tls, sys\n"
+            "assert nfltr.tls.OPENSSL_CONFIGURED\n"
+            "from twisted.trial import runner, reporter\n"
+            "name = 'tests.test_tls_resume.ResumptionTests.test_secondConnectionResumes'\n"
+            "suite = runner.TestLoader().loadByName(name)\n"
+            "result = reporter.Reporter(sys.stdout)\n"
+            "suite.run(result)\n"
+            "sys.exit(0 if result.wasSuccessful() and result.successes == 1 else 1)\n"
+        )
+        env = {k: v for k, v in os.environ.items() if k != "OPENSSL_CONF"}
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              env=env, cwd=ROOT, timeout=120, check=False)
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)

@@ -269,6 +269,9 @@ def prepare_agent(options: AgentOptions) -> AgentSetup:
         lifetime = options.ticket_lifetime
         tls = (resuming_server(identity.cert, identity.key, lifetime) if lifetime
                else server_context_factory(identity.cert, identity.key))
+        if isinstance(tls, ResumingServerTLS) and not tls.available:
+            _log.warn("TLS resumption is not available with this OpenSSL build:"
+                      " every tcp-connect connection makes a full handshake")
     except (MessageError, PKIError) as e:
         raise ConfigError(str(e)) from None
     except OSError as e:

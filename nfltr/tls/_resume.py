@@ -15,7 +15,9 @@ for at most C{lifetime} seconds after it was issued, and a ticket key is in
 use for at most C{lifetime} seconds (it stays in memory while a connection
 made with its context is open).  Nothing is cached on the server: the
 sessions live in the tickets, so the server's memory does not grow with
-the clients.
+the clients.  nfltr's OpenSSL configuration sends no tickets from any
+context (C{NumTickets = 0}); L{nfltr.tls._tickets} gives these contexts
+L{TICKETS} again.
 
 B{Client} (L{SessionMemory}): the last session of one agent (one pin), in
 memory only: one per connector, never written anywhere.  It is offered on
@@ -51,12 +53,16 @@ from nfltr.tls._contexts import OPTIONS, ClientTLS, _connection, client_creator
 from nfltr.tls._files import PKIError
 from nfltr.tls._sessions import SessionMemory
 from nfltr.tls._shares import server_context_of
+from nfltr.tls._tickets import num_tickets, set_num_tickets
 
 #: Seconds a ticket key seals tickets before its context is replaced, and
 #: the most a ticket is valid: one hour (a stolen key or ticket is of use
 #: for at most that long, and a connector that opens connections more than
 #: hourly pays one full handshake an hour).
 TICKET_LIFETIME = 3600
+#: TLS 1.3 tickets sent after each handshake: one (the client keeps only the
+#: last session, and each connection gets the ticket for the next).
+TICKETS = 1
 #: C{SSL_OP_ALLOW_NO_DHE_KEX} (OpenSSL's ssl.h): TLS 1.3 resumption without a
 #: new key exchange (C{psk_ke}); pyOpenSSL does not name it.
 OP_ALLOW_NO_DHE_KEX = 1 << 10
@@ -99,6 +105,7 @@ def enable_tickets(context: SSL.Context, lifetime: int) -> SSL.Context:
     context.set_session_id(SESSION_ID_CONTEXT)
     context.set_timeout(lifetime)
     check_options(context)
+    set_num_tickets(context, TICKETS)
     return context
 
 
@@ -132,6 +139,10 @@ class ResumingServerTLS:
         self._make = make
         self.lifetime = lifetime
         self.context = enable_tickets(make(), lifetime)
+        #: Whether the contexts send tickets (see L{nfltr.tls._tickets}):
+        #: if not, every connection is a full handshake, as without
+        #: resumption.
+        self.available = num_tickets(self.context) == TICKETS
 
     def bind(self, clock: IReactorTime) -> None:
         """
