@@ -24,6 +24,7 @@ from nfltr.tls import (
     ResumingServerTLS,
     ResumptionError,
     SessionMemory,
+    client_creator,
     ensure_self_signed,
     resuming_client,
     resuming_server,
@@ -206,6 +207,24 @@ class ResumptionTests(SynchronousTestCase):
         for _ in range(2):
             client, server = tunnel.exchange("tcp:3")
             self.assertEqual((client.reused, server.reused), (False, False))
+
+    def test_tls12Refused(self) -> None:
+        """
+        A client limited to TLS 1.2 cannot connect to a resuming server
+        (TLS 1.2 resumption would have no new key exchange): the handshake
+        fails and the server's application sees no byte.
+        """
+        tunnel = Tunnel(self)
+        old = client_creator("agent", pin=tunnel.identity.fingerprint, role="agent")
+        old.context.set_max_proto_version(SSL.TLS1_2_VERSION)
+        client = Probe()
+        factory = E2EETLSFactory(old, True, tunnel.pair.clock)
+        tunnel.pair.dialer.openSession("tcp:1", factory.wrap(client))
+        client.transport.write(b"request")
+        tunnel.pair.run()
+        self.assertIsNotNone(client.lost)
+        self.assertEqual(client.received, b"")
+        self.assertEqual([app.received for app in tunnel.serverApps], [b""])
 
     def test_creatorInterface(self) -> None:
         """

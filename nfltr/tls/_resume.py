@@ -24,6 +24,10 @@ memory only: one per connector, never written anywhere.  It is offered on
 the next connection; OpenSSL does not offer a ticket past the lifetime the
 server gave it.  Only TLS 1.3 sessions are kept.
 
+B{TLS 1.3 only.}  A resuming context refuses TLS 1.2, whose resumption
+reuses the first connection's master secret (no new key exchange): the
+peers of this leg are nfltr connectors, which speak TLS 1.3.
+
 B{Key exchange.}  OpenSSL resumes TLS 1.3 with C{psk_dhe_ke} only (a fresh
 (EC)DHE share on every resumed handshake) unless C{SSL_OP_ALLOW_NO_DHE_KEX}
 is set, which nfltr never sets (L{check_options} refuses it): the traffic
@@ -101,6 +105,10 @@ def enable_tickets(context: SSL.Context, lifetime: int) -> SSL.Context:
     """
     if context.set_options(0) & SSL.OP_NO_TICKET:
         raise ResumptionError("the context was made with OP_NO_TICKET")
+    # TLS 1.2 resumption reuses the master secret with no new key exchange
+    # (and a ticket key would open recorded sessions): the tunnel's peers
+    # are nfltr connectors, which speak TLS 1.3, so 1.2 is refused here.
+    context.set_min_proto_version(SSL.TLS1_3_VERSION)
     context.set_session_cache_mode(SSL.SESS_CACHE_SERVER)
     context.set_session_id(SESSION_ID_CONTEXT)
     context.set_timeout(lifetime)
