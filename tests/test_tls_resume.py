@@ -310,6 +310,9 @@ class ProductionConfigTests(SynchronousTestCase):
             "sys.exit(0 if result.wasSuccessful() and result.successes == 1 else 1)\n"
         )
         env = {k: v for k, v in os.environ.items() if k != "OPENSSL_CONF"}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+        work = Path(self.mktemp())
+        work.mkdir(parents=True)
         done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                              env=env, cwd=ROOT, timeout=120, check=False)
+                              env=env, cwd=work, timeout=120, check=False)
         self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
