@@ -315,6 +315,11 @@ class Tunnel:
         "plain": ["--e2ee", "false", "--transport", "link"],
         "ws": ["--e2ee", "true", "--transport", "websocket"],
     }
+    #: Options added to every agent's and every connector's command (a
+    #: variant: C{--tls-ticket-lifetime 0} and C{--resume false} turn TLS
+    #: resumption off on the end-to-end leg).
+    AGENT_EXTRA: tuple[str, ...] = ()
+    CONNECTOR_EXTRA: tuple[str, ...] = ()
 
     def __init__(
         self, tmp: Path, procs: Processes, ports: dict[str, int], *,
@@ -355,7 +360,7 @@ class Tunnel:
             name = f"bench-{mode}"
             agent = start(f"agent {mode}", nfltr_command(
                 "tcp", *(str(p) for p in ports.values()), "--name", name,
-                "--state-dir", str(tmp / f"agent-{mode}"), *relay, *e2ee,
+                "--state-dir", str(tmp / f"agent-{mode}"), *relay, *e2ee, *self.AGENT_EXTRA,
             ), env)
             pin: list[str] = []
             if "true" in e2ee:
@@ -365,7 +370,7 @@ class Tunnel:
             for service, port in ports.items():
                 connector = start(f"connector {mode} {service}", nfltr_command(
                     "tcp-connect", name, str(port), "--listen", "127.0.0.1:0", *pin, *relay,
-                    *e2ee,
+                    *e2ee, *self.CONNECTOR_EXTRA,
                 ), env)
                 local = int(connector.wait_for(r"listening on [\d.]+:(\d+)").group(1))
                 self.connectors[mode, service] = (connector, local)

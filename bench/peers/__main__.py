@@ -61,6 +61,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add_quick(p, "1 round of 1 s runs, 2 s idle, 20 agents; no JSON or plots unless asked")
     p.add_argument("--tools", default=",".join(DEFAULT_TOOLS),
                    help=f"comma-separated, in the order of a round ({', '.join(TOOLS)})")
+    p.add_argument("--resumption-ab", action="store_true",
+                   help="also run nfltr-e2ee-full (the e2ee tunnel without TLS resumption) right"
+                   " after nfltr-e2ee, for the new-connection rows (close-N) with and without it")
     p.add_argument("--loads", "--workloads", default=",".join(ALL),
                    help="bulk-N (iperf3 -P N), http-N (wrk -cN, 1 KiB, keep-alive), close-N"
                    " (a new connection each request), mib-N (1 MiB, keep-alive); comma-separated")
@@ -90,6 +93,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         args.agents = min(args.agents, 20)
         args.quiet_budget = min(args.quiet_budget, 10.0)
     args.tool_list = comma_list(args.tools)
+    if args.resumption_ab and "nfltr-e2ee-full" not in args.tool_list:
+        at = args.tool_list.index("nfltr-e2ee") + 1 if "nfltr-e2ee" in args.tool_list else 0
+        args.tool_list.insert(at, "nfltr-e2ee-full")
     unknown = set(args.tool_list) - set(TOOLS)
     if unknown:
         p.error(f"unknown tools: {', '.join(sorted(unknown))} (known: {', '.join(TOOLS)})")

@@ -21,7 +21,10 @@ The tools:
     own HTTPS (the baseline of the share URLs).
   - C{nfltr-plain}, C{nfltr-e2ee}: an nfltr TCP tunnel: relay, agent
     (C{nfltr tcp}) and connector (C{nfltr tcp-connect}); TLS on both of the
-    relay's legs, and in C{e2ee} TLS from connector to agent inside them.
+    relay's legs, and in C{e2ee} TLS from connector to agent inside them
+    (resuming the previous connection's TLS 1.3 session, the default);
+    C{nfltr-e2ee-full}, only with C{--resumption-ab}: the same without
+    resumption, a full handshake per connection.
   - C{share-e2ee}, C{share-inspect}, C{share-passthrough}: an nfltr share
     URL (relay and C{nfltr http} agent; the visitor is wrk speaking HTTPS
     to the relay); HTTP loads only.
@@ -267,9 +270,15 @@ class NfltrTunnel(Tool):
 
     mode = ""
     restart_note = None
+    #: Options added to the agent's and the connectors' commands.
+    agent_extra: ClassVar[tuple[str, ...]] = ()
+    connector_extra: ClassVar[tuple[str, ...]] = ()
 
     def start(self) -> dict[str, Endpoint]:
-        stack = type("Stack", (_Tunnel,), {"MODES": (self.mode,)})
+        stack = type("Stack", (_Tunnel,), {
+            "MODES": (self.mode,), "AGENT_EXTRA": self.agent_extra,
+            "CONNECTOR_EXTRA": self.connector_extra,
+        })
         self.tunnel = stack(self.tmp / "nfltr", self.procs, self.forwarded)
         self.role_procs["relay"] = [self.tunnel.relay]
         self.role_procs["exposer"] = [self.tunnel.agents[self.mode]]
@@ -299,7 +308,15 @@ class NfltrPlain(NfltrTunnel):
 class NfltrE2ee(NfltrTunnel):
     name = "nfltr-e2ee"
     mode = "e2ee"
-    note = "as nfltr-plain, plus TLS from connector to agent inside the link (the default)"
+    note = ("as nfltr-plain, plus TLS from connector to agent inside the link (the default:"
+            " a new connection resumes the previous one's TLS 1.3 session)")
+
+
+class NfltrE2eeFull(NfltrE2ee):
+    name = "nfltr-e2ee-full"
+    agent_extra = ("--tls-ticket-lifetime", "0")
+    connector_extra = ("--resume", "false")
+    note = "as nfltr-e2ee, without TLS resumption: a full handshake per connection (A/B)"
 
 
 class Share(Tool):
@@ -658,11 +675,12 @@ class Haproxy(Tool):
 
 
 TOOLS: dict[str, type[Tool]] = {t.name: t for t in (
-    Direct, DirectTls, NfltrPlain, NfltrE2ee, ShareE2ee, ShareInspect, SharePassthrough, Ssh,
-    NfltrSsh, Pagekite, Socat, Haproxy,
+    Direct, DirectTls, NfltrPlain, NfltrE2ee, NfltrE2eeFull, ShareE2ee, ShareInspect,
+    SharePassthrough, Ssh, NfltrSsh, Pagekite, Socat, Haproxy,
 )}
-#: The tools run unless told otherwise (C{nfltr-ssh} joins once it exists).
-DEFAULT_TOOLS = tuple(TOOLS)
+#: The tools run unless told otherwise (C{nfltr-ssh} joins once it exists;
+#: C{nfltr-e2ee-full} with C{--resumption-ab}).
+DEFAULT_TOOLS = tuple(name for name in TOOLS if name != NfltrE2eeFull.name)
 
 
 def versions() -> dict[str, str]:

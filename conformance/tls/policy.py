@@ -426,6 +426,14 @@ def no_resumption(leg: Leg) -> tuple[bool, str]:
     """
     No session resumes: TLS 1.2 by session id or ticket (sslyze), TLS 1.2
     and 1.3 with the session a first connection got (probe).
+
+    It holds on every leg this scan reaches (the relay's TLS port with and
+    without a server name, the e2ee and inspect shares).  The one leg that
+    resumes, a C{tcp-connect} to an agent's end-to-end tunnel, is TLS inside
+    a link session, which no scanner reaches: its rules (TLS 1.3 only with
+    C{psk_dhe_ke}, one ticket, keys rotated every C{--tls-ticket-lifetime})
+    are tested in C{tests/test_tls_resume.py}, and the reason it may resume
+    is in docs/security.md ("TLS resumption on the end-to-end tunnel").
     """
     result = leg.scan("session_resumption")
     resumed = {version: leg.probes[f"tickets_{version}"]["second"]["resumed"]

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from nfltr.tls import TICKET_LIFETIME
 from nfltr.wire.messages import (
     MAX_HTTP_SHARES,
     MAX_SHARES,
@@ -64,6 +65,9 @@ class AgentOptions:
     group: str | None = None
     #: The service's health check (C{--health-check}; L{nfltr.agent._health}).
     health: HealthCheck | None = None
+    #: Seconds an end-to-end tunnel's TLS ticket resumes, and its ticket
+    #: key is used (L{nfltr.tls.TICKET_LIFETIME}); 0: no resumption.
+    ticket_lifetime: int = TICKET_LIFETIME
 
     def tcp_shares(self) -> list[TcpShare]:
         """
@@ -126,6 +130,7 @@ def agent_options(
         proxy_protocol=proxy_version(values.get("proxy-protocol")) if not http else None,
         group=_group(group),
         health=_health(values.get("health-check")),
+        ticket_lifetime=ticket_lifetime(values.get("tls-ticket-lifetime")),
     )
 
 
@@ -148,6 +153,28 @@ def _health(text: str | None) -> HealthCheck | None:
     @raise ConfigError: what is wrong.
     """
     return None if text is None else parse_health_check(text)
+
+
+#: The longest C{--tls-ticket-lifetime}: a day.
+MAX_TICKET_LIFETIME = 86400
+
+
+def ticket_lifetime(text: str | None) -> int:
+    """
+    Read C{--tls-ticket-lifetime}: whole seconds, 0 (no resumption) to
+    L{MAX_TICKET_LIFETIME}; L{None}: the default.
+
+    @raise ConfigError: not such a number.
+    """
+    if text is None:
+        return TICKET_LIFETIME
+    number = int(text) if text.strip().isdigit() else -1
+    if not 0 <= number <= MAX_TICKET_LIFETIME:
+        raise ConfigError(
+            f"--tls-ticket-lifetime {text!r}: give whole seconds, 0 (no resumption) to"
+            f" {MAX_TICKET_LIFETIME}"
+        )
+    return number
 
 
 def _public_ports(

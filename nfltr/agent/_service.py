@@ -29,8 +29,10 @@ from nfltr.store import OwnerLock
 from nfltr.tls import (
     E2EETLSFactory,
     PKIError,
+    ResumingServerTLS,
     ServerTLS,
     ensure_self_signed,
+    resuming_server,
     server_context_factory,
 )
 from nfltr.wire.health import GROUPS_FEATURE
@@ -247,7 +249,7 @@ class AgentSetup:
     options: AgentOptions
     name: str
     fingerprint: str | None
-    server_tls: ServerTLS | None
+    server_tls: ServerTLS | ResumingServerTLS | None
     share_key: ec.EllipticCurvePrivateKey | None = None
 
 
@@ -267,7 +269,12 @@ def prepare_agent(options: AgentOptions) -> AgentSetup:
         if not any(share.e2ee for share in options.tcp_shares()):
             return AgentSetup(options, name, None, None, key)
         identity = ensure_self_signed(state, name)
-        tls = server_context_factory(identity.cert, identity.key)
+        lifetime = options.ticket_lifetime
+        tls = (resuming_server(identity.cert, identity.key, lifetime) if lifetime
+               else server_context_factory(identity.cert, identity.key))
+        if isinstance(tls, ResumingServerTLS) and not tls.available:
+            _log.warn("TLS resumption is not available with this OpenSSL build:"
+                      " every tcp-connect connection makes a full handshake")
     except (MessageError, PKIError) as e:
         raise ConfigError(str(e)) from None
     except OSError as e:

@@ -106,6 +106,11 @@ AGENT_OPTIONS: tuple[Option, ...] = (
         "tcp or http:/PATH, optionally with ,interval=5s,timeout=2s,fall=1,rise=2: check the "
         "local service and withdraw it at the relay while the checks fail",
     ),
+    Option(
+        "tls-ticket-lifetime", "SECONDS",
+        "how long a tcp-connect may resume its end-to-end TLS session (TLS 1.3 tickets, "
+        "sealed with a key replaced that often; default 3600); 0: no resumption",
+    ),
     *RELAY_OPTIONS,
 )
 HTTP_OPTIONS: tuple[Option, ...] = (
@@ -220,6 +225,12 @@ CONNECT_OPTIONS: tuple[Option, ...] = (
         "e2ee", "BOOL",
         "true (default): end-to-end TLS to the agent; false: for an agent run with "
         "--e2ee false",
+    ),
+    Option(
+        "resume", "BOOL",
+        "true (default): resume the end-to-end TLS session of the previous connection "
+        "(TLS 1.3 tickets, kept in memory only), saving a full handshake per connection; "
+        "false: a full handshake every time",
     ),
     Option(
         "wait", None,

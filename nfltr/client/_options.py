@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from nfltr.agent import ConfigError, RelaySettings, parse_address, parse_bool, relay_settings
-from nfltr.tls import ClientTLS, InvalidFingerprint, client_creator
+from nfltr.tls import ClientTLS, InvalidFingerprint, client_creator, resuming_client
 from nfltr.wire.messages import MessageError, check_name, parse_port
 
 DEFAULT_LISTEN = "127.0.0.1:0"
@@ -50,7 +50,7 @@ def connect_options(
 ) -> ConnectOptions:
     """
     Check a C{tcp-connect} command line (options keyed by name: C{listen},
-    C{pin}, C{e2ee}, C{wait} and the relay's; a missing or L{None} value
+    C{pin}, C{e2ee}, C{resume}, C{wait} and the relay's; a missing or L{None} value
     takes its default).
 
     @raise ConfigError: what is wrong, for the user.
@@ -74,8 +74,12 @@ def connect_options(
         )
     if not e2ee and pin is not None:
         raise ConfigError("--pin has no use with --e2ee false")
+    resume = parse_bool(values.get("resume") or "true", "--resume")
     try:
-        tls = None if pin is None else client_creator(agent, pin=pin, role="agent")
+        tls = None
+        if pin is not None:
+            tls = (resuming_client(agent, pin) if resume
+                   else client_creator(agent, pin=pin, role="agent"))
     except InvalidFingerprint as e:
         raise ConfigError(str(e)) from None
     return ConnectOptions(

@@ -15,7 +15,9 @@ Certificates, fingerprints and TLS settings.
   - L{BatchingTLSProtocol} (made by L{tls_factory}, L{TLSClientEndpoint})
     is memory-BIO TLS that moves data in batches rather than records;
     L{E2EETLSProtocol} (made by L{E2EETLSFactory}) is that TLS over a
-    tunnel's session, with half-close, for the end-to-end leg.
+    tunnel's session, with half-close, for the end-to-end leg;
+  - L{resuming_server} and L{resuming_client} make that leg's creators
+    with TLS 1.3 resumption (L{nfltr.tls._resume}).
 
 Importing this package first gives OpenSSL nfltr's configuration, if
 nothing loaded OpenSSL before (L{OPENSSL_CONFIGURED} says whether it
@@ -71,6 +73,14 @@ from nfltr.tls._issue import (  # noqa: E402
     ensure_self_signed,
     subject_alt_names,
 )
+from nfltr.tls._resume import (  # noqa: E402
+    TICKET_LIFETIME,
+    ResumingServerTLS,
+    ResumptionError,
+    resuming_client,
+    resuming_server,
+)
+from nfltr.tls._sessions import SessionMemory, session_reused  # noqa: E402
 from nfltr.tls._shares import (  # noqa: E402
     SHARE_CERT_LIFETIME,
     ShareCA,
@@ -82,6 +92,13 @@ from nfltr.tls._shares import (  # noqa: E402
 
 __all__ = [
     "OPENSSL_CONFIGURED",
+    "TICKET_LIFETIME",
+    "ResumingServerTLS",
+    "ResumptionError",
+    "SessionMemory",
+    "resuming_client",
+    "resuming_server",
+    "session_reused",
     "CLUSTER_CA_CERT",
     "CLUSTER_CA_KEY",
     "REPLICA_NAME",

@@ -3,7 +3,8 @@
 TLS connection creators for Twisted's TLS (L{twisted.protocols.tls}).
 
 Both sides: TLS 1.2 at least, AEAD ciphers only with AES-GCM first (ChaCha20
-allowed, not forced), no compression, no renegotiation, no session tickets.
+allowed, not forced), no compression, no renegotiation, no session tickets (but see
+L{nfltr.tls._resume} for the end-to-end tunnel leg).
 Partial writes are off, so that one C{SSL_write} encrypts a whole write
 (L{nfltr.tls.BatchingTLSProtocol}); OpenSSL releases a connection's record
 buffers while it is idle, unless the TLS factory the connection is made for
@@ -50,6 +51,7 @@ from zope.interface import implementer
 from nfltr.tls._direct import keep_buffers
 from nfltr.tls._files import PKIError
 from nfltr.tls._fingerprint import parse_fingerprint, spki_fingerprint
+from nfltr.tls._sessions import SessionMemory
 
 _TLS12_CIPHERS = (
     b"ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
@@ -108,10 +110,10 @@ class CertificateRejected(VerificationFailed):
     """
 
 
-def _base_context() -> SSL.Context:
+def _base_context(options: int = OPTIONS) -> SSL.Context:
     context = SSL.Context(SSL.TLS_METHOD)
     context.set_min_proto_version(SSL.TLS1_2_VERSION)
-    context.set_options(OPTIONS)
+    context.set_options(options)
     context.clear_mode(MODE_ENABLE_PARTIAL_WRITE)
     context.set_mode(SSL.MODE_RELEASE_BUFFERS)
     context.set_cipher_list(_TLS12_CIPHERS)
@@ -160,14 +162,27 @@ def server_context_factory(
 
     @raise PKIError: the files cannot be read or do not match.
     """
-    context = _base_context()
+    return ServerTLS(server_context(cert_path, key_path))
+
+
+def server_context(
+    cert_path: str | os.PathLike[str], key_path: str | os.PathLike[str],
+    options: int = OPTIONS,
+) -> SSL.Context:
+    """
+    A server context (nfltr's settings, C{options}) presenting the
+    certificate and chain in C{cert_path} with the key in C{key_path}.
+
+    @raise PKIError: the files cannot be read or do not match.
+    """
+    context = _base_context(options)
     try:
         context.use_certificate_chain_file(os.fspath(cert_path))
         context.use_privatekey_file(os.fspath(key_path))
         context.check_privatekey()
     except SSL.Error as e:
         raise PKIError(f"cannot serve TLS with {cert_path} and {key_path}: {e}") from e
-    return ServerTLS(context)
+    return context
 
 
 @implementer(IOpenSSLClientConnectionCreator)
@@ -176,7 +191,12 @@ class ClientTLS:
     Creates client-side TLS connections that send C{hostname} as the server
     name (unless it is an IP address) and verify the server by a CA or by a
     pin.
+
+    @ivar sessions: where the last session is kept and offered again
+        (L{nfltr.tls.resuming_client}); L{None}: no resumption.
     """
+
+    sessions: SessionMemory | None = None
 
     def __init__(
         self,
@@ -208,6 +228,8 @@ class ClientTLS:
         if self._server_name is not None:
             connection.set_tlsext_host_name(self._server_name)
         connection.set_verify(SSL.VERIFY_PEER, _Verifier(self, tlsProtocol))
+        if self.sessions is not None:
+            self.sessions.offer(connection)
         return connection
 
     def check(

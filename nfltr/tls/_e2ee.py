@@ -42,6 +42,9 @@ from zope.interface import implementer
 from nfltr.netio import io_settings
 
 from ._batching import BatchingTLSProtocol
+from ._contexts import ClientTLS
+from ._resume import ResumingServerTLS
+from ._sessions import SessionMemory
 
 
 @implementer(interfaces.IHalfCloseableProtocol)
@@ -60,6 +63,28 @@ class E2EETLSProtocol(BatchingTLSProtocol):
     transport: Any  # the stream below: a session or a TCP connection
     _closeNotifyPending = False
     _writeShut = False
+    #: Where the session is kept once its tickets arrived (a client whose
+    #: creator resumes), until it was.
+    _keepSession: SessionMemory | None = None
+
+    def __init__(self, factory: Any, wrappedProtocol: Any, _connectWrapped: bool = True) -> None:
+        super().__init__(factory, wrappedProtocol, _connectWrapped)
+        self._keepSession = getattr(factory, "sessions", None)
+
+    def dataReceived(self, data: bytes) -> None:
+        """
+        As the batching TLS's; a resuming client keeps its session from the
+        first read after the handshake (TLS 1.3 tickets come right after).
+        """
+        waiting = self._keepSession is not None and self._handshakeDone
+        super().dataReceived(data)
+        if waiting:
+            self._storeSession()
+
+    def _storeSession(self) -> None:
+        memory, self._keepSession = self._keepSession, None
+        if memory is not None and self._tlsConnection is not None:
+            memory.keep(self._tlsConnection)
 
     def write(self, data: bytes) -> None:
         """
@@ -159,6 +184,8 @@ class E2EETLSProtocol(BatchingTLSProtocol):
             and not reason.check(error.ConnectionDone)
         ):
             self._reason = reason
+        if self._keepSession is not None and self._handshakeDone:
+            self._storeSession()
         super().connectionLost(reason)
 
 
@@ -185,6 +212,12 @@ class E2EETLSFactory(TLSMemoryBIOFactory):
             C{NFLTR_TLS_BATCH}.
         """
         super().__init__(creator, isClient, Factory(), clock=clock)
+        #: The client's session memory when its creator resumes.
+        self.sessions: SessionMemory | None = None
+        if isinstance(creator, ClientTLS) and isClient:
+            self.sessions = creator.sessions
+        if isinstance(creator, ResumingServerTLS):
+            creator.bind(clock)
         chosen = io_settings(clock)
         self.batch = chosen.tls_batch if batch is None else batch
         self.direct = chosen.tls_direct

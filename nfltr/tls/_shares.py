@@ -19,13 +19,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from OpenSSL import SSL, crypto
 
-from nfltr.tls._contexts import ServerTLS, _base_context
+from nfltr.tls._contexts import OPTIONS, ServerTLS, _base_context
 from nfltr.tls._files import PKIError, load_certificate, load_or_create_key
 from nfltr.tls._issue import BACKDATE, RelayPKI, _server_extensions
 
@@ -82,7 +83,19 @@ def server_tls_from_pem(key: ec.EllipticCurvePrivateKey, chain_pem: str) -> Serv
 def _server_tls(
     key: ec.EllipticCurvePrivateKey, certs: list[x509.Certificate]
 ) -> ServerTLS:
-    context = _base_context()
+    return ServerTLS(server_context_of(key, certs))
+
+
+def server_context_of(
+    key: Any, certs: list[x509.Certificate], options: int = OPTIONS
+) -> SSL.Context:
+    """
+    A server context (nfltr's settings, C{options}) presenting C{certs}
+    (leaf first) with C{key}.
+
+    @raise PKIError: no certificate, or they do not match the key.
+    """
+    context = _base_context(options)
     try:
         context.use_certificate(crypto.X509.from_cryptography(certs[0]))
         for extra in certs[1:]:
@@ -90,8 +103,8 @@ def _server_tls(
         context.use_privatekey(crypto.PKey.from_cryptography_key(key))
         context.check_privatekey()
     except (SSL.Error, IndexError) as e:
-        raise PKIError(f"the share certificate does not match its key: {e}") from e
-    return ServerTLS(context)
+        raise PKIError(f"the certificate does not match its key: {e}") from e
+    return context
 
 
 class ShareCA:

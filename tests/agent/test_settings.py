@@ -19,11 +19,12 @@ from nfltr.agent import (
     agent_options,
     parse_address,
     parse_bool,
+    prepare_agent,
     relay_settings,
 )
 from nfltr.client import connect_options
 from nfltr.link import PRESETS
-from nfltr.tls import ensure_relay_pki
+from nfltr.tls import TICKET_LIFETIME, ResumingServerTLS, ServerTLS, ensure_relay_pki
 
 PIN = "sha256:" + "ab" * 32
 KEY = "nfk_secret"
@@ -233,6 +234,30 @@ class AgentOptionsTests(SynchronousTestCase):
         self.assertEqual(options.state_dir, Path("s").absolute())
         self.assertFalse(agent_options(["22"], values(e2ee="false"), {}).e2ee)
 
+    def test_ticketLifetime(self) -> None:
+        """
+        C{--tls-ticket-lifetime} is whole seconds from 0 (no resumption) to
+        a day, an hour by default; anything else is an error naming it.
+        """
+        self.assertEqual(agent_options(["22"], values(), {}).ticket_lifetime, TICKET_LIFETIME)
+        for text, seconds in (("0", 0), ("60", 60), ("86400", 86400)):
+            options = agent_options(["22"], values(tls_ticket_lifetime=text), {})
+            self.assertEqual(options.ticket_lifetime, seconds)
+        for text in ("-1", "1.5", "86401", "x", ""):
+            e = self.assertRaises(ConfigError, agent_options, ["22"],
+                                  values(tls_ticket_lifetime=text), {})
+            self.assertIn("--tls-ticket-lifetime", str(e))
+
+    def test_resumingTunnel(self) -> None:
+        """
+        The agent's end-to-end tunnel resumes unless the lifetime is 0.
+        """
+        resuming = prepare_agent(agent_options(["22"], values(state_dir=self.mktemp()), {}))
+        self.assertIsInstance(resuming.server_tls, ResumingServerTLS)
+        plain = prepare_agent(agent_options(
+            ["22"], values(state_dir=self.mktemp(), tls_ticket_lifetime="0"), {}))
+        self.assertIsInstance(plain.server_tls, ServerTLS)
+
     def test_defaultStateDir(self) -> None:
         """
         The state directory defaults under C{XDG_STATE_HOME}.
@@ -276,6 +301,21 @@ class ConnectOptionsTests(SynchronousTestCase):
         self.assertEqual(options.agent_tls.role, "agent")
         listen = connect_options("box", "22", values(pin=PIN, listen="2222"), {})
         self.assertEqual(listen.listen_address, "127.0.0.1:2222")
+
+    def test_resume(self) -> None:
+        """
+        The agent's TLS keeps and offers its last session unless
+        C{--resume false}; a bad value is an error naming the option.
+        """
+        resuming = connect_options("box", "22", values(pin=PIN), {}).agent_tls
+        assert resuming is not None
+        self.assertIsNotNone(resuming.sessions)
+        plain = connect_options("box", "22", values(pin=PIN, resume="false"), {}).agent_tls
+        assert plain is not None
+        self.assertIsNone(plain.sessions)
+        e = self.assertRaises(ConfigError, connect_options, "box", "22",
+                              values(pin=PIN, resume="maybe"), {})
+        self.assertIn("--resume", str(e))
 
     def test_pinRequired(self) -> None:
         """

@@ -103,6 +103,17 @@ class AdapterTests(SynchronousTestCase):
         """
         self.roundTrip("nfltr-e2ee")
 
+    def test_nfltrE2eeFull(self) -> None:
+        """
+        nfltr-e2ee-full (resumption off on both ends): starts, carries a
+        request, and stops leaving no process; its agent and connectors were
+        given the options that turn resumption off.
+        """
+        tool = self.roundTrip("nfltr-e2ee-full")
+        commands = [" ".join(p.popen.args) for procs in tool.role_procs.values() for p in procs]
+        self.assertTrue(any("--tls-ticket-lifetime 0" in c for c in commands), commands)
+        self.assertTrue(any("--resume false" in c for c in commands), commands)
+
     def test_shareE2ee(self) -> None:
         """
         share-e2ee: starts, carries a request, and stops leaving no process.

@@ -219,6 +219,25 @@ class TunnelTests(SynchronousTestCase):
         self.assertEqual(f.relay.hellos[-1]["role"], "client")
         self.assertEqual(f.relay.hellos[-1]["key"], KEY)
 
+    def test_e2eeResumes(self) -> None:
+        """
+        A later local connection resumes the end-to-end TLS session of an
+        earlier one (the agent's tickets, the connector's memory), and its
+        bytes still go through end to end.
+        """
+        f = ClientFixture(self)
+        f.start()
+        first = f.user(MARKER)
+        f.network.run()
+        second = f.user(MARKER)
+        f.network.run()
+        self.assertEqual((first.received, second.received), (MARKER, MARKER))
+        assert f.options.agent_tls is not None
+        memory = f.options.agent_tls.sessions
+        assert memory is not None
+        self.assertGreaterEqual(memory.resumed, 1)
+        self.assertNotIn(MARKER, f.clientRelayReceived())
+
     def test_plainRoundTrip(self) -> None:
         """
         Without end-to-end TLS the bytes travel as they are.
