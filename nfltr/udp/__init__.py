@@ -1,0 +1,45 @@
+# -*- test-case-name: tests.udp -*-
+"""
+UDP over the link: datagram sessions (docs/link-protocol.md, section 17).
+
+  - L{encode_datagram}, L{DatagramDecoder}: the framing, at most
+    L{MAX_DATAGRAM} bytes a datagram (L{nfltr.udp._codec});
+  - L{SessionTable}, L{DatagramLimits}: one session per visitor address
+    with an idle timeout (L{nfltr.udp._table});
+  - L{DatagramSession}, L{LinkDatagramOpener}: the protocol on a link
+    session, dropping and counting what a full session cannot take
+    (L{nfltr.udp._session});
+  - L{UDPEntrance}, L{ServiceExit}: the sockets at either end
+    (L{nfltr.udp._ports});
+  - L{UDP_FEATURE}, L{udp_target}, L{parse_udp_target}: the names on the
+    wire.
+"""
+
+from nfltr.udp._codec import MAX_DATAGRAM, DatagramDecoder, DatagramTooLarge, encode_datagram
+from nfltr.udp._ports import ServiceExit, UDPEntrance
+from nfltr.udp._session import DatagramSession, LinkDatagramOpener
+from nfltr.udp._table import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_SESSIONS,
+    DatagramLimits,
+    SessionTable,
+)
+from nfltr.udp._targets import UDP_FEATURE, parse_udp_target, udp_target
+
+__all__ = [
+    "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_MAX_SESSIONS",
+    "MAX_DATAGRAM",
+    "UDP_FEATURE",
+    "DatagramDecoder",
+    "DatagramLimits",
+    "DatagramSession",
+    "DatagramTooLarge",
+    "LinkDatagramOpener",
+    "SessionTable",
+    "ServiceExit",
+    "UDPEntrance",
+    "encode_datagram",
+    "parse_udp_target",
+    "udp_target",
+]
