@@ -11,8 +11,8 @@ UDP over the link: datagram sessions (docs/link-protocol.md, section 17).
     (L{nfltr.udp._session});
   - L{UDPEntrance}, L{ServiceExit}: the sockets at either end
     (L{nfltr.udp._ports});
-  - L{UDP_FEATURE}, L{udp_target}, L{parse_udp_target}: the names on the
-    wire.
+
+The names on the wire are L{nfltr.wire.udp}'s.
 """
 
 from nfltr.udp._codec import MAX_DATAGRAM, DatagramDecoder, DatagramTooLarge, encode_datagram
@@ -24,13 +24,11 @@ from nfltr.udp._table import (
     DatagramLimits,
     SessionTable,
 )
-from nfltr.udp._targets import UDP_FEATURE, parse_udp_target, udp_target
 
 __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
     "DEFAULT_MAX_SESSIONS",
     "MAX_DATAGRAM",
-    "UDP_FEATURE",
     "DatagramDecoder",
     "DatagramLimits",
     "DatagramSession",
@@ -40,6 +38,4 @@ __all__ = [
     "ServiceExit",
     "UDPEntrance",
     "encode_datagram",
-    "parse_udp_target",
-    "udp_target",
 ]

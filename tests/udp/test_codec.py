@@ -1,6 +1,6 @@
 # -*- test-case-name: tests.udp.test_codec -*-
 """
-Tests for L{nfltr.udp._codec} and L{nfltr.udp._targets}.
+Tests for L{nfltr.udp._codec}.
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ from nfltr.udp import (
     DatagramDecoder,
     DatagramTooLarge,
     encode_datagram,
-    parse_udp_target,
-    udp_target,
 )
 
 datagrams = st.lists(st.binary(max_size=300), max_size=20)
@@ -78,34 +76,3 @@ class CodecTests(SynchronousTestCase):
         An empty datagram is a datagram (UDP allows it).
         """
         self.assertEqual(DatagramDecoder().feed(encode_datagram(b"") * 2), [b"", b""])
-
-
-class TargetTests(SynchronousTestCase):
-    """
-    The datagram sessions' targets.
-    """
-
-    def test_forms(self) -> None:
-        """
-        C{udp:<port>} and C{udp:<agent>:<port>} are written and read back.
-        """
-        self.assertEqual(udp_target(53), "udp:53")
-        self.assertEqual(udp_target(53, "dns"), "udp:dns:53")
-        self.assertEqual(parse_udp_target("udp:53"), (None, 53))
-        self.assertEqual(parse_udp_target("udp:dns:53"), ("dns", 53))
-
-    def test_refused(self) -> None:
-        """
-        Other targets and out-of-range ports are not datagram targets.
-        """
-        for target in ["tcp:53", "udp:", "udp:0", "udp:65536", "udp:x", "udp::53", "udp:a:b",
-                       "udp:123456", "udp:-1"]:
-            self.assertIsNone(parse_udp_target(target), target)
-        self.assertRaises(ValueError, udp_target, 0)
-
-    @given(st.from_regex(r"[a-z0-9-]{1,20}", fullmatch=True), st.integers(1, 65535))
-    def test_roundTrip(self, agent: str, port: int) -> None:
-        """
-        Every agent name and port comes back from its target.
-        """
-        self.assertEqual(parse_udp_target(udp_target(port, agent)), (agent, port))

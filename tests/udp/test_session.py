@@ -23,10 +23,9 @@ from nfltr.udp import (
     LinkDatagramOpener,
     SessionTable,
     encode_datagram,
-    parse_udp_target,
-    udp_target,
 )
 from nfltr.udp.interfaces import IDatagramOpener, IDatagramPeer
+from nfltr.wire.udp import parse_udp_target, udp_target
 from tests.link.twisted_helpers import LinkPair, RecordingHandler
 
 

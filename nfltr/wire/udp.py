@@ -1,16 +1,22 @@
-# -*- test-case-name: tests.udp.test_codec -*-
+# -*- test-case-name: tests.wire.test_udp -*-
 """
-The names datagram sessions carry on the wire: the welcome's feature and
-the C{OPEN} targets (docs/link-protocol.md, section 17).
+What datagram sessions (UDP) put on the wire: the hello's C{udp} list, the
+welcome's feature and the C{OPEN} targets (docs/link-protocol.md, section
+17).
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
+
+from nfltr.wire.messages import MessageError, check_port
 
 #: What a peer lists in its welcome's C{features} when it takes datagram
 #: sessions; a peer that does not list it is never sent one.
 UDP_FEATURE = "udp"
+#: UDP ports one agent may share.
+MAX_UDP_SHARES = 16
 _PREFIX = "udp:"
 _PORT = re.compile(r"[0-9]{1,5}")
 _PORT_LIMIT = 65536
@@ -39,3 +45,29 @@ def parse_udp_target(target: str) -> tuple[str | None, int] | None:
     if agent == "":
         return (None, int(text)) if ":" not in target[len(_PREFIX):] else None
     return agent, int(text)
+
+
+def udp_declaration(ports: list[int]) -> list[dict[str, int]]:
+    """
+    The C{udp} list of an agent's hello sharing UDP C{ports}.
+    """
+    return [{"port": check_port(port)} for port in ports]
+
+
+def parse_udp_ports(raw: Any) -> frozenset[int]:
+    """
+    The UDP ports an agent's hello declares (its C{udp} list, absent for
+    none).
+
+    @raise MessageError: naming what is wrong.
+    """
+    if not isinstance(raw, list) or len(raw) > MAX_UDP_SHARES:
+        raise MessageError(f"udp must be a list of at most {MAX_UDP_SHARES} shares")
+    ports = []
+    for item in raw:
+        if not isinstance(item, dict) or set(item) != {"port"}:
+            raise MessageError("each udp share is a port alone")
+        ports.append(check_port(item["port"]))
+    if len(set(ports)) != len(ports):
+        raise MessageError("a udp port is shared twice")
+    return frozenset(ports)
