@@ -38,6 +38,7 @@ class AgentEntry:
     @ivar addressed: the ports among C{ports} whose sessions name the
         client's address (C{tcp:PORT@ADDRESS}): the agent writes PROXY
         headers.
+    @ivar udp: the UDP ports it shares (datagram sessions, L{nfltr.udp}).
     """
 
     name: str
@@ -47,6 +48,7 @@ class AgentEntry:
     holder: IAgentHolder
     plain: frozenset[int] = frozenset()
     addressed: frozenset[int] = frozenset()
+    udp: frozenset[int] = frozenset()
 
 
 class Directory:

@@ -52,6 +52,7 @@ from nfltr.wire.messages import (
     parse_dialer_hello,
     welcome,
 )
+from nfltr.wire.udp import parse_udp_ports
 from nfltr.wire.update import UPDATE
 
 from .agent_update import apply_update
@@ -62,6 +63,7 @@ from .leases import NameLeased
 from .names import ClaimRefused, name_taken_message
 from .public_ports import PortRequest, lease_name
 from .tcp_route import RouteRefused
+from .udp_route import is_udp_target, route_udp
 
 INVALID_KEY = "invalid API key"
 STORE_UNAVAILABLE = "the relay cannot check API keys now; try again later"
@@ -114,6 +116,8 @@ class RelayLinkHandler(LinkHandler):
         self.dataLinks: list[RelayLinkHandler] = []
         self.primary: RelayLinkHandler | None = None
         self._drainLimit: Any = None
+        # The UDP ports an agent's hello declares.
+        self.udpPorts: frozenset[int] = frozenset()
 
     # -- ILinkHandler ---------------------------------------------------------
 
@@ -130,6 +134,8 @@ class RelayLinkHandler(LinkHandler):
             return
         try:
             self.hello = parse_dialer_hello(link.peerHello.app)
+            if self.hello.role == AGENT:
+                self.udpPorts = parse_udp_ports(link.peerHello.app.get("udp", []))
         except MessageError as e:
             self.refuse(RefusalReason.INVALID, str(e))
             return
@@ -308,7 +314,7 @@ class RelayLinkHandler(LinkHandler):
         entry = AgentEntry(
             hello.name, key.account, key.keyid, frozenset(s.port for s in hello.tcp), self,
             plain=frozenset(s.port for s in hello.tcp if not s.e2ee),
-            addressed=frozenset(s.port for s in hello.tcp if s.addressed),
+            addressed=frozenset(s.port for s in hello.tcp if s.addressed), udp=self.udpPorts,
         )
         try:
             # Checked before the shares are published, claimed after: all or nothing.
@@ -466,6 +472,9 @@ class RelayLinkHandler(LinkHandler):
 
     def _route(self, session: LinkSession) -> None:
         assert self.key is not None
+        if is_udp_target(session.target):
+            route_udp(self.relay.directory, self.relay.tcp, self.key.account, session)
+            return
         try:
             name, port = parse_client_target(session.target)
         except MessageError as e:

@@ -10,11 +10,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from nfltr.wire.messages import MessageError, check_port
+from nfltr.wire.messages import UDP_FEATURE, MessageError, check_port
 
-#: What a peer lists in its welcome's C{features} when it takes datagram
-#: sessions; a peer that does not list it is never sent one.
-UDP_FEATURE = "udp"
+__all__ = [
+    "MAX_UDP_SHARES", "UDP_FEATURE", "parse_udp_ports", "parse_udp_target", "udp_declaration",
+    "udp_target",
+]
+
 #: UDP ports one agent may share.
 MAX_UDP_SHARES = 16
 _PREFIX = "udp:"

@@ -306,7 +306,7 @@ def without_token(controls: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if message.get("type") == "welcome":
             assert isinstance(token, str) and len(token) == 32, token
             int(token, 16)
-            assert message.pop("features") == ["update"], message
+            assert message.pop("features") == ["update", "udp"], message
         result.append(message)
     return result
 
