@@ -30,6 +30,7 @@ from nfltr.wire.policy import (
     parse_networks,
     policy_from_options,
 )
+from nfltr.wire.udp import MAX_UDP_SHARES
 
 from ._expiry import parse_idle_expiry
 from ._inspect_ui import parse_inspect_ui
@@ -58,6 +59,8 @@ class AgentOptions:
     #: Ports shared without end-to-end TLS although C{e2ee} is true (a
     #: config file's C{[[tcp]]} entries with C{e2ee = false}).
     plain: frozenset[int] = frozenset()
+    #: The UDP ports shared (C{nfltr udp}, a config file's C{[[udp]]}).
+    udp: tuple[int, ...] = ()
 
     def tcp_shares(self) -> list[TcpShare]:
         """
@@ -73,7 +76,7 @@ class AgentOptions:
 def agent_options(
     ports: Sequence[str | int], values: Mapping[str, str | None],
     environ: Mapping[str, str] = os.environ, http: Sequence[HttpOption] = (),
-    relay: RelaySettings | None = None,
+    relay: RelaySettings | None = None, udp: Sequence[str | int] = (),
 ) -> AgentOptions:
     """
     Check an agent's ports and options (keyed by option name: C{name},
@@ -83,9 +86,10 @@ def agent_options(
     @param ports: the TCP ports to share.
     @param http: the share URLs to publish (L{http_option} checked them).
     @param relay: the relay settings, when already checked (a config file's).
+    @param udp: the UDP ports to share.
     @raise ConfigError: what is wrong, for the user.
     """
-    if not ports and not http:
+    if not ports and not http and not udp:
         raise ConfigError("give the port of the local service to share")
     if len([option for option in http if option.name is None]) > 1:
         raise ConfigError("one share URL per agent: it is named as the agent")
@@ -105,6 +109,7 @@ def agent_options(
         raise ConfigError(str(e)) from None
     if len(set(checked)) != len(checked):
         raise ConfigError("a port is given twice")
+    udpPorts = _udp_ports(udp)
     state = values.get("state-dir")
     public, allow = _public_ports(checked, values) if not http else ((), ())
     return AgentOptions(
@@ -117,7 +122,25 @@ def agent_options(
         public_ports=public,
         allow=allow,
         proxy_protocol=proxy_version(values.get("proxy-protocol")) if not http else None,
+        udp=udpPorts,
     )
+
+
+def _udp_ports(udp: Sequence[str | int]) -> tuple[int, ...]:
+    """
+    The UDP ports to share, checked.
+
+    @raise ConfigError: what is wrong.
+    """
+    if len(udp) > MAX_UDP_SHARES:
+        raise ConfigError(f"at most {MAX_UDP_SHARES} UDP ports")
+    try:
+        ports = tuple(parse_port(str(port)) for port in udp)
+    except MessageError as e:
+        raise ConfigError(str(e)) from None
+    if len(set(ports)) != len(ports):
+        raise ConfigError("a UDP port is given twice")
+    return ports
 
 
 def _public_ports(

@@ -198,3 +198,17 @@ CONNECT_OPTIONS: tuple[Option, ...] = (
     ),
     *RELAY_OPTIONS,
 )
+#: C{nfltr udp PORT...}: the agent's name and state, and the relay.
+UDP_OPTIONS: tuple[Option, ...] = (
+    *(o for o in AGENT_OPTIONS if o.name in ("name", "state-dir")),
+    *RELAY_OPTIONS,
+)
+#: C{nfltr udp-connect AGENT PORT}: where to listen, and the relay.
+UDP_CONNECT_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "listen", "[HOST:]PORT",
+        "the local UDP address whose datagrams go to the agent (default: 127.0.0.1:0, any "
+        "free port; the port is printed)",
+    ),
+    *RELAY_OPTIONS,
+)
