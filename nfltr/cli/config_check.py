@@ -31,6 +31,7 @@ from nfltr.cli.config_file import (
     PORT,
     TCP,
     TOP_OPTIONS,
+    UDP,
     ConfigFileError,
     Entry,
     Problem,
@@ -93,7 +94,7 @@ def _checked(path: Path, top: dict[str, Any], lines: dict[str, int], entries: li
             problems.append(_problem(e, lines, TOP_OPTIONS, "", 1))
     base = _base(values, lines, environ, problems)
     if not entries:
-        problems.append(Problem(1, None, "no entries: add [[tcp]] or [[http]] tables"))
+        problems.append(Problem(1, None, "no entries: add [[tcp]], [[http]] or [[udp]] tables"))
     merged = _entries(entries, values.get("name"), relay, environ, problems)
     if problems or base is None or relay is None or merged is None:
         raise ConfigFileError(path, problems)
@@ -135,6 +136,7 @@ def _entries(entries: Iterable[Entry], agent: str | None, relay: RelaySettings |
     env = {k: v for k, v in environ.items() if k not in _ENTRY_ENVS}
     tcp: list[tuple[Entry, AgentOptions]] = []
     http: list[HttpOption] = []
+    udp: dict[int, Entry] = {}
     ports: dict[int, Entry] = {}
     names: dict[str | None, Entry] = {}
     for entry in entries:
@@ -144,6 +146,12 @@ def _entries(entries: Iterable[Entry], agent: str | None, relay: RelaySettings |
         values = {k: v for k, v in entry.values.items() if k != PORT}
         title = f"{entry.title}: "
         try:
+            if entry.kind == UDP:
+                if port in udp:
+                    raise _Duplicate(PORT, f"UDP port {port} is given twice (also in "
+                                           f"{udp[port].title})")
+                udp[port] = entry
+                continue
             if entry.kind == TCP:
                 if port in ports:
                     raise _Duplicate(PORT, f"port {port} is given twice (also in "
@@ -174,7 +182,8 @@ def _entries(entries: Iterable[Entry], agent: str | None, relay: RelaySettings |
         except ConfigError as e:
             problems.append(_problem(e, entry.lines, ENTRY_OPTIONS[entry.kind], title,
                                      entry.line))
-    return _merged(tcp, http, problems)
+    merged = _merged(tcp, http, problems)
+    return replace(merged, udp=tuple(udp)) if merged is not None else None
 
 
 def _merged(tcp: list[tuple[Entry, AgentOptions]], http: list[HttpOption],

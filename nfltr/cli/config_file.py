@@ -50,6 +50,8 @@ TOP_OPTIONS: tuple[Option, ...] = tuple(
 ENTRY_OPTIONS: dict[str, tuple[Option, ...]] = {
     TCP: tuple(o for o in AGENT_OPTIONS if o.name not in AGENT_LEVEL and o not in RELAY_OPTIONS),
     HTTP: tuple(o for o in HTTP_OPTIONS if o.name != "state-dir" and o not in RELAY_OPTIONS),
+    # A UDP port alone (nfltr udp PORT): no option of its own.
+    UDP: (),
 }
 _PATHS = ("FILE", "DIR")
 _BOOL = "BOOL"
@@ -94,7 +96,7 @@ class ConfigFileError(Exception):
 @dataclass
 class Entry:
     """
-    A C{[[tcp]]} or C{[[http]]} entry: its values (keyed by option name,
+    A C{[[tcp]]}, C{[[http]]} or C{[[udp]]} entry: its values (keyed by option name,
     C{port} an int), and the line of each key.
     """
 
@@ -204,12 +206,6 @@ def read_values(path: Path, text: str, mode: int, *, top_only: bool = False) -> 
         return read
     where = reader.where
     for kind, value in tables.items():
-        if kind == UDP:
-            reader.problems.append(Problem(
-                where.table(UDP), UDP,
-                "[[udp]]: UDP is not built yet in nfltr (its entries are refused until it is)",
-            ))
-            continue
         if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
             line = where.keys.get((TOP, 0, kind)) or where.table(kind)
             reader.problems.append(Problem(

@@ -146,6 +146,19 @@ class GoodFileTests(SynchronousTestCase):
         self.assertEqual([(s.port, s.public_port) for s in options.tcp_shares()],
                          [(5432, 20001), (22, None)])
 
+    def test_udpEntries(self) -> None:
+        """
+        The [[udp]] entries' ports are the agent's UDP ports, beside its TCP
+        ports; a file of [[udp]] entries alone is an agent too.
+        """
+        path = Files(self).write(HEAD + "[[tcp]]\nport = 53\n[[udp]]\nport = 53\n"
+                                 "[[udp]]\nport = 5353\n")
+        options = check_config(path, {}).options
+        self.assertEqual((options.ports, options.udp), ((53,), (53, 5353)))
+        path = Files(self).write(HEAD + "[[udp]]\nport = 53\n")
+        options = check_config(path, {}).options
+        self.assertEqual((options.ports, options.udp), ((), (53,)))
+
     def test_savedLogin(self) -> None:
         """
         What the file leaves out of the relay options comes from the saved
@@ -316,12 +329,16 @@ class BrokenFileTests(SynchronousTestCase):
              (15, "host-header", "host-header: a passthrough share")],
         )
 
-    def test_udpNotYet(self) -> None:
+    def test_udp(self) -> None:
         """
-        [[udp]] is refused: not built yet.
+        [[udp]] entries give a port alone, each once (the same number as a
+        TCP port is another port); another key is unknown.
         """
-        self.assertProblems(HEAD + "[[tcp]]\nport = 1\n[[udp]]\nport = 53\n",
-                            [(6, "udp", "UDP is not built yet")])
+        self.assertProblems(
+            HEAD + "[[tcp]]\nport = 53\n[[udp]]\nport = 53\n[[udp]]\nport = 53\n"
+            "[[udp]]\nport = 54\ne2ee = false\n",
+            [(9, "port", "UDP port 53 is given twice"), (12, "e2ee", "unknown key")],
+        )
 
     def test_singleTable(self) -> None:
         """

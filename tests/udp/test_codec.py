@@ -1,20 +1,28 @@
 # -*- test-case-name: tests.udp.test_codec -*-
 """
-Tests for L{nfltr.udp._codec}.
+Tests for L{nfltr.udp._codec}, and docs/link-protocol.md section 17 against the code.
 """
 
 from __future__ import annotations
+
+import re
+from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
+from nfltr.link import FrameType
 from nfltr.udp import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_SESSIONS,
     MAX_DATAGRAM,
     DatagramDecoder,
     DatagramTooLarge,
     encode_datagram,
 )
+from nfltr.wire.udp import MAX_UDP_SHARES, UDP_FEATURE
+from tests.link.helpers import raw_frame
 
 datagrams = st.lists(st.binary(max_size=300), max_size=20)
 
@@ -76,3 +84,45 @@ class CodecTests(SynchronousTestCase):
         An empty datagram is a datagram (UDP allows it).
         """
         self.assertEqual(DatagramDecoder().feed(encode_datagram(b"") * 2), [b"", b""])
+
+
+SPEC = Path(__file__).resolve().parents[2] / "docs" / "link-protocol.md"
+
+
+def _section() -> str:
+    text = SPEC.read_text()
+    start = text.index("## 17. Datagram sessions")
+    end = text.find("\n## ", start + 1)
+    return text[start:] if end < 0 else text[start:end]
+
+
+class SpecTests(SynchronousTestCase):
+    """
+    docs/link-protocol.md section 17 and the code agree.
+    """
+
+    def test_goldenBytes(self) -> None:
+        """
+        The section's example frames are what a datagram session writes.
+        """
+        rows = dict(re.findall(r"^\| `DATA` session 3, (.+?) \| `([0-9a-f ]+)` \|$", _section(),
+                               re.MULTILINE))
+        payloads = {
+            'the datagram "hi"': encode_datagram(b"hi"),
+            'an empty datagram then "a"': encode_datagram(b"") + encode_datagram(b"a"),
+        }
+        self.assertEqual(set(rows), set(payloads))
+        for name, payload in payloads.items():
+            self.assertEqual(bytes.fromhex(rows[name].replace(" ", "")),
+                             raw_frame(FrameType.DATA, 3, payload), name)
+
+    def test_limits(self) -> None:
+        """
+        Each limit the section names has the code's value.
+        """
+        section = _section()
+        for name, value in [("MAX_UDP_SHARES", MAX_UDP_SHARES), ("MAX_DATAGRAM", MAX_DATAGRAM),
+                            ("DEFAULT_IDLE_TIMEOUT", int(DEFAULT_IDLE_TIMEOUT)),
+                            ("DEFAULT_MAX_SESSIONS", DEFAULT_MAX_SESSIONS)]:
+            self.assertRegex(section, rf"`{name}`[^0-9]*?\(?{value}\b", name)
+        self.assertIn(f"lists `{UDP_FEATURE}`", section)
