@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from twisted.internet import error, interfaces
-from twisted.internet.protocol import Protocol
+from twisted.internet import interfaces
+from twisted.internet.protocol import Protocol, connectionDone
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
@@ -91,7 +91,7 @@ class DatagramSession(Protocol):
             self.delivered += 1
             self.deliver(payload)
 
-    def connectionLost(self, reason: Failure = error.ConnectionDone) -> None:  # type: ignore[assignment]
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
         """
         Say the session ended, once.
         """
