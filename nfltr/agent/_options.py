@@ -30,7 +30,7 @@ from nfltr.wire.policy import (
     parse_networks,
     policy_from_options,
 )
-from nfltr.wire.udp import MAX_UDP_SHARES
+from nfltr.wire.udp import MAX_UDP_SHARES, UdpShare
 
 from ._expiry import parse_idle_expiry
 from ._inspect_ui import parse_inspect_ui
@@ -61,6 +61,9 @@ class AgentOptions:
     plain: frozenset[int] = frozenset()
     #: The UDP ports shared (C{nfltr udp}, a config file's C{[[udp]]}).
     udp: tuple[int, ...] = ()
+    #: Their public ports (C{nfltr udp --public-port}), in order; C{allow}
+    #: is their visitors' when the agent shares no TCP port.
+    udp_public: tuple[int, ...] = ()
 
     def tcp_shares(self) -> list[TcpShare]:
         """
@@ -71,6 +74,14 @@ class AgentOptions:
         return [TcpShare(port, self.e2ee and port not in self.plain, public.get(port),
                          self.allow if port in public else (), addressed)
                 for port in self.ports]
+
+    def udp_shares(self) -> list[UdpShare]:
+        """
+        The shared UDP ports as the hello declares them.
+        """
+        public = dict(zip(self.udp, self.udp_public, strict=False))
+        return [UdpShare(port, public.get(port), self.allow if port in public else ())
+                for port in self.udp]
 
 
 def agent_options(
@@ -110,8 +121,14 @@ def agent_options(
     if len(set(checked)) != len(checked):
         raise ConfigError("a port is given twice")
     udpPorts = _udp_ports(udp)
+    udpPublic: tuple[int, ...] = ()
     state = values.get("state-dir")
-    public, allow = _public_ports(checked, values) if not http else ((), ())
+    public: tuple[int, ...] = ()
+    if udpPorts and not checked and not http:
+        # nfltr udp: --public-port and --allow-ip are its UDP ports'.
+        udpPublic, allow = _public_ports(udpPorts, values)
+    else:
+        public, allow = _public_ports(checked, values) if not http else ((), ())
     return AgentOptions(
         ports=tuple(checked),
         name=name,
@@ -123,6 +140,7 @@ def agent_options(
         allow=allow,
         proxy_protocol=proxy_version(values.get("proxy-protocol")) if not http else None,
         udp=udpPorts,
+        udp_public=udpPublic,
     )
 
 

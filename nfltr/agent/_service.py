@@ -335,7 +335,8 @@ class AgentService(Service, DiallerObserver):
         self.sessions = AgentSessions(reactor, options.ports, connector, tls, self.shares, public,
                                       options.plain)
         self.sessions.proxyProtocol = options.proxy_protocol
-        self.udp = self.sessions.udp = UDPServices(reactor, options.udp) if options.udp else None
+        udp = UDPServices(reactor, options.udp_shares()) if options.udp else None
+        self.udp = self.sessions.udp = udp
         relay = options.relay
         shares = options.tcp_shares()
         http = [server.hello() for server in self.shares.values()]
@@ -437,6 +438,9 @@ class AgentService(Service, DiallerObserver):
                 self.announce(line)
             for line in public_port_lines(self.setup.options.relay.address, welcome):
                 self.announce(line)
+            if self.udp is not None:
+                for line in self.udp.publicLines(self.setup.options.relay.address, welcome):
+                    self.announce(line)
         self.data.welcomed(link, welcome.get("data_token"))
         if self.updater is not None:
             self.updater.relayUp()

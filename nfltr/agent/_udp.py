@@ -18,7 +18,7 @@ from twisted.logger import Logger
 from nfltr.link import ErrorCode
 from nfltr.link.twisted import LinkSession
 from nfltr.udp import ServiceExit
-from nfltr.wire.udp import UDP_FEATURE, parse_udp_target, udp_declaration
+from nfltr.wire.udp import PUBLIC_UDP_PORTS, UDP_FEATURE, UdpShare, parse_udp_target
 
 from ._local import IPV4_LOOPBACK
 
@@ -33,22 +33,26 @@ class UDPServices:
     """
     See the module.
 
-    @ivar ports: the UDP ports shared.
+    @ivar shares: the UDP ports shared.
+    @ivar ports: their numbers.
     @ivar host: the address of the local services.
     """
 
     log = Logger()
 
-    def __init__(self, reactor: Any, ports: Iterable[int], host: str = IPV4_LOOPBACK) -> None:
+    def __init__(
+        self, reactor: Any, shares: Iterable[UdpShare], host: str = IPV4_LOOPBACK,
+    ) -> None:
         self.reactor = reactor
-        self.ports = frozenset(ports)
+        self.shares = tuple(shares)
+        self.ports = frozenset(share.port for share in self.shares)
         self.host = host
 
-    def declaration(self) -> list[dict[str, int]]:
+    def declaration(self) -> list[dict[str, Any]]:
         """
         The hello's C{udp} list.
         """
-        return udp_declaration(sorted(self.ports))
+        return [share.to_json() for share in self.shares]
 
     def refusal(self, welcome: dict[str, Any]) -> str | None:
         """
@@ -58,6 +62,9 @@ class UDPServices:
         """
         features = welcome.get("features")
         if self.ports and not (isinstance(features, list) and UDP_FEATURE in features):
+            return OLD_RELAY_UDP
+        public = any(share.public_port is not None for share in self.shares)
+        if public and not isinstance(welcome.get(PUBLIC_UDP_PORTS), list):
             return OLD_RELAY_UDP
         return None
 
@@ -89,3 +96,19 @@ class UDPServices:
             f"nfltr udp-connect {name} {port} --listen 127.0.0.1:{local} {common}"
             for port, local in zip(sorted(self.ports), free, strict=False)
         ]
+
+    def publicLines(self, relay: str, welcome: dict[str, Any]) -> list[str]:
+        """
+        Where visitors reach each public UDP port the welcome names (on
+        C{relay}'s host, the agent's C{HOST:PORT} of it).
+        """
+        host = relay.rpartition(":")[0] or relay
+        lines = []
+        for answer in welcome.get(PUBLIC_UDP_PORTS) or ():
+            if not isinstance(answer, dict):
+                continue
+            port, public = answer.get("port"), answer.get("public_port")
+            if type(port) is int and type(public) is int:
+                lines.append(f"public UDP port {host}:{public} -> UDP port {port}: visitors send "
+                             "to it straight, with no connector; not end-to-end encrypted")
+        return lines

@@ -198,9 +198,10 @@ CONNECT_OPTIONS: tuple[Option, ...] = (
     ),
     *RELAY_OPTIONS,
 )
-#: C{nfltr udp PORT...}: the agent's name and state, and the relay.
+#: C{nfltr udp PORT...}: the agent's name and state, public UDP ports, and
+#: the relay.
 UDP_OPTIONS: tuple[Option, ...] = (
-    *(o for o in AGENT_OPTIONS if o.name in ("name", "state-dir")),
+    *(o for o in AGENT_OPTIONS if o.name in ("name", "state-dir", "public-port", "allow-ip")),
     *RELAY_OPTIONS,
 )
 #: C{nfltr udp-connect AGENT PORT}: where to listen, and the relay.

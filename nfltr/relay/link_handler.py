@@ -52,7 +52,7 @@ from nfltr.wire.messages import (
     parse_dialer_hello,
     welcome,
 )
-from nfltr.wire.udp import parse_udp_ports
+from nfltr.wire.udp import PUBLIC_UDP_PORTS, UdpShare, parse_udp_shares
 from nfltr.wire.update import UPDATE
 
 from .agent_update import apply_update
@@ -62,6 +62,7 @@ from .interfaces import LINK, HolderFigures, IAgentHolder
 from .leases import NameLeased
 from .names import ClaimRefused, name_taken_message
 from .public_ports import PortRequest, lease_name
+from .public_udp import publish_udp
 from .tcp_route import RouteRefused
 from .udp_route import is_udp_target, route_udp
 
@@ -117,7 +118,7 @@ class RelayLinkHandler(LinkHandler):
         self.primary: RelayLinkHandler | None = None
         self._drainLimit: Any = None
         # The UDP ports an agent's hello declares.
-        self.udpPorts: frozenset[int] = frozenset()
+        self.udpShares: tuple[UdpShare, ...] = ()
 
     # -- ILinkHandler ---------------------------------------------------------
 
@@ -135,7 +136,7 @@ class RelayLinkHandler(LinkHandler):
         try:
             self.hello = parse_dialer_hello(link.peerHello.app)
             if self.hello.role == AGENT:
-                self.udpPorts = parse_udp_ports(link.peerHello.app.get("udp", []))
+                self.udpShares = parse_udp_shares(link.peerHello.app.get("udp", []))
         except MessageError as e:
             self.refuse(RefusalReason.INVALID, str(e))
             return
@@ -314,7 +315,8 @@ class RelayLinkHandler(LinkHandler):
         entry = AgentEntry(
             hello.name, key.account, key.keyid, frozenset(s.port for s in hello.tcp), self,
             plain=frozenset(s.port for s in hello.tcp if not s.e2ee),
-            addressed=frozenset(s.port for s in hello.tcp if s.addressed), udp=self.udpPorts,
+            addressed=frozenset(s.port for s in hello.tcp if s.addressed),
+            udp=frozenset(s.port for s in self.udpShares),
         )
         try:
             # Checked before the shares are published, claimed after: all or nothing.
@@ -323,6 +325,7 @@ class RelayLinkHandler(LinkHandler):
             requests = [PortRequest(s.port, s.public_port, s.allow) for s in hello.tcp
                         if s.public_port is not None]
             ports = self.relay.publishPorts(self, key.account, requests) if requests else None
+            udpPorts = publish_udp(self.relay, self, key.account, self.udpShares)
             self.relay.claimAgent(entry)  # whom it replaces is refused
         except ClaimRefused as e:
             self.refuse(e.reason, str(e))
@@ -332,7 +335,10 @@ class RelayLinkHandler(LinkHandler):
         self.relay.counters.agentConnects += 1
         self.dataToken = secrets.token_hex(16)
         self.relay.dataTokens[self.dataToken] = self
-        self._send(welcome(key.account, hello.name, shares, self.dataToken, ports))
+        message = welcome(key.account, hello.name, shares, self.dataToken, ports)
+        if udpPorts is not None:
+            message[PUBLIC_UDP_PORTS] = udpPorts
+        self._send(message)
         self.log.info(
             "agent {name} (account {account}) connected from {peer}, sharing ports {ports}, "
             "URLs {urls} and public ports {public}",

@@ -82,6 +82,7 @@ from .onion import RelayOnion, local_target, relay_onion
 from .proxy_front import REFUSALS as PROXY_REFUSALS
 from .proxy_front import proxy_front
 from .public_listener import public_ports
+from .public_udp import public_udp_ports
 from .relay_json import RelayInfo, remove_state_file, write_state_file
 from .revocation import RevocationListener, RevocationPoller
 from .shared_leases import SharedLeases
@@ -265,6 +266,8 @@ class RelayService(Service):
         if config.public_ports:
             relay.publicPorts = public_ports(relay, config, self.reactor, self.proxyRefused)
             self._cleanups.append(relay.publicPorts.close)
+            relay.publicUDPPorts = public_udp_ports(relay, config, self.reactor)
+            self._cleanups.append(relay.publicUDPPorts.close)
         sshPort = await self._listenSSH(relay, store, dataDir)
         if onion is not None:
             self._startOnion(onion, tlsPort, sshPort)

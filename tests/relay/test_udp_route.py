@@ -13,7 +13,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from nfltr.link import RefusalReason
 from nfltr.udp import DatagramSession, LinkDatagramOpener, SessionTable
 from nfltr.wire.messages import NOT_FOUND_CODE, NOT_FOUND_REASON, TcpShare, agent_hello
-from nfltr.wire.udp import udp_declaration, udp_target
+from nfltr.wire.udp import UdpShare, udp_target
 from tests.link.twisted_helpers import RecordingHandler
 
 from .helpers import RelayHarness, lost_reason
@@ -43,7 +43,7 @@ class UDPRouteTests(SynchronousTestCase):
         self.keyB = self.h.store.addKey(B_KEY, "bravo")
         self.agentHandler = RecordingHandler(echo)
         hello = agent_hello(self.keyA, "dns", [TcpShare(3000)])
-        hello["udp"] = udp_declaration([53])
+        hello["udp"] = [UdpShare(53).to_json()]
         self.agent = self.h.dial(hello, self.agentHandler)
 
     def test_welcomeListsFeature(self) -> None:

@@ -10,11 +10,12 @@ from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr.wire.messages import MessageError
+from nfltr.wire.policy import parse_networks
 from nfltr.wire.udp import (
     MAX_UDP_SHARES,
-    parse_udp_ports,
+    UdpShare,
+    parse_udp_shares,
     parse_udp_target,
-    udp_declaration,
     udp_target,
 )
 
@@ -57,17 +58,21 @@ class DeclarationTests(SynchronousTestCase):
 
     def test_roundTrip(self) -> None:
         """
-        Declared ports are read back; no list is no port.
+        Declared shares are read back, public port and allow list included;
+        no list is no share.
         """
-        self.assertEqual(parse_udp_ports(udp_declaration([53, 5353])), frozenset({53, 5353}))
-        self.assertEqual(parse_udp_ports([]), frozenset())
+        shares = (UdpShare(53), UdpShare(5353, 0), UdpShare(123, 20123, parse_networks(["::1"])))
+        self.assertEqual(parse_udp_shares([s.to_json() for s in shares]), shares)
+        self.assertEqual(shares[0].to_json(), {"port": 53})
+        self.assertEqual(parse_udp_shares([]), ())
 
     def test_refused(self) -> None:
         """
         Bad lists are refused with a message: not a list, too long, bad or
-        repeated ports, unknown keys.
+        repeated ports, bad public ports or networks, unknown keys.
         """
         for raw in ["53", [{"port": 0}], [{"port": "53"}], [{"port": 53}, {"port": 53}],
-                    [{"port": 53, "e2ee": True}], [53],
+                    [{"port": 53, "e2ee": True}], [53], [{"port": 53, "public_port": -1}],
+                    [{"port": 53, "allow": ["nope"]}],
                     [{"port": p} for p in range(1, MAX_UDP_SHARES + 2)]]:
-            self.assertRaises(MessageError, parse_udp_ports, raw)
+            self.assertRaises(MessageError, parse_udp_shares, raw)
