@@ -14,12 +14,14 @@ import socket
 import struct
 import sys
 import threading
+from pathlib import Path
 
 from twisted.names import dns
+from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr.cli.processes import wait_for_file
 
-from .harness import StackTestCase, nfltr
+from .harness import Stack, StackTestCase, nfltr
 from .udp_service import ADDRESS, NAME
 
 #: How long a datagram's answer may take before it counts as lost.
@@ -98,6 +100,25 @@ def checksum_run(port: int, count: int) -> tuple[int, int, int]:
     return answered, lost, damaged
 
 
+def udp_service(stack: Stack, mode: str) -> int:
+    """
+    Start the UDP service in C{mode} on C{stack}; its port.
+    """
+    port_file = stack.tmp / f"udp-{mode}.port"
+    stack.start([sys.executable, "-m", "tests.integration.udp_service",
+                 "--port-file", str(port_file), "--mode", mode], f"udp {mode}")
+    return int(wait_for_file(port_file))
+
+
+def free_udp_port() -> int:
+    """
+    A UDP port of 127.0.0.1 that was free a moment ago.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 class UDPTests(StackTestCase):
     """
     C{nfltr udp} and C{nfltr udp-connect} carry datagrams both ways.
@@ -107,10 +128,7 @@ class UDPTests(StackTestCase):
         """
         Start the UDP service in C{mode}; its port.
         """
-        port_file = self.stack.tmp / f"udp-{mode}.port"
-        self.stack.start([sys.executable, "-m", "tests.integration.udp_service",
-                          "--port-file", str(port_file), "--mode", mode], f"udp {mode}")
-        return int(wait_for_file(port_file))
+        return udp_service(self.stack, mode)
 
     def through(self, mode: str) -> int:
         """
@@ -193,3 +211,34 @@ class UDPTests(StackTestCase):
                         continue
         stop.set()
         self.assertEqual(answered, 50)
+
+
+class PublicUDPTests(SynchronousTestCase):
+    """
+    A relay with a public UDP port: visitors send to it straight.
+    """
+
+    def setUp(self) -> None:
+        self.public = free_udp_port()
+        self.stack = Stack(
+            Path(self.mktemp()).absolute(),
+            relay_extra=("--public-ports", str(self.public), "--public-ports-interface",
+                         "127.0.0.1"),
+        )
+        self.addCleanup(self.stack.close)
+
+    def test_dns(self) -> None:
+        """
+        A DNS server shared with C{nfltr udp 53 --public-port N} answers
+        queries sent to the relay's port N, with no connector.
+        """
+        key = self.stack.key("alice")
+        service = udp_service(self.stack, "dns")
+        agent = self.stack.start(
+            nfltr("udp", str(service), "--public-port", str(self.public), "--name", "dns",
+                  "--state-dir", str(self.stack.tmp / "agent"), *self.stack.relay_args()),
+            "udp agent", {"NFLTR_KEY": key},
+        )
+        agent.wait_for(rf"public UDP port 127\.0\.0\.1:{self.public} -> UDP port {service}")
+        answer = dns_query(self.public, NAME)
+        self.assertEqual([a.payload.dottedQuad() for a in answer.answers], [ADDRESS])
