@@ -195,15 +195,16 @@ def run_udp_connect(args: argparse.Namespace) -> int:
     from nfltr.agent import ConfigError
     from nfltr.cli.foreground import serve
     from nfltr.cli.logs import verbosity
-    from nfltr.client import UDPConnector, udp_connect_options
+    from nfltr.client import UDPConnector, datagram_limits, udp_connect_options
 
     try:
         values = with_login(option_values(args, UDP_CONNECT_OPTIONS))
         options = udp_connect_options(args.agent, args.port, values)
+        limits = datagram_limits(values)
     except ConfigError as e:
         print(f"nfltr udp-connect: {e}", file=sys.stderr)
         return EXIT_USAGE
     return serve(
-        lambda fg: UDPConnector(fg.reactor, options, fg.announce, fg.fatal),
+        lambda fg: UDPConnector(fg.reactor, options, fg.announce, fg.fatal, limits=limits),
         verbosity(args.verbose),
     )

@@ -211,5 +211,15 @@ UDP_CONNECT_OPTIONS: tuple[Option, ...] = (
         "the local UDP address whose datagrams go to the agent (default: 127.0.0.1:0, any "
         "free port; the port is printed)",
     ),
+    Option(
+        "idle-timeout", "SECONDS",
+        "a sender's datagram session ends after this long without a datagram either way "
+        "(default: 60)",
+    ),
+    Option(
+        "max-sessions", "N",
+        "senders served at once; a new sender's datagrams beyond them are dropped (default: "
+        "1024)",
+    ),
     *RELAY_OPTIONS,
 )

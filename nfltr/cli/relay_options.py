@@ -59,6 +59,7 @@ from nfltr.ssh import SSHConfig, SSHConfigError
 from nfltr.store import InvalidRedisURL, RedisAddress, parse_redis_url
 from nfltr.streams import AdmissionLimits
 from nfltr.tls import PKIError, subject_alt_names
+from nfltr.udp import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, DatagramLimits
 from nfltr.wire.messages import is_port_text
 from nfltr.wire.policy import Network
 
@@ -334,6 +335,13 @@ RELAY_OPTIONS: tuple[Option, ...] = (
     Option("max-public-ports-per-account", None,
            "Public ports one account may hold at once.", str(DEFAULT_PUBLIC_PORTS_PER_ACCOUNT),
            parse=_count),
+    Option("udp-idle-timeout", None,
+           "Seconds a visitor's datagram session on a public UDP port lives without a "
+           "datagram either way.", str(DEFAULT_IDLE_TIMEOUT),
+           parse=partial(seconds, limit=MAX_LEASE_TIME)),
+    Option("udp-max-sessions", None,
+           "Visitors' datagram sessions each public UDP port holds at once; a new visitor's "
+           "datagrams beyond them are dropped.", str(DEFAULT_MAX_SESSIONS), parse=_count),
     Option("public-ports-interface", None,
            "The address public ports listen on (:: for IPv6 too).",
            DEFAULT_PUBLIC_PORTS_INTERFACE, parse=_interface),
@@ -513,6 +521,7 @@ def relay_config(values: Mapping[str, Any]) -> RelayConfig:
         public_ports=values["public-ports"],
         public_ports_per_account=values["max-public-ports-per-account"],
         public_ports_interface=values["public-ports-interface"],
+        udp_limits=DatagramLimits(values["udp-idle-timeout"], values["udp-max-sessions"]),
         proxy_from=values["proxy-protocol-from"],
         onion=onion_config(values),
     )

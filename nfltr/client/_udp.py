@@ -21,13 +21,22 @@ from twisted.logger import Logger
 from nfltr.agent import ConfigError, DiallerObserver, RelayDialler, parse_address, relay_settings
 from nfltr.link import LinkConfig
 from nfltr.link.twisted import LinkProtocol
-from nfltr.udp import MAX_DATAGRAM, DatagramLimits, LinkDatagramOpener, UDPEntrance
+from nfltr.udp import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_SESSIONS,
+    MAX_DATAGRAM,
+    DatagramLimits,
+    LinkDatagramOpener,
+    UDPEntrance,
+)
 from nfltr.wire.messages import MessageError, check_name, client_hello, parse_port
 from nfltr.wire.udp import udp_target
 
 from ._options import DEFAULT_LISTEN, ConnectOptions
 
 _log = Logger()
+#: The longest C{--idle-timeout} (a day).
+MAX_IDLE_TIMEOUT = 86400.0
 
 
 def udp_connect_options(
@@ -50,6 +59,24 @@ def udp_connect_options(
         allow_zero=True,
     )
     return ConnectOptions(agent, checked, host, listen, relay_settings(values, environ), None)
+
+
+def datagram_limits(values: Mapping[str, str | None]) -> DatagramLimits:
+    """
+    The limits of C{udp-connect}'s senders (C{idle-timeout},
+    C{max-sessions}; missing: the defaults).
+
+    @raise ConfigError: what is wrong, for the user.
+    """
+    idle, count = values.get("idle-timeout"), values.get("max-sessions")
+    try:
+        timeout = float(idle) if idle is not None else DEFAULT_IDLE_TIMEOUT
+        sessions = int(count) if count is not None else DEFAULT_MAX_SESSIONS
+        if not timeout <= MAX_IDLE_TIMEOUT:
+            raise ValueError(f"idle timeout {idle} is above {MAX_IDLE_TIMEOUT:g}")
+        return DatagramLimits(timeout, sessions)
+    except ValueError as e:
+        raise ConfigError(f"--idle-timeout or --max-sessions: {e}") from None
 
 
 class UDPConnector(Service, DiallerObserver):

@@ -100,7 +100,8 @@ def public_udp_ports(relay: Any, config: Any, reactor: Any) -> PublicPorts:
     The public UDP ports of a relay (its L{nfltr.relay.agents.Relay}) run
     with C{config} (a L{nfltr.relay.config.RelayConfig}): bound with the
     reactor's C{listenUDP} on C{config.public_ports_interface}, their
-    visitors admitted under one L{Admission} of C{config.admission}.
+    visitors admitted under one L{Admission} of C{config.admission}, each
+    port's sessions under C{config.udp_limits}.
     """
     admission = Admission(config.admission)
 
@@ -110,7 +111,7 @@ def public_udp_ports(relay: Any, config: Any, reactor: Any) -> PublicPorts:
 
     def entrance(port: int) -> Any:
         return UDPEntrance(PublicUDPOpener(port, ports, admission, reactor, relay.counters),
-                           reactor)
+                           reactor, config.udp_limits)
 
     ports = PublicPorts(config.public_ports, config.public_ports_per_account,
                         relay.directory.leases, reactor, listen, entrance)

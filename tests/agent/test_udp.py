@@ -17,6 +17,7 @@ from nfltr.agent._udp import OLD_RELAY_UDP
 from nfltr.link.twisted import SessionResetError
 from nfltr.udp import DatagramSession
 from nfltr.wire.messages import NOT_FOUND_REASON, welcome
+from nfltr.wire.udp import PUBLIC_UDP_PORTS
 from tests.udp.helpers import FakeUDPReactor
 
 from .helpers import FakeServices, Network, TestRelay
@@ -165,4 +166,60 @@ class AgentTests(SynchronousTestCase):
         agent, saying so.
         """
         self.start(lambda app: welcome("acme", app.get("name")))
+        self.assertEqual(self.fatal, [OLD_RELAY_UDP])
+
+
+class PublicTests(SynchronousTestCase):
+    """
+    C{nfltr udp 53 --public-port 20053 --allow-ip 192.0.2.0/24}.
+    """
+
+    def start(self, policy: Any) -> None:
+        self.network = Network()
+        self.relay = TestRelay(self.network, policy)
+        self.fatal: list[str] = []
+        self.announced: list[str] = []
+        checked = agent_options(
+            [], {"name": "box", "state-dir": self.mktemp(), "relay-pin": RELAY_PIN, "key": "k",
+                 "public-port": ["20053"], "allow-ip": ["192.0.2.0/24"]},
+            environ={}, udp=["53"],
+        )
+        self.agent = AgentService(
+            self.network.clock, prepare_agent(checked), self.announced.append,
+            self.fatal.append, endpoint=self.relay.endpoint(),
+            connector=FakeServices(self.network, {}),
+        )
+        self.agent.startService()
+        self.network.run()
+
+    @staticmethod
+    def published(app: dict[str, Any]) -> dict[str, Any]:
+        message = welcome("acme", app.get("name"), data_token="0" * 32)
+        message[PUBLIC_UDP_PORTS] = [{"port": 53, "public_port": 20053}]
+        return message
+
+    def test_hello(self) -> None:
+        """
+        The hello asks for the public port with its allow list.
+        """
+        self.start(self.published)
+        self.assertEqual(self.relay.hellos[0]["udp"],
+                         [{"port": 53, "public_port": 20053, "allow": ["192.0.2.0/24"]}])
+
+    def test_announced(self) -> None:
+        """
+        The agent says where visitors send, and that it is not end-to-end
+        encrypted.
+        """
+        self.start(self.published)
+        [line] = [a for a in self.announced if a.startswith("public UDP port")]
+        self.assertIn("public UDP port localhost:20053 -> UDP port 53", line)
+        self.assertIn("not end-to-end encrypted", line)
+
+    def test_relayWithoutPublicUDP(self) -> None:
+        """
+        A relay that carries UDP but names no public UDP port stops the
+        agent, saying so.
+        """
+        self.start(lambda app: welcome("acme", app.get("name"), data_token="0" * 32))
         self.assertEqual(self.fatal, [OLD_RELAY_UDP])

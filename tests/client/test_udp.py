@@ -9,7 +9,8 @@ from __future__ import annotations
 from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr.agent import ConfigError
-from nfltr.client import UDPConnector, udp_connect_options
+from nfltr.client import UDPConnector, datagram_limits, udp_connect_options
+from nfltr.udp import DatagramLimits
 from nfltr.wire.messages import welcome
 from tests.agent.helpers import Network, TestRelay
 from tests.udp.helpers import UDPClock
@@ -41,6 +42,24 @@ class OptionTests(SynchronousTestCase):
         """
         self.assertRaises(ConfigError, udp_connect_options, "Bad_Name", "53", VALUES, environ={})
         self.assertRaises(ConfigError, udp_connect_options, "box", "0", VALUES, environ={})
+
+
+class LimitTests(SynchronousTestCase):
+    """
+    L{datagram_limits}: C{--idle-timeout} and C{--max-sessions}.
+    """
+
+    def test_limits(self) -> None:
+        """
+        Defaults without the options; given ones are taken; impossible ones
+        refused.
+        """
+        self.assertEqual(datagram_limits({}), DatagramLimits())
+        self.assertEqual(datagram_limits({"idle-timeout": "5", "max-sessions": "3"}),
+                         DatagramLimits(5.0, 3))
+        for values in ({"idle-timeout": "0"}, {"idle-timeout": "x"}, {"max-sessions": "0"},
+                       {"idle-timeout": "1e9"}, {"max-sessions": "1.5"}):
+            self.assertRaises(ConfigError, datagram_limits, values)
 
 
 class ConnectorTests(SynchronousTestCase):

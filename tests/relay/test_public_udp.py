@@ -15,7 +15,7 @@ from nfltr.link import RefusalReason
 from nfltr.relay.port_ranges import PortRanges, parse_port_ranges
 from nfltr.relay.public_udp import public_udp_ports
 from nfltr.streams import AdmissionLimits
-from nfltr.udp import DatagramSession, UDPEntrance
+from nfltr.udp import DatagramLimits, DatagramSession, UDPEntrance
 from nfltr.wire.messages import agent_hello
 from nfltr.wire.policy import parse_networks
 from nfltr.wire.udp import PUBLIC_UDP_PORTS, UdpShare
@@ -37,6 +37,7 @@ class Config:
     public_ports_per_account: int = 2
     public_ports_interface: str = "127.0.0.1"
     admission: AdmissionLimits = field(default_factory=AdmissionLimits)
+    udp_limits: DatagramLimits = field(default_factory=DatagramLimits)
 
 
 def echo(session: Any) -> DatagramSession:
