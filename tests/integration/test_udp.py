@@ -119,6 +119,46 @@ def free_udp_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def answered_during_flood(case: SynchronousTestCase, port: int, count: int = 50) -> int:
+    """
+    Flood UDP C{port} from one socket (never reading its answers) while
+    another sends C{count} datagrams, one at a time, each retried up to 5
+    times after a silent L{ANSWER_TIMEOUT}; how many of those were answered.
+    """
+    stop, flooding = threading.Event(), threading.Event()
+    sent = [0]
+
+    def flood() -> None:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            payload = os.urandom(1200)
+            while not stop.is_set():
+                sock.sendto(payload, ("127.0.0.1", port))
+                sent[0] += 1
+                if sent[0] == 1000:
+                    flooding.set()
+
+    flooder = threading.Thread(target=flood)
+    flooder.start()
+    case.addCleanup(flooder.join)
+    case.addCleanup(stop.set)
+    case.assertTrue(flooding.wait(30), "the flood never got under way")
+    answered = 0
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.settimeout(ANSWER_TIMEOUT)
+        for i in range(count):
+            message = b"other %d" % i
+            for _ in range(5):
+                sock.sendto(message, ("127.0.0.1", port))
+                try:
+                    if sock.recv(65535) == message:
+                        answered += 1
+                        break
+                except TimeoutError:
+                    continue
+    stop.set()
+    return answered
+
+
 class UDPTests(StackTestCase):
     """
     C{nfltr udp} and C{nfltr udp-connect} carry datagrams both ways.
@@ -178,39 +218,7 @@ class UDPTests(StackTestCase):
         of them (each retried after a silent L{ANSWER_TIMEOUT}, as a UDP
         client would).
         """
-        local = self.through("echo")
-        stop, flooding = threading.Event(), threading.Event()
-        sent = [0]
-
-        def flood() -> None:
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-                payload = os.urandom(1200)
-                while not stop.is_set():
-                    sock.sendto(payload, ("127.0.0.1", local))
-                    sent[0] += 1
-                    if sent[0] == 1000:
-                        flooding.set()
-
-        flooder = threading.Thread(target=flood)
-        flooder.start()
-        self.addCleanup(flooder.join)
-        self.addCleanup(stop.set)
-        self.assertTrue(flooding.wait(30), "the flood never got under way")
-        answered = 0
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-            sock.settimeout(ANSWER_TIMEOUT)
-            for i in range(50):
-                message = b"other %d" % i
-                for _ in range(5):
-                    sock.sendto(message, ("127.0.0.1", local))
-                    try:
-                        if sock.recv(65535) == message:
-                            answered += 1
-                            break
-                    except TimeoutError:
-                        continue
-        stop.set()
-        self.assertEqual(answered, 50)
+        self.assertEqual(answered_during_flood(self, self.through("echo")), 50)
 
 
 class PublicUDPTests(SynchronousTestCase):
@@ -242,3 +250,19 @@ class PublicUDPTests(SynchronousTestCase):
         agent.wait_for(rf"public UDP port 127\.0\.0\.1:{self.public} -> UDP port {service}")
         answer = dns_query(self.public, NAME)
         self.assertEqual([a.payload.dottedQuad() for a in answer.answers], [ADDRESS])
+
+    def test_floodDoesNotStopOthers(self) -> None:
+        """
+        While one visitor floods the public UDP port, another visitor's
+        datagrams are still answered, every one of them (retried as a UDP
+        client would).
+        """
+        key = self.stack.key("alice")
+        service = udp_service(self.stack, "echo")
+        agent = self.stack.start(
+            nfltr("udp", str(service), "--public-port", str(self.public), "--name", "echo",
+                  "--state-dir", str(self.stack.tmp / "agent"), *self.stack.relay_args()),
+            "udp agent", {"NFLTR_KEY": key},
+        )
+        agent.wait_for(rf"public UDP port 127\.0\.0\.1:{self.public} ")
+        self.assertEqual(answered_during_flood(self, self.public), 50)
