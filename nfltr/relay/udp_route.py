@@ -3,6 +3,8 @@
 The route of a client's datagram session (C{udp:<agent>:<port>},
 docs/link-protocol.md section 17): to an agent of the client's account
 that declared UDP port C{<port>}, as C{udp:<port>} on the agent's link.
+A malformed target is refused as a C{tcp:} one is ("bad target ...",
+"invalid ...").
 
 The two sessions are spliced as a TCP route's are: the datagrams' framing
 is carried as it is, and the splice's backpressure stalls only this pair
@@ -15,8 +17,10 @@ unknown agent.
 
 from __future__ import annotations
 
+from nfltr.link import ErrorCode
 from nfltr.link.twisted import LinkSession
-from nfltr.wire.messages import NOT_FOUND_CODE, NOT_FOUND_REASON
+from nfltr.wire import peerText
+from nfltr.wire.messages import NOT_FOUND_CODE, NOT_FOUND_REASON, MessageError, check_name
 from nfltr.wire.udp import parse_udp_target, udp_target
 
 from .directory import Directory
@@ -34,8 +38,16 @@ def route_udp(directory: Directory, route: TCPRoute, account: str, session: Link
     """
     Route the client's datagram C{session} (of C{account}), or refuse it.
     """
-    name, port = parse_udp_target(session.target) or (None, 0)
-    entry = directory.agent(name) if name is not None else None
+    parsed = parse_udp_target(session.target)
+    if parsed is None or parsed[0] is None:
+        session.refuse(ErrorCode.REFUSED, f"bad target '{peerText(session.target)}'")
+        return
+    try:
+        name, port = check_name(parsed[0]), parsed[1]
+    except MessageError as e:
+        session.refuse(ErrorCode.REFUSED, str(e))
+        return
+    entry = directory.agent(name)
     if entry is None or entry.account != account or port not in entry.udp:
         session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
         return
