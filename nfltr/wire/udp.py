@@ -25,7 +25,7 @@ PUBLIC_UDP_PORTS = "public_udp_ports"
 #: UDP ports one agent may share.
 MAX_UDP_SHARES = 16
 _PREFIX = "udp:"
-_PORT = re.compile(r"[0-9]{1,5}")
+_PORT = re.compile(r"[1-9][0-9]{0,4}")
 _PORT_LIMIT = 65536
 _UDP_KEYS = frozenset({"port", "public_port", "allow"})
 

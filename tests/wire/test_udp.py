@@ -39,7 +39,7 @@ class TargetTests(SynchronousTestCase):
         Other targets and out-of-range ports are not datagram targets.
         """
         for target in ["tcp:53", "udp:", "udp:0", "udp:65536", "udp:x", "udp::53", "udp:a:b",
-                       "udp:123456", "udp:-1"]:
+                       "udp:123456", "udp:-1", "udp:053", "udp:dns:0053"]:
             self.assertIsNone(parse_udp_target(target), target)
         self.assertRaises(ValueError, udp_target, 0)
 
@@ -76,3 +76,40 @@ class DeclarationTests(SynchronousTestCase):
                     [{"port": 53, "allow": ["nope"]}],
                     [{"port": p} for p in range(1, MAX_UDP_SHARES + 2)]]:
             self.assertRaises(MessageError, parse_udp_shares, raw)
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 70000) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4)
+    | st.dictionaries(st.sampled_from(["port", "public_port", "allow", "x"]), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+class FuzzTests(SynchronousTestCase):
+    """
+    The parsers take anything a peer sends.
+    """
+
+    @given(_json)
+    def test_sharesAnyInput(self, raw: object) -> None:
+        """
+        Any JSON value is a valid C{udp} list or a L{MessageError}, never
+        another error; what is valid round-trips.
+        """
+        try:
+            shares = parse_udp_shares(raw)
+        except MessageError:
+            return
+        self.assertEqual(parse_udp_shares([share.to_json() for share in shares]), shares)
+
+    @given(st.text(max_size=30))
+    def test_targetAnyText(self, text: str) -> None:
+        """
+        Any text is a datagram target or not, never an error; one that is
+        is written back the same.
+        """
+        parsed = parse_udp_target(text)
+        if parsed is not None:
+            agent, port = parsed
+            self.assertEqual(udp_target(port, agent), text)
