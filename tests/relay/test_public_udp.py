@@ -10,12 +10,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
+from zope.interface.verify import verifyObject
 
 from nfltr.link import RefusalReason
 from nfltr.relay.port_ranges import PortRanges, parse_port_ranges
-from nfltr.relay.public_udp import public_udp_ports
+from nfltr.relay.public_udp import PublicUDPOpener, public_udp_ports
 from nfltr.streams import AdmissionLimits
 from nfltr.udp import DatagramLimits, DatagramSession, UDPEntrance
+from nfltr.udp.interfaces import IDatagramOpener
 from nfltr.wire.messages import agent_hello
 from nfltr.wire.policy import parse_networks
 from nfltr.wire.udp import PUBLIC_UDP_PORTS, UdpShare
@@ -74,6 +76,14 @@ class PublicUDPTests(SynchronousTestCase):
         [port] = self.clock.ports
         assert isinstance(port.protocol, UDPEntrance)
         return port.protocol, port
+
+    def test_interface(self) -> None:
+        """
+        A public port's opener keeps the contract its socket's table relies
+        on.
+        """
+        opener = PublicUDPOpener(20005, self.h.relay.publicUDPPorts, None, self.clock)
+        self.assertTrue(verifyObject(IDatagramOpener, opener))
 
     def test_published(self) -> None:
         """
