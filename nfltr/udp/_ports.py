@@ -12,6 +12,7 @@ logic is in L{nfltr.udp._table} and L{nfltr.udp._session}):
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 from twisted.internet import interfaces
@@ -119,4 +120,13 @@ class ServiceExit:
 
 
 def _bindFor(host: str) -> str:
+    """
+    The address to bind a socket to C{host} on: a loopback service's own
+    (nothing else can reach the socket), else any of its family.
+    """
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return host
+    except ValueError:  # a name: any address
+        pass
     return "::" if ":" in host else ""

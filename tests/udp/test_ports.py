@@ -103,12 +103,15 @@ class ServiceExitTests(SynchronousTestCase):
         exit.session.connectionLost()
         self.assertFalse(port.listening)
 
-    def test_ipv6(self) -> None:
+    def test_bound(self) -> None:
         """
-        An IPv6 service gets a socket bound for IPv6.
+        The socket to a loopback service is bound to its address (nothing
+        else reaches it); to another, to any address of its family.
         """
-        ServiceExit(self.reactor, "::1", 53)
-        self.assertEqual(self.reactor.ports[0].interface, "::")
+        for host, bound in [("127.0.0.1", "127.0.0.1"), ("::1", "::1"), ("192.0.2.1", ""),
+                            ("2001:db8::1", "::")]:
+            ServiceExit(self.reactor, host, 53)
+            self.assertEqual(self.reactor.ports[-1].interface, bound, host)
 
     def test_stop(self) -> None:
         """
