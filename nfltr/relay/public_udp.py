@@ -28,7 +28,7 @@ from zope.interface import implementer
 from nfltr.link import RefusalReason
 from nfltr.link.twisted import LinkUnavailable
 from nfltr.streams import Admission
-from nfltr.udp import MAX_DATAGRAM, DatagramSession, UDPEntrance
+from nfltr.udp import MAX_DATAGRAM, DatagramCounts, DatagramSession, UDPEntrance
 from nfltr.udp.interfaces import Address, IDatagramOpener, IDatagramPeer
 from nfltr.wire.policy import SharePolicy
 from nfltr.wire.udp import UdpShare, udp_target
@@ -95,13 +95,16 @@ class PublicUDPOpener:
         return session
 
 
-def public_udp_ports(relay: Any, config: Any, reactor: Any) -> PublicPorts:
+def public_udp_ports(
+    relay: Any, config: Any, reactor: Any, counts: DatagramCounts | None = None,
+) -> PublicPorts:
     """
     The public UDP ports of a relay (its L{nfltr.relay.agents.Relay}) run
     with C{config} (a L{nfltr.relay.config.RelayConfig}): bound with the
     reactor's C{listenUDP} on C{config.public_ports_interface}, their
     visitors admitted under one L{Admission} of C{config.admission}, each
-    port's sessions under C{config.udp_limits}.
+    port's sessions under C{config.udp_limits}, their datagrams counted
+    together in C{counts}.
     """
     admission = Admission(config.admission)
 
@@ -111,7 +114,7 @@ def public_udp_ports(relay: Any, config: Any, reactor: Any) -> PublicPorts:
 
     def entrance(port: int) -> Any:
         return UDPEntrance(PublicUDPOpener(port, ports, admission, reactor, relay.counters),
-                           reactor, config.udp_limits)
+                           reactor, config.udp_limits, counts)
 
     ports = PublicPorts(config.public_ports, config.public_ports_per_account,
                         relay.directory.leases, reactor, listen, entrance)

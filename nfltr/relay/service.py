@@ -71,6 +71,7 @@ from nfltr.tls import (
     ensure_relay_pki,
 )
 from nfltr.tor import OnionKeyError
+from nfltr.udp import DatagramCounts
 
 from .announce import announce, describe
 from .backlog import with_backlog
@@ -163,6 +164,8 @@ class RelayService(Service):
         self.linkMemory = LinkMemory(config.link_memory, getattr(reactor, "seconds", None))
         #: Connections refused by the PROXY protocol front of every listener.
         self.proxyRefused = dict.fromkeys(PROXY_REFUSALS, 0)
+        #: The datagrams of every public UDP port (L{nfltr.relay.public_udp}).
+        self.udpCounts = DatagramCounts()
         self.certificate: RelayCertificate | None = None
         self.sshFactory: Any = None
         self.replica: Any = None
@@ -266,7 +269,7 @@ class RelayService(Service):
         if config.public_ports:
             relay.publicPorts = public_ports(relay, config, self.reactor, self.proxyRefused)
             self._cleanups.append(relay.publicPorts.close)
-            relay.publicUDPPorts = public_udp_ports(relay, config, self.reactor)
+            relay.publicUDPPorts = public_udp_ports(relay, config, self.reactor, self.udpCounts)
             self._cleanups.append(relay.publicUDPPorts.close)
         sshPort = await self._listenSSH(relay, store, dataDir)
         if onion is not None:

@@ -21,6 +21,7 @@ from nfltr.udp._session import DatagramSession, LinkDatagramOpener
 from nfltr.udp._table import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_SESSIONS,
+    DatagramCounts,
     DatagramLimits,
     SessionTable,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
     "DEFAULT_MAX_SESSIONS",
     "MAX_DATAGRAM",
+    "DatagramCounts",
     "DatagramDecoder",
     "DatagramLimits",
     "DatagramSession",

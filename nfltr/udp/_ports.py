@@ -21,7 +21,7 @@ from twisted.logger import Logger
 
 from ._codec import MAX_DATAGRAM
 from ._session import DatagramSession
-from ._table import DatagramLimits, SessionTable
+from ._table import DatagramCounts, DatagramLimits, SessionTable
 from .interfaces import Address, IDatagramOpener
 
 
@@ -34,9 +34,9 @@ class UDPEntrance(DatagramProtocol):
 
     def __init__(
         self, opener: IDatagramOpener, clock: interfaces.IReactorTime,
-        limits: DatagramLimits | None = None,
+        limits: DatagramLimits | None = None, counts: DatagramCounts | None = None,
     ) -> None:
-        self.table = SessionTable(opener, clock, self._reply, limits)
+        self.table = SessionTable(opener, clock, self._reply, limits, counts)
 
     def datagramReceived(self, datagram: bytes, addr: Any) -> None:
         """

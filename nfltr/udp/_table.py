@@ -42,6 +42,24 @@ class DatagramLimits:
             raise ValueError(f"max sessions {self.max_sessions} is below 1")
 
 
+@dataclass
+class DatagramCounts:
+    """
+    What one or more L{SessionTable}s did with datagrams.
+
+    @ivar received: datagrams from visitors.
+    @ivar forwarded: those a session took.
+    @ivar dropped: those dropped: a session's queue was full, the table
+        was full, or no session could be opened.
+    @ivar returned: datagrams that came back to visitors.
+    """
+
+    received: int = 0
+    forwarded: int = 0
+    dropped: int = 0
+    returned: int = 0
+
+
 class _Entry:
     """
     One visitor's session: its peer, when it last carried a datagram, and
@@ -60,26 +78,49 @@ class SessionTable:
     """
     See the module.
 
-    @ivar received: datagrams from visitors.
-    @ivar forwarded: those a session took.
-    @ivar dropped: those dropped: a session's queue was full, the table
-        was full, or no session could be opened.
-    @ivar returned: datagrams that came back to visitors.
+    @ivar counts: what it did with datagrams (shared with other tables if
+        given: a relay's public UDP ports count together).
     """
 
     def __init__(
         self, opener: IDatagramOpener, clock: IReactorTime,
         reply: Callable[[bytes, Address], None], limits: DatagramLimits | None = None,
+        counts: DatagramCounts | None = None,
     ) -> None:
         self.opener = opener
         self.clock = clock
         self.reply = reply
         self.limits = limits or DatagramLimits()
+        self.counts = counts if counts is not None else DatagramCounts()
         self._entries: dict[Address, _Entry] = {}
-        self.received = 0
-        self.forwarded = 0
-        self.dropped = 0
-        self.returned = 0
+
+    @property
+    def received(self) -> int:
+        """
+        L{DatagramCounts.received}.
+        """
+        return self.counts.received
+
+    @property
+    def forwarded(self) -> int:
+        """
+        L{DatagramCounts.forwarded}.
+        """
+        return self.counts.forwarded
+
+    @property
+    def dropped(self) -> int:
+        """
+        L{DatagramCounts.dropped}.
+        """
+        return self.counts.dropped
+
+    @property
+    def returned(self) -> int:
+        """
+        L{DatagramCounts.returned}.
+        """
+        return self.counts.returned
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -89,19 +130,20 @@ class SessionTable:
         A visitor's datagram: forward it on its session, opened now if it
         has none.
         """
-        self.received += 1
+        counts = self.counts
+        counts.received += 1
         entry = self._entries.get(address)
         if entry is None:
             entry = self._open(address)
             if entry is None:
-                self.dropped += 1
+                counts.dropped += 1
                 return
         entry.last = self.clock.seconds()
         peer = entry.peer
         if peer is not None and peer.send(payload):
-            self.forwarded += 1
+            counts.forwarded += 1
         else:
-            self.dropped += 1
+            counts.dropped += 1
 
     def _open(self, address: Address) -> _Entry | None:
         if len(self._entries) >= self.limits.max_sessions:
@@ -111,7 +153,7 @@ class SessionTable:
 
         def deliver(payload: bytes) -> None:
             entry.last = self.clock.seconds()
-            self.returned += 1
+            self.counts.returned += 1
             self.reply(payload, address)
 
         def ended() -> None:

@@ -7,6 +7,7 @@ agent link over iosim on a Clock that listens on a fake UDP reactor.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
@@ -16,7 +17,7 @@ from nfltr.link import RefusalReason
 from nfltr.relay.port_ranges import PortRanges, parse_port_ranges
 from nfltr.relay.public_udp import PublicUDPOpener, public_udp_ports
 from nfltr.streams import AdmissionLimits
-from nfltr.udp import DatagramLimits, DatagramSession, UDPEntrance
+from nfltr.udp import DatagramCounts, DatagramLimits, DatagramSession, UDPEntrance
 from nfltr.udp.interfaces import IDatagramOpener
 from nfltr.wire.messages import agent_hello
 from nfltr.wire.policy import parse_networks
@@ -171,3 +172,44 @@ class PublicUDPTests(SynchronousTestCase):
         dialer = self.agent(self.keyA, "dns", UdpShare(53, 20005))
         self.assertEqual(dialer.controls[0]["reason"], RefusalReason.INVALID.value)
         self.assertIn("--public-ports", dialer.controls[0]["message"])
+
+
+class MetricsTests(SynchronousTestCase):
+    """
+    The public UDP ports' datagrams are exported as
+    C{nfltr_public_udp_datagrams_total}.
+    """
+
+    def test_counted(self) -> None:
+        """
+        Every public UDP port counts into the relay service's counts, which
+        the collector exports by outcome.
+        """
+        from prometheus_client import generate_latest
+        from prometheus_client.parser import text_string_to_metric_families
+
+        from nfltr.relay.metrics import metrics_registry
+        from nfltr.streams import Admission
+
+        clock = UDPClock()
+        h = RelayHarness(clock=clock)
+        key = h.store.addKey(A_KEY, "acme")
+        counts = DatagramCounts()
+        h.relay.publicUDPPorts = public_udp_ports(
+            h.relay, Config(parse_port_ranges("20000-20009")), clock, counts,
+        )
+        hello = agent_hello(key, "dns", [])
+        hello["udp"] = [UdpShare(53, 20001).to_json(), UdpShare(54, 20002).to_json()]
+        h.dial(hello, RecordingHandler(echo))
+        for port in clock.ports:
+            port.protocol.datagramReceived(b"q", ("192.0.2.1", 4000))
+        h.run()
+        self.assertEqual(counts, DatagramCounts(received=2, forwarded=2, returned=2))
+        service = SimpleNamespace(relay=h.relay, router=None, tlsAdmission=Admission(),
+                                  httpAdmission=None, udpCounts=counts)
+        text = generate_latest(metrics_registry(service)).decode()
+        seen = {
+            s.labels.get("outcome"): s.value for family in text_string_to_metric_families(text)
+            for s in family.samples if s.name == "nfltr_public_udp_datagrams_total"
+        }
+        self.assertEqual(seen, {"received": 2, "forwarded": 2, "dropped": 0, "returned": 2})
