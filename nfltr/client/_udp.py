@@ -126,6 +126,13 @@ class UDPConnector(Service, DiallerObserver):
         port, self.port = self.port, None
         if port is not None:
             port.stopListening()
+        counts = self.entrance.table.counts
+        self.log.info(
+            "udp-connect stopping: {received} datagrams received, {forwarded} forwarded, "
+            "{dropped} dropped, {returned} answers returned",
+            received=counts.received, forwarded=counts.forwarded, dropped=counts.dropped,
+            returned=counts.returned,
+        )
         return self.dialler.stop()
 
     def relayUp(self, link: LinkProtocol, welcome: dict[str, Any]) -> None:

@@ -12,7 +12,7 @@ from nfltr.agent import ConfigError
 from nfltr.client import UDPConnector, datagram_limits, udp_connect_options
 from nfltr.udp import DatagramLimits
 from nfltr.wire.messages import welcome
-from tests.agent.helpers import Network, TestRelay
+from tests.agent.helpers import LogCapture, Network, TestRelay
 from tests.udp.helpers import UDPClock
 
 RELAY_PIN = "sha256:" + "11" * 32
@@ -124,10 +124,15 @@ class ConnectorTests(SynchronousTestCase):
 
     def test_stop(self) -> None:
         """
-        Stopping closes the socket.
+        Stopping closes the socket and logs what the datagrams became.
         """
+        logs = LogCapture(self)
         self.connector.startService()
         self.network.run()
+        self.connector.relayDown()
+        self.connector.entrance.datagramReceived(b"q", ("127.0.0.1", 1000))
         self.connector.stopService()
         self.network.run()
         self.assertFalse(self.clock.ports[0].listening)
+        self.assertIn("1 datagrams received, 0 forwarded, 1 dropped, 0 answers returned",
+                      logs.allText())
