@@ -93,7 +93,7 @@ class ConfigAgent(Service):
                        "agent's name or state directory); restart to apply it, the running "
                        "entries stay", path=str(self.path))
             return
-        if new.options.udp != self.config.options.udp:
+        if new.options.udp_shares() != self.config.options.udp_shares():
             _log.error("{path} not reloaded: its [[udp]] entries changed; restart to apply "
                        "them, the running entries stay", path=str(self.path))
             return

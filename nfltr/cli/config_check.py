@@ -137,6 +137,7 @@ def _entries(entries: Iterable[Entry], agent: str | None, relay: RelaySettings |
     tcp: list[tuple[Entry, AgentOptions]] = []
     http: list[HttpOption] = []
     udp: dict[int, Entry] = {}
+    udpParts: list[tuple[Entry, AgentOptions]] = []
     ports: dict[int, Entry] = {}
     names: dict[str | None, Entry] = {}
     for entry in entries:
@@ -151,6 +152,8 @@ def _entries(entries: Iterable[Entry], agent: str | None, relay: RelaySettings |
                     raise _Duplicate(PORT, f"UDP port {port} is given twice (also in "
                                            f"{udp[port].title})")
                 udp[port] = entry
+                part = agent_options([], values, env, relay=relay or _STAND_IN.get(), udp=[port])
+                udpParts.append((entry, part))
                 continue
             if entry.kind == TCP:
                 if port in ports:
@@ -183,7 +186,33 @@ def _entries(entries: Iterable[Entry], agent: str | None, relay: RelaySettings |
             problems.append(_problem(e, entry.lines, ENTRY_OPTIONS[entry.kind], title,
                                      entry.line))
     merged = _merged(tcp, http, problems)
-    return replace(merged, udp=tuple(udp)) if merged is not None else None
+    return _with_udp(merged, udpParts, problems) if merged is not None else None
+
+
+def _with_udp(merged: AgentOptions, parts: list[tuple[Entry, AgentOptions]],
+              problems: list[Problem]) -> AgentOptions:
+    """
+    C{merged} with the C{[[udp]]} entries' ports, those with a public port
+    first (paired in order); every entry with a public port, TCP or UDP,
+    must allow the same networks (one agent has one allow list).
+    """
+    parts = sorted(parts, key=lambda part: not part[1].udp_public)
+    allow = merged.allow if merged.public_ports else None
+    for entry, part in parts:
+        if not part.udp_public:
+            continue
+        if allow is None:
+            allow = part.allow
+        elif part.allow != allow:
+            problems.append(Problem(entry.key_line("allow-ip"), "allow-ip", (
+                f"{entry.title}: allow-ip: every entry with a public-port must give the same "
+                "(one agent serves them)")))
+            break
+    return replace(
+        merged, udp=tuple(port for _, part in parts for port in part.udp),
+        udp_public=tuple(port for _, part in parts for port in part.udp_public),
+        allow=allow if allow is not None else merged.allow,
+    )
 
 
 def _merged(tcp: list[tuple[Entry, AgentOptions]], http: list[HttpOption],

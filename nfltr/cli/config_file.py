@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nfltr.cli.agent_options import AGENT_OPTIONS, HTTP_OPTIONS, RELAY_OPTIONS
+from nfltr.cli.agent_options import AGENT_OPTIONS, HTTP_OPTIONS, RELAY_OPTIONS, UDP_OPTIONS
 from nfltr.cli.config_lines import TOP, Lines, locate
 from nfltr.cli.options import FLAG, REPEAT, Option
 
@@ -50,8 +50,8 @@ TOP_OPTIONS: tuple[Option, ...] = tuple(
 ENTRY_OPTIONS: dict[str, tuple[Option, ...]] = {
     TCP: tuple(o for o in AGENT_OPTIONS if o.name not in AGENT_LEVEL and o not in RELAY_OPTIONS),
     HTTP: tuple(o for o in HTTP_OPTIONS if o.name != "state-dir" and o not in RELAY_OPTIONS),
-    # A UDP port alone (nfltr udp PORT): no option of its own.
-    UDP: (),
+    # nfltr udp PORT's own: a public port and its allow list.
+    UDP: tuple(o for o in UDP_OPTIONS if o.name in ("public-port", "allow-ip")),
 }
 _PATHS = ("FILE", "DIR")
 _BOOL = "BOOL"
