@@ -32,6 +32,7 @@ from nfltr.wire.policy import (
     parse_networks,
     policy_from_options,
 )
+from nfltr.wire.udp import MAX_UDP_SHARES, UdpShare
 
 from ._expiry import parse_idle_expiry
 from ._health import HealthCheck, parse_health_check
@@ -68,6 +69,11 @@ class AgentOptions:
     #: Seconds an end-to-end tunnel's TLS ticket resumes, and its ticket
     #: key is used (L{nfltr.tls.TICKET_LIFETIME}); 0: no resumption.
     ticket_lifetime: int = TICKET_LIFETIME
+    #: The UDP ports shared (C{nfltr udp}, a config file's C{[[udp]]}).
+    udp: tuple[int, ...] = ()
+    #: Their public ports (C{nfltr udp --public-port}), in order; C{allow}
+    #: is their visitors' when the agent shares no TCP port.
+    udp_public: tuple[int, ...] = ()
 
     def tcp_shares(self) -> list[TcpShare]:
         """
@@ -79,11 +85,19 @@ class AgentOptions:
                          self.allow if port in public else (), addressed)
                 for port in self.ports]
 
+    def udp_shares(self) -> list[UdpShare]:
+        """
+        The shared UDP ports as the hello declares them.
+        """
+        public = dict(zip(self.udp, self.udp_public, strict=False))
+        return [UdpShare(port, public.get(port), self.allow if port in public else ())
+                for port in self.udp]
+
 
 def agent_options(
     ports: Sequence[str | int], values: Mapping[str, str | None],
     environ: Mapping[str, str] = os.environ, http: Sequence[HttpOption] = (),
-    relay: RelaySettings | None = None,
+    relay: RelaySettings | None = None, udp: Sequence[str | int] = (),
 ) -> AgentOptions:
     """
     Check an agent's ports and options (keyed by option name: C{name},
@@ -93,9 +107,10 @@ def agent_options(
     @param ports: the TCP ports to share.
     @param http: the share URLs to publish (L{http_option} checked them).
     @param relay: the relay settings, when already checked (a config file's).
+    @param udp: the UDP ports to share.
     @raise ConfigError: what is wrong, for the user.
     """
-    if not ports and not http:
+    if not ports and not http and not udp:
         raise ConfigError("give the port of the local service to share")
     if len([option for option in http if option.name is None]) > 1:
         raise ConfigError("one share URL per agent: it is named as the agent")
@@ -116,8 +131,15 @@ def agent_options(
         raise ConfigError(str(e)) from None
     if len(set(checked)) != len(checked):
         raise ConfigError("a port is given twice")
+    udpPorts = _udp_ports(udp)
+    udpPublic: tuple[int, ...] = ()
     state = values.get("state-dir")
-    public, allow = _public_ports(checked, values) if not http else ((), ())
+    public: tuple[int, ...] = ()
+    if udpPorts and not checked and not http:
+        # nfltr udp: --public-port and --allow-ip are its UDP ports'.
+        udpPublic, allow = _public_ports(udpPorts, values)
+    else:
+        public, allow = _public_ports(checked, values) if not http else ((), ())
     return AgentOptions(
         ports=tuple(checked),
         name=name,
@@ -131,6 +153,8 @@ def agent_options(
         group=_group(group),
         health=_health(values.get("health-check")),
         ticket_lifetime=ticket_lifetime(values.get("tls-ticket-lifetime")),
+        udp=udpPorts,
+        udp_public=udpPublic,
     )
 
 
@@ -175,6 +199,23 @@ def ticket_lifetime(text: str | None) -> int:
             f" {MAX_TICKET_LIFETIME}"
         )
     return number
+
+
+def _udp_ports(udp: Sequence[str | int]) -> tuple[int, ...]:
+    """
+    The UDP ports to share, checked.
+
+    @raise ConfigError: what is wrong.
+    """
+    if len(udp) > MAX_UDP_SHARES:
+        raise ConfigError(f"at most {MAX_UDP_SHARES} UDP ports")
+    try:
+        ports = tuple(parse_port(str(port)) for port in udp)
+    except MessageError as e:
+        raise ConfigError(str(e)) from None
+    if len(set(ports)) != len(ports):
+        raise ConfigError("a UDP port is given twice")
+    return ports
 
 
 def _public_ports(

@@ -65,6 +65,7 @@ from ._proxy import header_writer
 from ._public_ports import OLD_RELAY, public_port_lines
 from ._settings import KEY_ENV, ConfigError
 from ._shares import ShareServer, save_share_ca, share_key
+from ._udp import UDPServices
 
 if TYPE_CHECKING:
     from ._update import EntryUpdater
@@ -109,6 +110,8 @@ class AgentSessions:
         self.plain = frozenset(plain)
         self.quiet = Quiet(clock)
         self._targets = {agent_target(port): port for port in self.ports}
+        #: Serves the datagram sessions of the shared UDP ports, if any.
+        self.udp: UDPServices | None = None
 
     def sessionRequested(self, session: LinkSession) -> None:
         """
@@ -149,6 +152,8 @@ class AgentSessions:
         shared port as the relay writes it; return the port of a shared
         port spelt otherwise.
         """
+        if self.udp is not None and self.udp.serve(session):
+            return None
         try:
             serve = self._server(session.target)
         except MessageError:
@@ -341,10 +346,14 @@ class AgentService(Service, DiallerObserver):
         self.sessions = AgentSessions(reactor, options.ports, connector, tls, self.shares, public,
                                       options.plain)
         self.sessions.proxyProtocol = options.proxy_protocol
+        udp = UDPServices(reactor, options.udp_shares()) if options.udp else None
+        self.udp = self.sessions.udp = udp
         relay = options.relay
         shares = options.tcp_shares()
         http = [server.hello() for server in self.shares.values()]
         hello = agent_hello(relay.key, setup.name, shares, http, options.group)
+        if self.udp is not None:
+            hello["udp"] = self.udp.declaration()
         endpoint = endpoint or relay.endpoint(reactor)
         config = LinkConfig(keepalive=relay.keepalive)
         self.dialler = RelayDialler(endpoint, reactor, hello, self, relay.address, config)
@@ -361,8 +370,10 @@ class AgentService(Service, DiallerObserver):
         setup, options = self.setup, self.setup.options
         relay = options.relay
         common = f"--relay {relay.address} {relay.trust_arguments()}"
+        udp = (self.udp.connectLines(setup.name, common, self.freePorts(len(self.udp.ports)))
+               if self.udp is not None else [])
         if not options.ports:
-            return []
+            return udp
         plain = {share.port for share in options.tcp_shares() if not share.e2ee}
         if setup.fingerprint is not None:
             lines = [f"agent {setup.name}: end-to-end key fingerprint {setup.fingerprint}"]
@@ -382,7 +393,7 @@ class AgentService(Service, DiallerObserver):
                 f"connect to port {port} ({KEY_ENV} set to a key of this account): "
                 f"nfltr tcp-connect {setup.name} {port} --listen 127.0.0.1:{local} {mode} {common}"
             )
-        return lines
+        return lines + udp
 
     def startService(self) -> None:
         """
@@ -433,6 +444,10 @@ class AgentService(Service, DiallerObserver):
         if self.setup.options.public_ports and "public_ports" not in welcome:
             self.onFatal(OLD_RELAY)
             return
+        udpRefusal = self.udp.refusal(welcome) if self.udp is not None else None
+        if udpRefusal is not None:
+            self.onFatal(udpRefusal)
+            return
         if self.setup.options.group and GROUPS_FEATURE not in (welcome.get("features") or []):
             self.onFatal(OLD_RELAY_GROUPS)
             return
@@ -444,6 +459,9 @@ class AgentService(Service, DiallerObserver):
                 self.announce(line)
             for line in public_port_lines(self.setup.options.relay.address, welcome):
                 self.announce(line)
+            if self.udp is not None:
+                for line in self.udp.publicLines(self.setup.options.relay.address, welcome):
+                    self.announce(line)
         self.data.welcomed(link, welcome.get("data_token"))
         if self.updater is not None:
             self.updater.relayUp()

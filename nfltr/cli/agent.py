@@ -3,7 +3,8 @@
 C{nfltr tcp PORT...}: share local TCP services through the relay (the
 agent).  C{nfltr http PORT}: publish a local web service at a share URL (the
 agent too).  C{nfltr tcp-connect AGENT PORT}: reach a TCP share from here
-(the client).
+(the client).  C{nfltr udp PORT...} and C{nfltr udp-connect AGENT PORT}: the
+same for UDP services (datagram sessions, L{nfltr.udp}).
 
 Their options are declared in L{nfltr.cli.agent_options}, tables that also
 give twistd's C{nfltr-agent} plugin its options (L{nfltr.agent_tap}); their
@@ -27,7 +28,14 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from nfltr.cli.agent_options import AGENT_OPTIONS, CONNECT_OPTIONS, HTTP_OPTIONS, VERBOSE
+from nfltr.cli.agent_options import (
+    AGENT_OPTIONS,
+    CONNECT_OPTIONS,
+    HTTP_OPTIONS,
+    UDP_CONNECT_OPTIONS,
+    UDP_OPTIONS,
+    VERBOSE,
+)
 from nfltr.cli.options import Option, add_arguments, environment, option_values
 from nfltr.cli.saved_login import with_login
 
@@ -45,7 +53,8 @@ def _parser(subparsers: Subparsers, name: str, options: Sequence[Option], help: 
 
 def register(subparsers: Subparsers) -> None:
     """
-    Add the C{tcp}, C{http} and C{tcp-connect} subcommands.
+    Add the C{tcp}, C{http}, C{tcp-connect}, C{udp} and C{udp-connect}
+    subcommands.
     """
     tcp = _parser(
         subparsers, "tcp", AGENT_OPTIONS,
@@ -75,6 +84,29 @@ def register(subparsers: Subparsers) -> None:
     connect.add_argument("port", metavar="PORT", help="the port the agent shares")
     add_arguments(connect, (*CONNECT_OPTIONS, VERBOSE))
     connect.set_defaults(run=run_connect)
+    _register_udp(subparsers)
+
+
+def _register_udp(subparsers: Subparsers) -> None:
+    udp = _parser(
+        subparsers, "udp", UDP_OPTIONS,
+        "share local UDP services through the relay (run the agent)",
+        "Share the UDP services on these local ports through the relay (not end-to-end "
+        "encrypted). It prints the udp-connect command to use.",
+    )
+    udp.add_argument("ports", nargs="+", metavar="PORT", help="a UDP port of a local service")
+    add_arguments(udp, (*UDP_OPTIONS, VERBOSE))
+    udp.set_defaults(run=run_udp)
+    connect = _parser(
+        subparsers, "udp-connect", UDP_CONNECT_OPTIONS,
+        "reach an agent's UDP service from a local port",
+        "Receive local datagrams and carry them, one session per sender, to AGENT's UDP "
+        "service on PORT through the relay. Prints 'listening on HOST:PORT (UDP)'.",
+    )
+    connect.add_argument("agent", metavar="AGENT", help="the agent's name")
+    connect.add_argument("port", metavar="PORT", help="the UDP port the agent shares")
+    add_arguments(connect, (*UDP_CONNECT_OPTIONS, VERBOSE))
+    connect.set_defaults(run=run_udp_connect)
 
 
 def run_agent(args: argparse.Namespace) -> int:
@@ -133,5 +165,46 @@ def run_connect(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     return serve(
         lambda fg: TcpConnector(fg.reactor, options, fg.announce, fg.fatal),
+        verbosity(args.verbose),
+    )
+
+
+def run_udp(args: argparse.Namespace) -> int:
+    """
+    Run the agent for UDP ports until interrupted or turned away.
+    """
+    from nfltr.agent import AgentService, ConfigError, agent_options, prepare_agent
+    from nfltr.cli.foreground import serve
+    from nfltr.cli.logs import verbosity
+
+    try:
+        values = with_login(option_values(args, UDP_OPTIONS))
+        setup = prepare_agent(agent_options([], values, udp=args.ports))
+    except ConfigError as e:
+        print(f"nfltr udp: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    return serve(
+        lambda fg: AgentService(fg.reactor, setup, fg.announce, fg.fatal), verbosity(args.verbose)
+    )
+
+
+def run_udp_connect(args: argparse.Namespace) -> int:
+    """
+    Run the UDP client until interrupted or turned away.
+    """
+    from nfltr.agent import ConfigError
+    from nfltr.cli.foreground import serve
+    from nfltr.cli.logs import verbosity
+    from nfltr.client import UDPConnector, datagram_limits, udp_connect_options
+
+    try:
+        values = with_login(option_values(args, UDP_CONNECT_OPTIONS))
+        options = udp_connect_options(args.agent, args.port, values)
+        limits = datagram_limits(values)
+    except ConfigError as e:
+        print(f"nfltr udp-connect: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    return serve(
+        lambda fg: UDPConnector(fg.reactor, options, fg.announce, fg.fatal, limits=limits),
         verbosity(args.verbose),
     )

@@ -240,3 +240,28 @@ CONNECT_OPTIONS: tuple[Option, ...] = (
     ),
     *RELAY_OPTIONS,
 )
+#: C{nfltr udp PORT...}: the agent's name and state, public UDP ports, and
+#: the relay.
+UDP_OPTIONS: tuple[Option, ...] = (
+    *(o for o in AGENT_OPTIONS if o.name in ("name", "state-dir", "public-port", "allow-ip")),
+    *RELAY_OPTIONS,
+)
+#: C{nfltr udp-connect AGENT PORT}: where to listen, and the relay.
+UDP_CONNECT_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "listen", "[HOST:]PORT",
+        "the local UDP address whose datagrams go to the agent (default: 127.0.0.1:0, any "
+        "free port; the port is printed)",
+    ),
+    Option(
+        "idle-timeout", "SECONDS",
+        "a sender's datagram session ends after this long without a datagram either way "
+        "(default: 60)",
+    ),
+    Option(
+        "max-sessions", "N",
+        "senders served at once; a new sender's datagrams beyond them are dropped (default: "
+        "1024)",
+    ),
+    *RELAY_OPTIONS,
+)

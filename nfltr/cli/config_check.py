@@ -31,6 +31,7 @@ from nfltr.cli.config_file import (
     PORT,
     TCP,
     TOP_OPTIONS,
+    UDP,
     ConfigFileError,
     Entry,
     Problem,
@@ -93,7 +94,7 @@ def _checked(path: Path, top: dict[str, Any], lines: dict[str, int], entries: li
             problems.append(_problem(e, lines, TOP_OPTIONS, "", 1))
     base = _base(values, lines, environ, problems)
     if not entries:
-        problems.append(Problem(1, None, "no entries: add [[tcp]] or [[http]] tables"))
+        problems.append(Problem(1, None, "no entries: add [[tcp]], [[http]] or [[udp]] tables"))
     merged = _entries(entries, values.get("name"), relay, environ, problems)
     if problems or base is None or relay is None or merged is None:
         raise ConfigFileError(path, problems)
@@ -143,6 +144,8 @@ def _entries(entries: Iterable[Entry], agent: str | None, relay: RelaySettings |
     env = {k: v for k, v in environ.items() if k not in _ENTRY_ENVS}
     tcp: list[tuple[Entry, AgentOptions]] = []
     http: list[HttpOption] = []
+    udp: dict[int, Entry] = {}
+    udpParts: list[tuple[Entry, AgentOptions]] = []
     ports: dict[int, Entry] = {}
     names: dict[str | None, Entry] = {}
     for entry in entries:
@@ -152,6 +155,14 @@ def _entries(entries: Iterable[Entry], agent: str | None, relay: RelaySettings |
         values = {k: v for k, v in entry.values.items() if k != PORT}
         title = f"{entry.title}: "
         try:
+            if entry.kind == UDP:
+                if port in udp:
+                    raise _Duplicate(PORT, f"UDP port {port} is given twice (also in "
+                                           f"{udp[port].title})")
+                udp[port] = entry
+                part = agent_options([], values, env, relay=relay or _STAND_IN.get(), udp=[port])
+                udpParts.append((entry, part))
+                continue
             if entry.kind == TCP:
                 if port in ports:
                     raise _Duplicate(PORT, f"port {port} is given twice (also in "
@@ -182,7 +193,34 @@ def _entries(entries: Iterable[Entry], agent: str | None, relay: RelaySettings |
         except ConfigError as e:
             problems.append(_problem(e, entry.lines, ENTRY_OPTIONS[entry.kind], title,
                                      entry.line))
-    return _merged(tcp, http, problems)
+    merged = _merged(tcp, http, problems)
+    return _with_udp(merged, udpParts, problems) if merged is not None else None
+
+
+def _with_udp(merged: AgentOptions, parts: list[tuple[Entry, AgentOptions]],
+              problems: list[Problem]) -> AgentOptions:
+    """
+    C{merged} with the C{[[udp]]} entries' ports, those with a public port
+    first (paired in order); every entry with a public port, TCP or UDP,
+    must allow the same networks (one agent has one allow list).
+    """
+    parts = sorted(parts, key=lambda part: not part[1].udp_public)
+    allow = merged.allow if merged.public_ports else None
+    for entry, part in parts:
+        if not part.udp_public:
+            continue
+        if allow is None:
+            allow = part.allow
+        elif part.allow != allow:
+            problems.append(Problem(entry.key_line("allow-ip"), "allow-ip", (
+                f"{entry.title}: allow-ip: every entry with a public-port must give the same "
+                "(one agent serves them)")))
+            break
+    return replace(
+        merged, udp=tuple(port for _, part in parts for port in part.udp),
+        udp_public=tuple(port for _, part in parts for port in part.udp_public),
+        allow=allow if allow is not None else merged.allow,
+    )
 
 
 def _merged(tcp: list[tuple[Entry, AgentOptions]], http: list[HttpOption],

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nfltr.cli.agent_options import AGENT_OPTIONS, HTTP_OPTIONS, RELAY_OPTIONS
+from nfltr.cli.agent_options import AGENT_OPTIONS, HTTP_OPTIONS, RELAY_OPTIONS, UDP_OPTIONS
 from nfltr.cli.config_lines import TOP, Lines, locate
 from nfltr.cli.options import FLAG, REPEAT, Option
 
@@ -52,6 +52,8 @@ ENTRY_OPTIONS: dict[str, tuple[Option, ...]] = {
     TCP: tuple(o for o in AGENT_OPTIONS if o.name not in AGENT_LEVEL and o not in RELAY_OPTIONS),
     HTTP: tuple(o for o in HTTP_OPTIONS
                 if o.name not in AGENT_LEVEL[1:] and o not in RELAY_OPTIONS),
+    # nfltr udp PORT's own: a public port and its allow list.
+    UDP: tuple(o for o in UDP_OPTIONS if o.name in ("public-port", "allow-ip")),
 }
 _PATHS = ("FILE", "DIR")
 _BOOL = "BOOL"
@@ -96,7 +98,7 @@ class ConfigFileError(Exception):
 @dataclass
 class Entry:
     """
-    A C{[[tcp]]} or C{[[http]]} entry: its values (keyed by option name,
+    A C{[[tcp]]}, C{[[http]]} or C{[[udp]]} entry: its values (keyed by option name,
     C{port} an int), and the line of each key.
     """
 
@@ -206,12 +208,6 @@ def read_values(path: Path, text: str, mode: int, *, top_only: bool = False) -> 
         return read
     where = reader.where
     for kind, value in tables.items():
-        if kind == UDP:
-            reader.problems.append(Problem(
-                where.table(UDP), UDP,
-                "[[udp]]: UDP is not built yet in nfltr (its entries are refused until it is)",
-            ))
-            continue
         if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
             line = where.keys.get((TOP, 0, kind)) or where.table(kind)
             reader.problems.append(Problem(

@@ -22,6 +22,7 @@ from typing import Any
 from twisted.internet.endpoints import serverFromString
 from twisted.python import usage
 
+from nfltr.cli.api_options import API_RELAY_OPTIONS, api_limits
 from nfltr.cli.logs import parse_level
 from nfltr.cli.options import FLAG, REPEAT, Option, option_values, parse_values
 from nfltr.cli.tor_options import ONION_ENDPOINT_HINT, TOR_RELAY_OPTIONS, onion_config
@@ -39,7 +40,6 @@ from nfltr.relay.cluster.config import (
 )
 from nfltr.relay.config import (
     DEFAULT_ADMIN,
-    DEFAULT_API_LIMITS,
     DEFAULT_BACKLOG,
     DEFAULT_DRAIN_TIMEOUT,
     DEFAULT_HANDSHAKE_TIMEOUT,
@@ -51,7 +51,6 @@ from nfltr.relay.config import (
     DEFAULT_SHARE_DOMAIN,
     DEFAULT_TLS,
     MAX_BACKLOG,
-    ApiLimits,
     RelayConfig,
     default_data_dir,
 )
@@ -61,6 +60,7 @@ from nfltr.ssh import SSHConfig, SSHConfigError
 from nfltr.store import InvalidRedisURL, RedisAddress, parse_redis_url
 from nfltr.streams import AdmissionLimits
 from nfltr.tls import PKIError, subject_alt_names
+from nfltr.udp import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, DatagramLimits
 from nfltr.wire.messages import is_port_text
 from nfltr.wire.policy import Network
 
@@ -244,8 +244,6 @@ _portRanges = _reading(parse_port_ranges, PortRangeError)
 
 
 _count = partial(limit, none=False)
-#: The longest interval the API's limits accept (seconds).
-MAX_API_INTERVAL = 3600.0
 
 
 def _size(value: object, option: str) -> int | None:
@@ -342,6 +340,13 @@ RELAY_OPTIONS: tuple[Option, ...] = (
     Option("max-public-ports-per-account", None,
            "Public ports one account may hold at once.", str(DEFAULT_PUBLIC_PORTS_PER_ACCOUNT),
            parse=_count),
+    Option("udp-idle-timeout", None,
+           "Seconds a visitor's datagram session on a public UDP port lives without a "
+           "datagram either way.", str(DEFAULT_IDLE_TIMEOUT),
+           parse=partial(seconds, limit=MAX_LEASE_TIME)),
+    Option("udp-max-sessions", None,
+           "Visitors' datagram sessions each public UDP port holds at once; a new visitor's "
+           "datagrams beyond them are dropped.", str(DEFAULT_MAX_SESSIONS), parse=_count),
     Option("public-ports-interface", None,
            "The address public ports listen on (:: for IPv6 too).",
            DEFAULT_PUBLIC_PORTS_INTERFACE, parse=_interface),
@@ -380,24 +385,7 @@ RELAY_OPTIONS: tuple[Option, ...] = (
     Option("key", None, "The private key (PEM) of --cert."),
     Option("admin", None, "Endpoint of the admin HTTP listener (/healthz).", DEFAULT_ADMIN,
            parse=check_endpoint),
-    Option("admin-failure-burst", None,
-           "Failed authentications (admin tokens, dashboard logins) one source address may "
-           "make at once on the admin listener ...", str(DEFAULT_API_LIMITS.failure_burst),
-           parse=_count),
-    Option("admin-failure-interval", None,
-           "... and then one every this many seconds; more get 429.",
-           str(DEFAULT_API_LIMITS.failure_interval),
-           parse=partial(seconds, limit=MAX_API_INTERVAL)),
-    Option("dashboard-sessions", None,
-           "Dashboard logins held at once (the oldest ended first).",
-           str(DEFAULT_API_LIMITS.sessions), parse=_count),
-    Option("dashboard-streams", None,
-           "Live-update streams (dashboards open in browsers) at once; more get 503.",
-           str(DEFAULT_API_LIMITS.streams), parse=_count),
-    Option("dashboard-interval", None,
-           "Seconds between the dashboard's live updates (each one is a snapshot of every "
-           "agent, share and session).", str(DEFAULT_API_LIMITS.interval),
-           parse=partial(seconds, limit=MAX_API_INTERVAL)),
+    *API_RELAY_OPTIONS,
     Option("http", None,
            "Endpoint of the HTTP port, which redirects every request to HTTPS (none: no HTTP "
            "port).", DEFAULT_HTTP, parse=_endpointOrNone),
@@ -539,15 +527,11 @@ def relay_config(values: Mapping[str, Any]) -> RelayConfig:
         public_ports=values["public-ports"],
         public_ports_per_account=values["max-public-ports-per-account"],
         public_ports_interface=values["public-ports-interface"],
+        udp_limits=DatagramLimits(values["udp-idle-timeout"], values["udp-max-sessions"]),
         proxy_from=values["proxy-protocol-from"],
         onion=onion_config(values),
         takeover=bool(values["takeover"]),
-        api=ApiLimits(
-            failure_burst=values["admin-failure-burst"],
-            failure_interval=values["admin-failure-interval"],
-            sessions=values["dashboard-sessions"], streams=values["dashboard-streams"],
-            interval=values["dashboard-interval"],
-        ),
+        api=api_limits(values),
     )
 
 

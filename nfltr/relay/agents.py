@@ -128,6 +128,8 @@ class Relay:
         self.presence: IPresence = NoPresence()
         self.remote: IRemoteRoutes | None = None
         self.publicPorts: PublicPorts | None = None
+        #: The public UDP ports (L{nfltr.relay.public_udp}), with public ports.
+        self.publicUDPPorts: PublicPorts | None = None
 
     def verifyKey(self, plaintext: str) -> Deferred[KeyInfo | None]:
         """
@@ -253,6 +255,8 @@ class Relay:
         """
         if name is None and self.publicPorts is not None:
             self.publicPorts.withdraw(holder)
+        if name is None and self.publicUDPPorts is not None:
+            self.publicUDPPorts.withdraw(holder)
         names = [] if self.shares is None else self.shares.withdraw(holder, name)
         gone = [n for n in names if self.shares is not None and self.shares.holderOf(n) is None]
         if gone:  # a group's other members keep the rest

@@ -75,3 +75,6 @@ def announce(log: Logger, config: RelayConfig, info: RelayInfo, sharePort: Any) 
         "with --ca {ca} or --relay-pin {fingerprint}",
         fingerprint=info.fingerprint, ca=info.ca,
     )
+    if config.ws_echo is not None:
+        log.warn("a WebSocket echo answers on {path}: for conformance tests only, never in "
+                 "production (--ws-echo)", path=config.ws_echo)

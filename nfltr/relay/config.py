@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from nfltr.link.memory import DEFAULT_LINK_MEMORY
 from nfltr.ssh import SSHConfig
 from nfltr.streams import AdmissionLimits
+from nfltr.udp import DatagramLimits
 from nfltr.wire.policy import Network
 
 from .port_ranges import PortRanges
@@ -168,6 +169,8 @@ class RelayConfig:
         on (L{nfltr.relay.public_ports}); none by default.
     @ivar public_ports_per_account: how many of them one account may hold.
     @ivar public_ports_interface: the address they listen on.
+    @ivar udp_limits: the visitors' datagram sessions on each public UDP
+        port (L{nfltr.relay.public_udp}).
     @ivar proxy_from: the networks of load balancers in front of the relay
         whose connections start with a PROXY protocol header naming the
         client (L{nfltr.relay.proxy_front}); none by default.
@@ -210,6 +213,7 @@ class RelayConfig:
     public_ports: PortRanges = field(default_factory=PortRanges)
     public_ports_per_account: int = DEFAULT_PUBLIC_PORTS_PER_ACCOUNT
     public_ports_interface: str = DEFAULT_PUBLIC_PORTS_INTERFACE
+    udp_limits: DatagramLimits = field(default_factory=DatagramLimits)
     proxy_from: tuple[Network, ...] = ()
     onion: OnionConfig | None = None
     api: ApiLimits = DEFAULT_API_LIMITS

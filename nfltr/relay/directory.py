@@ -42,6 +42,7 @@ class AgentEntry:
     @ivar group: its load-balancing group (C{--group}): agents of one
         account under one name and group are used in turn
         (L{nfltr.relay.groups}); L{None}: the name is its alone.
+    @ivar udp: the UDP ports it shares (datagram sessions, L{nfltr.udp}).
     """
 
     name: str
@@ -52,6 +53,7 @@ class AgentEntry:
     plain: frozenset[int] = frozenset()
     addressed: frozenset[int] = frozenset()
     group: str | None = None
+    udp: frozenset[int] = frozenset()
 
 
 class Directory:

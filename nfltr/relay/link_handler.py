@@ -54,6 +54,7 @@ from nfltr.wire.messages import (
     parse_dialer_hello,
     welcome,
 )
+from nfltr.wire.udp import PUBLIC_UDP_PORTS, UdpShare, parse_udp_shares
 from nfltr.wire.update import UPDATE
 
 from .agent_health import apply_health
@@ -64,7 +65,9 @@ from .interfaces import LINK, HolderFigures, IAgentHolder
 from .leases import NameLeased
 from .names import ClaimRefused, name_taken_message
 from .public_ports import PortRequest, lease_name
+from .public_udp import publish_udp
 from .tcp_route import RouteRefused
+from .udp_route import is_udp_target, route_udp
 
 INVALID_KEY = "invalid API key"
 STORE_UNAVAILABLE = "the relay cannot check API keys now; try again later"
@@ -117,6 +120,8 @@ class RelayLinkHandler(LinkHandler):
         self.dataLinks: list[RelayLinkHandler] = []
         self.primary: RelayLinkHandler | None = None
         self._drainLimit: Any = None
+        # The UDP ports an agent's hello declares.
+        self.udpShares: tuple[UdpShare, ...] = ()
 
     # -- ILinkHandler ---------------------------------------------------------
 
@@ -133,6 +138,8 @@ class RelayLinkHandler(LinkHandler):
             return
         try:
             self.hello = parse_dialer_hello(link.peerHello.app)
+            if self.hello.role == AGENT:
+                self.udpShares = parse_udp_shares(link.peerHello.app.get("udp", []))
         except MessageError as e:
             self.refuse(RefusalReason.INVALID, str(e))
             return
@@ -316,6 +323,7 @@ class RelayLinkHandler(LinkHandler):
             hello.name, key.account, key.keyid, frozenset(s.port for s in hello.tcp), self,
             plain=frozenset(s.port for s in hello.tcp if not s.e2ee),
             addressed=frozenset(s.port for s in hello.tcp if s.addressed), group=hello.group,
+            udp=frozenset(s.port for s in self.udpShares),
         )
         try:
             # Checked before the shares are published, claimed after: all or nothing.
@@ -326,6 +334,7 @@ class RelayLinkHandler(LinkHandler):
                         if s.public_port is not None]
             ports = self.relay.publishPorts(
                 self, key.account, requests, hello.group) if requests else None
+            udpPorts = publish_udp(self.relay, self, key.account, self.udpShares)
             self.relay.claimAgent(entry)  # whom it replaces is refused
         except ClaimRefused as e:
             self.refuse(e.reason, str(e))
@@ -335,7 +344,10 @@ class RelayLinkHandler(LinkHandler):
         self.relay.counters.agentConnects += 1
         self.dataToken = secrets.token_hex(16)
         self.relay.dataTokens[self.dataToken] = self
-        self._send(welcome(key.account, hello.name, shares, self.dataToken, ports))
+        message = welcome(key.account, hello.name, shares, self.dataToken, ports)
+        if udpPorts is not None:
+            message[PUBLIC_UDP_PORTS] = udpPorts
+        self._send(message)
         self.log.info(
             "agent {name} (account {account}) connected from {peer}, sharing ports {ports}, "
             "URLs {urls} and public ports {public}",
@@ -476,6 +488,9 @@ class RelayLinkHandler(LinkHandler):
 
     def _route(self, session: LinkSession) -> None:
         assert self.key is not None
+        if is_udp_target(session.target):
+            route_udp(self.relay.directory, self.relay.tcp, self.key.account, session)
+            return
         try:
             name, port = parse_client_target(session.target)
         except MessageError as e:

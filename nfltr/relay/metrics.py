@@ -27,6 +27,7 @@ bounded by the agents connected (and by C{--max-agents}).
 | C{nfltr_tls_port_refused_total} | counter | C{reason} (the SNI router's) |
 | C{nfltr_admission_refused_total} | counter | C{port} (tls, http, public), C{reason} |
 | C{nfltr_public_ports} | gauge | : public ports published now (with C{--public-ports}) |
+| C{nfltr_public_udp_datagrams_total} | counter | C{outcome} (received, forwarded, dropped...) |
 | C{nfltr_proxy_protocol_refused_total} | counter | C{reason} (with C{--proxy-protocol-from}) |
 | C{nfltr_agent_link_rtt_seconds} | gauge | C{agent} |
 | C{nfltr_agent_sessions_open} | gauge | C{agent} |
@@ -198,6 +199,17 @@ class RelayCollector:
             published = _gauge("nfltr_public_ports", "Public ports published now.")
             published.add_metric([], len(ports))
             yield published
+        udp = getattr(service.relay, "publicUDPPorts", None)
+        if udp is not None:
+            datagrams = _counter(
+                "nfltr_public_udp_datagrams",
+                "Datagrams of public UDP ports: received from visitors, forwarded to agents, "
+                "dropped, returned to visitors.", labels=["outcome"],
+            )
+            counts = service.udpCounts
+            for outcome in ("received", "forwarded", "dropped", "returned"):
+                datagrams.add_metric([outcome], getattr(counts, outcome))
+            yield datagrams
         if getattr(getattr(service, "config", None), "proxy_from", None):
             proxy = _counter(
                 "nfltr_proxy_protocol_refused",

@@ -71,6 +71,7 @@ from nfltr.tls import (
     ensure_relay_pki,
 )
 from nfltr.tor import OnionKeyError
+from nfltr.udp import DatagramCounts
 
 from .announce import announce, describe
 from .backlog import with_backlog
@@ -83,6 +84,7 @@ from .onion import RelayOnion, local_target, relay_onion
 from .proxy_front import REFUSALS as PROXY_REFUSALS
 from .proxy_front import proxy_front
 from .public_listener import public_ports
+from .public_udp import public_udp_ports
 from .relay_json import RelayInfo, remove_state_file, write_state_file
 from .revocation import RevocationListener, RevocationPoller
 from .shared_leases import SharedLeases
@@ -150,6 +152,8 @@ class RelayService(Service):
         self.linkMemory = LinkMemory(config.link_memory, getattr(reactor, "seconds", None))
         #: Connections refused by the PROXY protocol front of every listener.
         self.proxyRefused = dict.fromkeys(PROXY_REFUSALS, 0)
+        #: The datagrams of every public UDP port (L{nfltr.relay.public_udp}).
+        self.udpCounts = DatagramCounts()
         self.certificate: RelayCertificate | None = None
         self.sshFactory: Any = None
         self.replica: Any = None
@@ -255,6 +259,8 @@ class RelayService(Service):
         if config.public_ports:
             relay.publicPorts = public_ports(relay, config, self.reactor, self.proxyRefused)
             self._cleanups.append(relay.publicPorts.close)
+            relay.publicUDPPorts = public_udp_ports(relay, config, self.reactor, self.udpCounts)
+            self._cleanups.append(relay.publicUDPPorts.close)
         sshPort = await self._listenSSH(relay, store, dataDir)
         if onion is not None:
             self._startOnion(onion, tlsPort, sshPort)
@@ -270,11 +276,6 @@ class RelayService(Service):
         self._cleanups.append(lambda: remove_state_file(path, info.pid))
         self._cleanups.append(owner.release)
         announce(self.log, self.config, info, self.shares.port)
-        if config.ws_echo is not None:
-            self.log.warn(
-                "a WebSocket echo answers on {path}: for conformance tests only, never in "
-                "production (--ws-echo)", path=config.ws_echo,
-            )
         self.ready = True
         return info
 

@@ -70,8 +70,11 @@ MAX_SHARES = 64
 #: certificate chain in the welcome, and both must fit one control frame.
 MAX_HTTP_SHARES = 16
 #: What the relay's welcome tells an agent it may ask after its hello:
-#: C{update} (L{nfltr.wire.update}).
-AGENT_FEATURES = ("update", "groups", "health")
+#: C{update} (L{nfltr.wire.update}), C{groups} and C{health}
+#: (L{nfltr.wire.health}), C{udp} (its hello's UDP ports are reached by
+#: datagram sessions, L{nfltr.wire.udp}).
+UDP_FEATURE = "udp"
+AGENT_FEATURES = ("update", "groups", "health", UDP_FEATURE)
 
 #: The policy of a share open to everyone.
 OPEN = SharePolicy()

@@ -82,3 +82,14 @@ class ReloadTests(SynchronousTestCase):
         self.agent.reload()
         self.assertEqual(self.ports(), (22,))
         self.assertIn("restart to apply it", self.logs.allText())
+
+    def test_udpChanged(self) -> None:
+        """
+        Changed [[udp]] entries are not applied to a running agent (its
+        relay declaration of UDP ports is its hello's): the log says to
+        restart.
+        """
+        self.write("[[tcp]]\nport = 22\n[[udp]]\nport = 53\n")
+        self.agent.reload()
+        self.assertEqual(self.agent.agent.setup.options.udp, ())
+        self.assertIn("[[udp]] entries changed; restart", self.logs.allText())

@@ -147,6 +147,30 @@ class GoodFileTests(SynchronousTestCase):
         self.assertEqual([(s.port, s.public_port) for s in options.tcp_shares()],
                          [(5432, 20001), (22, None)])
 
+    def test_udpEntries(self) -> None:
+        """
+        The [[udp]] entries' ports are the agent's UDP ports, beside its TCP
+        ports; a file of [[udp]] entries alone is an agent too.
+        """
+        path = Files(self).write(HEAD + "[[tcp]]\nport = 53\n[[udp]]\nport = 53\n"
+                                 "[[udp]]\nport = 5353\n")
+        options = check_config(path, {}).options
+        self.assertEqual((options.ports, options.udp), ((53,), (53, 5353)))
+        path = Files(self).write(HEAD + "[[udp]]\nport = 53\n")
+        options = check_config(path, {}).options
+        self.assertEqual((options.ports, options.udp), ((), (53,)))
+
+    def test_udpPublicPort(self) -> None:
+        """
+        A [[udp]] entry's public port goes with its own port, whatever the
+        order of the entries, with its allow list.
+        """
+        path = Files(self).write(HEAD + "[[udp]]\nport = 53\n[[udp]]\nport = 123\n"
+                                 'public-port = 20123\nallow-ip = ["192.0.2.0/24"]\n')
+        shares = check_config(path, {}).options.udp_shares()
+        self.assertEqual([(s.port, s.public_port, [str(n) for n in s.allow]) for s in shares],
+                         [(123, 20123, ["192.0.2.0/24"]), (53, None, [])])
+
     def test_savedLogin(self) -> None:
         """
         What the file leaves out of the relay options comes from the saved
@@ -317,12 +341,27 @@ class BrokenFileTests(SynchronousTestCase):
              (15, "host-header", "host-header: a passthrough share")],
         )
 
-    def test_udpNotYet(self) -> None:
+    def test_udp(self) -> None:
         """
-        [[udp]] is refused: not built yet.
+        [[udp]] entries give a port alone, each once (the same number as a
+        TCP port is another port); another key is unknown.
         """
-        self.assertProblems(HEAD + "[[tcp]]\nport = 1\n[[udp]]\nport = 53\n",
-                            [(6, "udp", "UDP is not built yet")])
+        self.assertProblems(
+            HEAD + "[[tcp]]\nport = 53\n[[udp]]\nport = 53\n[[udp]]\nport = 53\n"
+            "[[udp]]\nport = 54\ne2ee = false\n",
+            [(9, "port", "UDP port 53 is given twice"), (12, "e2ee", "unknown key")],
+        )
+
+    def test_udpPublicAllowDiffers(self) -> None:
+        """
+        A [[udp]] entry with a public port whose allow list differs from a
+        [[tcp]] entry's with a public port is named: one agent, one list.
+        """
+        self.assertProblems(
+            HEAD + '[[tcp]]\nport = 1\npublic-port = 20001\nallow-ip = ["10.0.0.0/8"]\n'
+            '[[udp]]\nport = 53\npublic-port = 20053\nallow-ip = ["192.0.2.0/24"]\n',
+            [(11, "allow-ip", "every entry with a public-port must give the same")],
+        )
 
     def test_singleTable(self) -> None:
         """

@@ -18,6 +18,8 @@ from pathlib import Path
 
 from .harness import REPO, Process, Stack, StackTestCase, exchange, missing, nfltr
 from .service import pattern
+from .test_udp import dns_query, udp_service
+from .udp_service import ADDRESS, NAME
 
 CURL_TIMEOUT = 60
 
@@ -68,7 +70,7 @@ def start_up(stack: Stack, path: Path, *extra: str) -> Process:
 
 class UpTests(StackTestCase):
     """
-    One agent for three TCP entries and two share URLs.
+    One agent for three TCP entries, two share URLs and a UDP entry.
     """
 
     skip = missing("curl")
@@ -78,15 +80,17 @@ class UpTests(StackTestCase):
         Every entry is served by the one agent: each TCP port through
         tcp-connect (pinning the agent's one key, or plain for the entry
         with e2ee false), each share URL with curl; the agent dialled the
-        relay once.
+        relay once; the UDP entry's DNS server answers through udp-connect.
         """
         key = self.stack.key("alice")
         tcp = [self.stack.service() for _ in range(3)]
         web = [self.stack.web_service() for _ in range(2)]
+        dns = udp_service(self.stack, "dns")
         # The third TCP entry is plain (e2ee = false): the relay may read it.
         path = write_config(self.stack, key, tcp_entries(tcp[:2]) + f"[[tcp]]\nport = {tcp[2]}\n"
                             "e2ee = false\n\n" + http_entry("site-a", web[0], "e2ee")
-                            + http_entry("site-b", web[1], "inspect"))
+                            + http_entry("site-b", web[1], "inspect")
+                            + f"[[udp]]\nport = {dns}\n")
         self.assertEqual(
             subprocess.run(nfltr("check", str(path)), capture_output=True, check=False,
                            timeout=CURL_TIMEOUT).returncode, 0,
@@ -103,13 +107,22 @@ class UpTests(StackTestCase):
             done = curl(self.stack, url)
             self.assertEqual(done.returncode, 0, done.stderr)
             self.assertIn(b"GET /headers", done.stdout)
+        agent.wait_for(rf"nfltr udp-connect box {dns} ")
+        client = self.stack.start(
+            nfltr("udp-connect", "box", str(dns), *self.stack.relay_args()), "udp-connect",
+            {"NFLTR_KEY": key},
+        )
+        local = int(client.wait_for(r"listening on [\d.]+:(\d+) \(UDP\)").group(1))
+        self.assertEqual([a.payload.dottedQuad() for a in dns_query(local, NAME).answers],
+                         [ADDRESS])
         self.assertEqual(self.stack.relay.output().count("agent box (account alice) connected"),
                          1)
 
     def test_example(self) -> None:
         """
         docs/nfltr.example.toml runs, its relay and trust set to this
-        relay's: the agent announces both TCP ports and both share URLs.
+        relay's: the agent announces both TCP ports, both share URLs and
+        the UDP port.
         """
         stack = self.stack
         text = (REPO / "docs" / "nfltr.example.toml").read_text()
@@ -123,7 +136,8 @@ class UpTests(StackTestCase):
             (stack.tmp / name).chmod(0o600)
         agent = start_up(stack, path)
         for pattern_ in (r"connect to port 22 ", r"connect to port 5432 ",
-                         r"share https://blog\.", r"share https://hooks\."):
+                         r"share https://blog\.", r"share https://hooks\.",
+                         r"connect to UDP port 53 "):
             agent.wait_for(pattern_)
 
     def test_brokenFile(self) -> None:

@@ -222,7 +222,8 @@ class BadTargetTests(SynchronousTestCase):
         key = h.store.addKey(A_KEY, "acme")
         client = h.client(key)
         targets = ["tcp:web:\u00b2", "tcp:web:\u0663\u0660", "tcp:web:99999", "tcp::80",
-                   "tcp:Web_1:80", "tcp:web", "udp:web:53", "tcp:web:-1", "tcp:web:80\n"]
+                   "tcp:Web_1:80", "tcp:web", "sctp:web:53", "tcp:web:-1", "tcp:web:80\n",
+                   "udp:web:\u00b2", "udp:Web_1:53", "udp:53", "udp:web:0"]
         reasons = []
         for target in targets:
             recorder = Recorder()

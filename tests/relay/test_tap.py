@@ -18,6 +18,7 @@ from nfltr.cli.relay import buildService
 from nfltr.relay.config import ApiLimits, database_path, default_data_dir, state_file_path
 from nfltr.relay.service import RelayService
 from nfltr.relay_tap import Options
+from nfltr.udp import DatagramLimits
 
 
 def parse(*argv: str) -> Options:
@@ -152,6 +153,18 @@ class OptionsTests(SynchronousTestCase):
                 ["--handshake-timeout", value], "--handshake-timeout", "more than 0"
             )
         self.assertEqual(parse("--handshake-timeout", "300").config.handshake_timeout, 300.0)
+
+    def test_udpLimits(self) -> None:
+        """
+        C{--udp-idle-timeout} and C{--udp-max-sessions} set the public UDP
+        ports' limits (by default the datagram sessions' defaults); a
+        timeout of 0 or a count below 1 is refused.
+        """
+        self.assertEqual(parse().config.udp_limits, DatagramLimits())
+        config = parse("--udp-idle-timeout", "5", "--udp-max-sessions", "7").config
+        self.assertEqual(config.udp_limits, DatagramLimits(5.0, 7))
+        self.assertUsageError(["--udp-idle-timeout", "0"], "--udp-idle-timeout", "more than 0")
+        self.assertUsageError(["--udp-max-sessions", "0"], "--udp-max-sessions", "")
 
     def test_badShareDomain(self) -> None:
         """
