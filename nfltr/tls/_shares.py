@@ -91,7 +91,26 @@ def _server_tls(
         context.check_privatekey()
     except (SSL.Error, IndexError) as e:
         raise PKIError(f"the share certificate does not match its key: {e}") from e
+    context.set_alpn_select_callback(_choose_protocol)
     return ServerTLS(context)
+
+
+#: The ALPN protocols a share's TLS takes, in its order of preference: HTTP/2
+#: (nfltr.http.h2proxy), then HTTP/1.1.
+SHARE_ALPN = (b"h2", b"http/1.1")
+
+
+def _choose_protocol(
+    connection: SSL.Connection, offered: list[bytes],
+) -> bytes | SSL._NoOverlappingProtocols:
+    """
+    The first of L{SHARE_ALPN} the visitor offers; none: no ALPN (the
+    handshake goes on, HTTP/1.1 follows).
+    """
+    for protocol in SHARE_ALPN:
+        if protocol in offered:
+            return protocol
+    return SSL.NO_OVERLAPPING_PROTOCOLS
 
 
 class ShareCA:
