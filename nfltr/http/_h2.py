@@ -45,7 +45,7 @@ from h2.exceptions import ProtocolError
 from h2.settings import SettingCodes
 
 from ._exchange import Gate
-from ._h2frames import FrameWatch
+from ._h2frames import FrameWatch, Rate
 from ._headers import commaValues
 from ._heads import CHUNKED, RequestHead
 from ._io import errorParts
@@ -152,6 +152,7 @@ class H2Exchange:
         self.conn = H2Connection(H2Configuration(client_side=False, header_encoding=None))
         self.conn.decoder.max_header_list_size = h2limits.max_header_list_size
         self._watch = FrameWatch(h2limits, now)
+        self._resets = Rate(h2limits.max_resets, h2limits.rate_window, now)
         self.streams: dict[int, _Stream] = {}
         self.closed = False
 
@@ -235,6 +236,10 @@ class H2Exchange:
         elif isinstance(event, StreamEnded):
             self._requestEnd(event.stream_id or 0)
         elif isinstance(event, StreamReset):
+            # Rapid reset: requests cancelled while they are in flight.
+            if (event.stream_id or 0) in self.streams and not self._resets.add():
+                self.goAway(ErrorCodes.ENHANCE_YOUR_CALM, "too many streams reset")
+                return
             self._drop(event.stream_id or 0)
         elif isinstance(event, WindowUpdated):
             ids = list(self.streams) if not event.stream_id else [event.stream_id]

@@ -5,8 +5,9 @@ sans I/O: L{FrameWatch} follows the frame headers of what a visitor sends
 (RFC 9113 section 4.1) and says when one of L{H2Limits}' connection limits
 breaks: a header block of too many frames or bytes (the CONTINUATION
 flood: stopped at the frame header that announces it, before its bytes are
-held), too many RST_STREAMs (rapid reset) or SETTINGS and PINGs (floods of
-frames that each ask for an answer) in a window.
+held), too many SETTINGS and PINGs (floods of frames that each ask for an
+answer) in a window.  (Rapid reset is counted by the exchange, which knows
+which resets cancel a request in flight: L{Rate}.)
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ from ._limits import H2Limits
 #: What a client's connection begins with (RFC 9113 section 3.4).
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 _FRAME_HEAD = 9
-_HEADERS, _RST_STREAM, _SETTINGS, _PUSH_PROMISE, _PING, _CONTINUATION = 0x1, 0x3, 0x4, 0x5, 0x6, 0x9
+_HEADERS, _SETTINGS, _PUSH_PROMISE, _PING, _CONTINUATION = 0x1, 0x4, 0x5, 0x6, 0x9
 _END_HEADERS, _ACK = 0x4, 0x1
 
 
-class _Rate:
+class Rate:
     """
     Counts events in fixed windows of C{window} seconds.
     """
@@ -56,8 +57,7 @@ class FrameWatch:
         self._skip = 0
         self._blockFrames = 0
         self._blockBytes = 0
-        self._resets = _Rate(limits.max_resets, limits.rate_window, now)
-        self._control = _Rate(limits.max_control_frames, limits.rate_window, now)
+        self._control = Rate(limits.max_control_frames, limits.rate_window, now)
         self.broken: str | None = None
 
     def feed(self, data: bytes) -> str | None:
@@ -101,9 +101,6 @@ class FrameWatch:
                 return "a header block too large"
             if flags & _END_HEADERS:
                 self._blockFrames = self._blockBytes = 0
-        elif kind == _RST_STREAM:
-            if not self._resets.add():
-                return "too many stream resets"
         elif kind in (_SETTINGS, _PING) and not flags & _ACK and not self._control.add():
             return "too many SETTINGS or PING frames"
         return None

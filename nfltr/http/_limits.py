@@ -108,7 +108,7 @@ H2_MAX_HEADER_LIST_SIZE = 64 * 1024
 H2_MAX_HEADER_BLOCK_SIZE = 128 * 1024
 #: Frames one header block may take (a HEADERS and its CONTINUATIONs).
 H2_MAX_HEADER_BLOCK_FRAMES = 32
-#: Streams a visitor may reset (RST_STREAM) per window before it is cut off.
+#: Streams in flight a visitor may reset (RST_STREAM) per window before it is cut off.
 H2_MAX_RESETS = 200
 #: SETTINGS and PING frames (not acknowledgements) a visitor may send per window.
 H2_MAX_CONTROL_FRAMES = 100
@@ -139,7 +139,8 @@ class H2Limits:
         (checked from the frame headers, before the bytes are held): the
         CONTINUATION flood.
     @ivar max_header_block_frames: frames of one header block.
-    @ivar max_resets: RST_STREAM frames from the visitor per C{rate_window}
+    @ivar max_resets: streams the visitor resets (RST_STREAM) while their
+        request is in flight, per C{rate_window}
         (rapid reset).
     @ivar max_control_frames: SETTINGS and PING frames (acknowledgements
         not counted) per C{rate_window} (SETTINGS/PING flood).
