@@ -21,6 +21,7 @@ finds, ends the connection with C{GOAWAY}.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -41,7 +42,7 @@ from h2.events import (
     TrailersReceived,
     WindowUpdated,
 )
-from h2.exceptions import ProtocolError
+from h2.exceptions import ProtocolError, StreamClosedError
 from h2.settings import SettingCodes
 
 from ._exchange import Gate
@@ -299,7 +300,7 @@ class H2Exchange:
         self.conn.send_headers(sid, [(b":status", b"%d" % code), *_forVisitor(headers)])
         self.conn.send_data(sid, body, end_stream=True)
         if not ended:
-            self.conn.reset_stream(sid, ErrorCodes.NO_ERROR)
+            self._reset(sid, ErrorCodes.NO_ERROR)
 
     def _data(self, sid: int, data: bytes, counted: int) -> None:
         stream = self.streams.get(sid)
@@ -448,7 +449,7 @@ class H2Exchange:
             else:
                 self.conn.end_stream(sid)
             if not stream.requestEnded:
-                self.conn.reset_stream(sid, ErrorCodes.NO_ERROR)
+                self._reset(sid, ErrorCodes.NO_ERROR)
             self._maybeDone(stream)
 
     def _maybeDone(self, stream: _Stream) -> None:
@@ -468,9 +469,17 @@ class H2Exchange:
         if self.closed:
             return
         if stream.responded:
-            self.conn.reset_stream(sid, ErrorCodes.INTERNAL_ERROR)
+            self._reset(sid, ErrorCodes.INTERNAL_ERROR)
         else:
             self._answer(sid, HTTPStatus.BAD_GATEWAY, (), stream.requestEnded)
+
+    def _reset(self, sid: int, code: ErrorCodes) -> None:
+        """
+        Reset C{sid} if it is still open (the rest of its request may have
+        come already).
+        """
+        with contextlib.suppress(StreamClosedError):
+            self.conn.reset_stream(sid, code)
 
     def _drop(self, sid: int) -> None:
         """
