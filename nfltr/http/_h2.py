@@ -21,8 +21,8 @@ finds, ends the connection with C{GOAWAY}.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Protocol
@@ -42,7 +42,7 @@ from h2.events import (
     TrailersReceived,
     WindowUpdated,
 )
-from h2.exceptions import ProtocolError, StreamClosedError
+from h2.exceptions import H2Error, ProtocolError, StreamClosedError
 from h2.settings import SettingCodes
 
 from ._exchange import Gate
@@ -196,9 +196,12 @@ class H2Exchange:
             # h2 queued its GOAWAY.
             self._end(f"HTTP/2 protocol error: {e}")
             return
-        for event in events:
-            self._event(event)
-        self._flush()
+        with self._guard():
+            for event in events:
+                if self.closed:
+                    return
+                self._event(event)
+            self._flush()
 
     def visitorLost(self) -> None:
         """
@@ -216,6 +219,19 @@ class H2Exchange:
             return
         self.conn.close_connection(error_code=code)
         self._end(why)
+
+    @contextmanager
+    def _guard(self) -> Iterator[None]:
+        """
+        An h2 error where none was expected ends this connection alone.
+        """
+        try:
+            yield
+        except H2Error as e:
+            if not self.closed:
+                with suppress(H2Error):
+                    self.conn.close_connection(error_code=ErrorCodes.INTERNAL_ERROR)
+                self._end(f"HTTP/2 error: {e}")
 
     def _end(self, why: str) -> None:
         self.io.problem(why)
@@ -271,7 +287,7 @@ class H2Exchange:
         length = CHUNKED if chunked else (int(lengths[0]) if lengths else 0)
         head = RequestHead(method, target, b"1.1", headers, length)
         if len(self.streams) >= self._h2limits.max_concurrent_streams:
-            self.conn.reset_stream(sid, ErrorCodes.REFUSED_STREAM)
+            self._reset(sid, ErrorCodes.REFUSED_STREAM)
             return
         refusal = self._rules.refusal(head)
         if refusal is not None:
@@ -344,63 +360,68 @@ class H2Exchange:
         """
         Stream C{sid} has its service connection: send its request.
         """
-        stream = self.streams.get(sid)
-        if stream is None:
-            self.io.releaseService(sid, True)
-            return
-        stream.attached = True
-        queued, stream.queued = stream.queued, []
-        for data in queued:
-            self.io.toService(sid, data)
-        self.serviceFull(sid, stream.full)
+        with self._guard():
+            stream = self.streams.get(sid)
+            if stream is None:
+                self.io.releaseService(sid, True)
+                return
+            stream.attached = True
+            queued, stream.queued = stream.queued, []
+            for data in queued:
+                self.io.toService(sid, data)
+            self.serviceFull(sid, stream.full)
 
     def serviceFull(self, sid: int, full: bool) -> None:
         """
         C{sid}'s service connection takes no more for now (or again):
         acknowledge what went to it once it does.
         """
-        stream = self.streams.get(sid)
-        if stream is None:
-            return
-        stream.full = full
-        if not full and stream.attached and stream.unacked:
-            counted, stream.unacked = stream.unacked, 0
-            self._ack(sid, counted)
-            self._flush()
+        with self._guard():
+            stream = self.streams.get(sid)
+            if stream is None:
+                return
+            stream.full = full
+            if not full and stream.attached and stream.unacked:
+                counted, stream.unacked = stream.unacked, 0
+                self._ack(sid, counted)
+                self._flush()
 
     def serviceFailed(self, sid: int) -> None:
         """
         No service connection for C{sid}: 502.
         """
-        stream = self.streams.pop(sid, None)
-        if stream is None or self.closed:
-            return
-        self._answer(sid, HTTPStatus.BAD_GATEWAY, (), stream.requestEnded)
-        self._flush()
+        with self._guard():
+            stream = self.streams.pop(sid, None)
+            if stream is None or self.closed:
+                return
+            self._answer(sid, HTTPStatus.BAD_GATEWAY, (), stream.requestEnded)
+            self._flush()
 
     def serviceData(self, sid: int, data: bytes) -> None:
         """
         Bytes of C{sid}'s response.
         """
-        stream = self.streams.get(sid)
-        if stream is None:
-            return
-        try:
-            stream.parser.receive_data(data)
-            self._readResponse(stream)
-        except h11.ProtocolError as e:
-            self._failed(stream, f"unreadable response: {e}")
-        self._flush()
+        with self._guard():
+            stream = self.streams.get(sid)
+            if stream is None:
+                return
+            try:
+                stream.parser.receive_data(data)
+                self._readResponse(stream)
+            except h11.ProtocolError as e:
+                self._failed(stream, f"unreadable response: {e}")
+            self._flush()
 
     def serviceLost(self, sid: int) -> None:
         """
         C{sid}'s service connection closed.
         """
         self.serviceData(sid, b"")
-        stream = self.streams.get(sid)
-        if stream is not None and not stream.outEnded:
-            self._failed(stream, "the service closed before its response was out")
-            self._flush()
+        with self._guard():
+            stream = self.streams.get(sid)
+            if stream is not None and not stream.outEnded:
+                self._failed(stream, "the service closed before its response was out")
+                self._flush()
 
     def _readResponse(self, stream: _Stream) -> None:
         while stream.id in self.streams:
@@ -478,7 +499,7 @@ class H2Exchange:
         Reset C{sid} if it is still open (the rest of its request may have
         come already).
         """
-        with contextlib.suppress(StreamClosedError):
+        with suppress(StreamClosedError):
             self.conn.reset_stream(sid, code)
 
     def _drop(self, sid: int) -> None:

@@ -446,6 +446,27 @@ class H2AttackTests(SynchronousTestCase):
 
         self.attack(H2Limits(max_resets=10), frames, ErrorCodes.ENHANCE_YOUR_CALM)
 
+    def test_nothingAfterGoAway(self) -> None:
+        """
+        Frames that came in the same read as the one that broke a limit are
+        not acted on (no stream of theirs reaches the service).
+        """
+        held: list[Any] = []
+
+        def frames(bad: H2Visitor, harness: Harness) -> None:
+            for _ in range(12):
+                sid = bad.get()
+                bad.conn.reset_stream(sid, ErrorCodes.CANCEL)
+            for _ in range(5):
+                bad.get()
+            bad.flush()
+            held.append(harness.backend)
+
+        self.attack(H2Limits(max_resets=10), frames, ErrorCodes.ENHANCE_YOUR_CALM)
+        # The eleventh reset broke the limit: eleven streams asked for a
+        # service connection, and the good visitor's none (it got one).
+        self.assertEqual(len(held[0].pending), 11)
+
     def test_continuationFlood(self) -> None:
         """
         A header block that never ends: ENHANCE_YOUR_CALM.

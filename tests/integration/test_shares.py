@@ -65,10 +65,10 @@ def make_tls_service_cert(directory: Path, host: str) -> tuple[Path, Path, Path]
     return paths
 
 
-class ShareBehaviour:
+class SharePublisher:
     """
-    What every share mode must do.  Mixed into a L{StackTestCase} with
-    C{mode} set.
+    Publishes a share of a test web service.  Mixed into a
+    L{StackTestCase} with C{mode} set.
     """
 
     mode: str
@@ -108,6 +108,13 @@ class ShareBehaviour:
             raise AssertionError(f"curl failed ({done.returncode}): {done.stderr.decode()}\n"
                                  f"agent:\n{self.agent.output()}")
         return done.stdout
+
+
+class ShareBehaviour(SharePublisher):
+    """
+    What every share mode must do.  Mixed into a L{StackTestCase} with
+    C{mode} set.
+    """
 
     def test_sizesWithAndWithoutKeepAlive(self) -> None:
         """
