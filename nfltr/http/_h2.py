@@ -52,6 +52,7 @@ from ._heads import CHUNKED, RequestHead
 from ._io import errorParts
 from ._limits import DEFAULT_H2_LIMITS, DEFAULT_LIMITS, H2Limits, HTTPLimits
 from ._rules import RequestRules
+from ._tap import ABORTED, COMPLETE, ICapture, IExchangeTap
 
 #: Response headers that only mean something on one HTTP/1.1 connection.
 _CONNECTION_SPECIFIC = frozenset({
@@ -122,6 +123,7 @@ class _Stream:
     outEnded: bool = False
     outTrailers: list[tuple[bytes, bytes]] = field(default_factory=list)
     paused: bool = False
+    capture: ICapture | None = None
 
 
 class H2Exchange:
@@ -145,8 +147,10 @@ class H2Exchange:
         h2limits: H2Limits = DEFAULT_H2_LIMITS,
         gate: Gate | None = None,
         hosts: Sequence[str] | None = None,
+        tap: IExchangeTap | None = None,
     ) -> None:
         self.io = io
+        self._tap, self._visitor = tap, visitor
         self._limits, self._h2limits = limits, h2limits
         self._rules = RequestRules(visitor=visitor, host=host, forwarded=forwarded,
                                    scheme=scheme, gate=gate, hosts=hosts)
@@ -289,9 +293,14 @@ class H2Exchange:
         if len(self.streams) >= self._h2limits.max_concurrent_streams:
             self._reset(sid, ErrorCodes.REFUSED_STREAM)
             return
+        capture = None if self._tap is None else self._tap.opened(
+            method, target, [(n.lower(), v) for n, v in headers], self._visitor)
         refusal = self._rules.refusal(head)
         if refusal is not None:
             self._answer(sid, refusal[0], refusal[1], ended)
+            if capture is not None:
+                capture.response(refusal[0], [(n.lower(), v) for n, v in refusal[1]])
+                capture.ended(COMPLETE)
             return
         out, target = self._rules.headersFor(head)
         if b"trailers" in commaValues(given, b"te"):
@@ -301,7 +310,7 @@ class H2Exchange:
         # The parser reads the response; it needs to know the request's method.
         parser.send(h11.Request(method=method, target=b"/", headers=[
             (b"host", b"service"), (b"transfer-encoding", b"chunked")]))
-        stream = self.streams[sid] = _Stream(sid, parser, chunked)
+        stream = self.streams[sid] = _Stream(sid, parser, chunked, capture=capture)
         stream.queued.append(head.serialize(out, target))
         self.io.openService(sid)
         if ended:
@@ -323,6 +332,8 @@ class H2Exchange:
         if stream is None:
             self._ack(sid, counted)
             return
+        if stream.capture is not None and data:
+            stream.capture.requestBody(data)
         if stream.chunked and data:
             data = b"%x\r\n%s\r\n" % (len(data), data)
         self._toService(stream, data, counted)
@@ -395,6 +406,9 @@ class H2Exchange:
             if stream is None or self.closed:
                 return
             self._answer(sid, HTTPStatus.BAD_GATEWAY, (), stream.requestEnded)
+            if stream.capture is not None:
+                stream.capture.response(HTTPStatus.BAD_GATEWAY, [])
+                stream.capture.ended(COMPLETE)
             self._flush()
 
     def serviceData(self, sid: int, data: bytes) -> None:
@@ -432,13 +446,20 @@ class H2Exchange:
                 if event.status_code == HTTPStatus.SWITCHING_PROTOCOLS:
                     raise h11.RemoteProtocolError("101 on HTTP/2")
                 stream.responded = True
+                if stream.capture is not None:
+                    stream.capture.response(event.status_code, list(event.headers))
                 head = [(b":status", b"%d" % event.status_code), *_forVisitor(event.headers)]
                 self.conn.send_headers(stream.id, head)
             elif isinstance(event, h11.Data):
                 stream.out += event.data
+                if stream.capture is not None:
+                    stream.capture.responseBody(bytes(event.data))
             elif isinstance(event, h11.EndOfMessage):
                 stream.outEnded = True
                 stream.outTrailers = _forVisitor(event.headers)
+                if stream.capture is not None:
+                    stream.capture.ended(COMPLETE)
+                    stream.capture = None
                 self._send(stream.id)
                 return
             elif isinstance(event, h11.ConnectionClosed):
@@ -506,7 +527,10 @@ class H2Exchange:
         """
         Forget C{sid}; its service connection is aborted.
         """
-        if self.streams.pop(sid, None) is not None:
+        stream = self.streams.pop(sid, None)
+        if stream is not None:
+            if stream.capture is not None:
+                stream.capture.ended(ABORTED)
             self.io.releaseService(sid, False)
 
     def _flush(self) -> None:

@@ -108,7 +108,7 @@ class H2ProxyProtocol(Protocol):
             self, self.clock.seconds, visitor=visitor, host=factory.host,
             forwarded=factory.forwarded, scheme=factory.scheme, limits=factory.limits,
             h2limits=getattr(factory, "h2limits", DEFAULT_H2_LIMITS), gate=factory.gate,
-            hosts=factory.hosts,
+            hosts=factory.hosts, tap=factory.tap,
         )
         self._ownsSource = ownsSource
         self._services: dict[int, BackendConnection] = {}

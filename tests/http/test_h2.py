@@ -399,6 +399,43 @@ class H2ProxyTests(SynchronousTestCase):
             harness.network.run()
         self.assertEqual(bytes(visitor.bodies[sid]), body)
 
+    def test_tap(self) -> None:
+        """
+        The inspector's tap hears of each stream: its request, response,
+        bodies and end, and of a refused one.
+        """
+        heard: list[Any] = []
+
+        class Capture:
+            def __init__(self, *opened: Any) -> None:
+                heard.append(("opened", opened[0], opened[1]))
+
+            def requestBody(self, data: bytes) -> None:
+                heard.append(("requestBody", data))
+
+            def response(self, status: int, headers: Any) -> None:
+                heard.append(("response", status))
+
+            def responseBody(self, data: bytes) -> None:
+                heard.append(("responseBody", data))
+
+            def ended(self, outcome: str) -> None:
+                heard.append(("ended", outcome))
+
+        class Tap:
+            def opened(self, *args: Any) -> Capture:
+                return Capture(*args)
+
+        harness = h2Harness(hosts=["example.test"])
+        harness.factory.tap = Tap()
+        visitor = H2Visitor()
+        visit(harness, visitor)
+        visitor.get(b"/up", b"POST", b"abc")
+        harness.network.run()
+        self.assertEqual(heard, [("opened", b"POST", b"/up"), ("requestBody", b"abc"),
+                                 ("response", 200), ("responseBody", b"hello"),
+                                 ("ended", "complete")])
+
     def test_serviceDown(self) -> None:
         """
         A service that cannot be reached gets the stream a 502.
