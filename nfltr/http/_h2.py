@@ -21,6 +21,7 @@ finds, ends the connection with C{GOAWAY}.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -53,6 +54,11 @@ from ._io import errorParts
 from ._limits import DEFAULT_H2_LIMITS, DEFAULT_LIMITS, H2Limits, HTTPLimits
 from ._rules import RequestRules
 from ._tap import ABORTED, COMPLETE, ICapture, IExchangeTap
+
+#: A method (RFC 9110 section 5.6.2: a token).
+_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+#: What a request target may not hold (RFC 9112 section 3).
+_SPACE_OR_CONTROL = re.compile(rb"[\x00-\x20\x7f]")
 
 #: Response headers that only mean something on one HTTP/1.1 connection.
 _CONNECTION_SPECIFIC = frozenset({
@@ -289,6 +295,10 @@ class H2Exchange:
         if chunked:
             headers.append((b"transfer-encoding", b"chunked"))
         length = CHUNKED if chunked else (int(lengths[0]) if lengths else 0)
+        if _TOKEN.fullmatch(method) is None or _SPACE_OR_CONTROL.search(target):
+            # It would not be one HTTP/1.1 request line (h2 refused CR, LF and NUL already).
+            self._answer(sid, HTTPStatus.BAD_REQUEST, (), ended)
+            return
         head = RequestHead(method, target, b"1.1", headers, length)
         if len(self.streams) >= self._h2limits.max_concurrent_streams:
             self._reset(sid, ErrorCodes.REFUSED_STREAM)

@@ -372,6 +372,22 @@ class H2ProxyTests(SynchronousTestCase):
         self.assertEqual(visitor.responses[sid][b":status"], b"421")
         self.assertEqual(harness.backend.servers, [])
 
+    def test_notOneRequestLine(self) -> None:
+        """
+        A :path with a space or a control, or a :method that is not a token,
+        would not make one HTTP/1.1 request line: 400, never forwarded.
+        """
+        harness = h2Harness()
+        visitor = H2Visitor()
+        visit(harness, visitor)
+        visitor.conn.config.validate_outbound_headers = False
+        streams = [visitor.get(b"/a HTTP/1.1\x01"), visitor.get(b"/a\tb"),
+                   visitor.get(b"/", b"GE T")]
+        harness.network.run()
+        for sid in streams:
+            self.assertEqual(visitor.responses[sid][b":status"], b"400")
+        self.assertEqual(harness.backend.servers, [])
+
     def test_slowReaderBoundsMemory(self) -> None:
         """
         A visitor that does not open its window: the proxy holds at most
