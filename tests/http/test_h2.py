@@ -7,6 +7,7 @@ of L{tests.http.helpers} with an C{h2} client as the visitor.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import h11
@@ -387,6 +388,32 @@ class H2ProxyTests(SynchronousTestCase):
         for sid in streams:
             self.assertEqual(visitor.responses[sid][b":status"], b"400")
         self.assertEqual(harness.backend.servers, [])
+
+    def test_requestBytesAcknowledgedWhenWritten(self) -> None:
+        """
+        A service that does not read: the visitor's window is not opened
+        again once the service connection is full, so what the visitor can
+        send stays bounded; once the service reads, the whole body goes on.
+        """
+        def echo(request: h11.Request, body: bytes) -> tuple[bytes, bool]:
+            return fixed(hashlib.sha256(body).hexdigest().encode())(request, body)
+
+        class Stalled(ScriptedServer):
+            def connectionMade(self) -> None:
+                self.transport.pauseProducing()
+
+        harness = Harness(serve=lambda: Stalled(echo), stream=True, h2=True)
+        visitor = H2Visitor()
+        visit(harness, visitor)
+        body = bytes(range(256)) * (4 * MIB // 256)
+        sid = visitor.get(b"/up", b"POST", body)
+        harness.network.run()
+        server = harness.backend.servers[0]
+        sent = len(body) - len(visitor.sending.get(sid, (b"", None))[0])
+        self.assertLess(sent, 512 * 1024)
+        server.transport.resumeProducing()
+        harness.network.run()
+        self.assertEqual(bytes(visitor.bodies[sid]), hashlib.sha256(body).hexdigest().encode())
 
     def test_slowReaderBoundsMemory(self) -> None:
         """
