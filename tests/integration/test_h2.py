@@ -36,10 +36,10 @@ class H2Behaviour(SharePublisher):
     What a share that ends TLS does over HTTP/2.
     """
 
-    def curl2(self, *args: str, urls: list[str]) -> tuple[bytes, list[str]]:
+    def curl2(self, *args: str, urls: list[str]) -> bytes:
         """
-        curl over HTTP/2 (TLS, ALPN): the bodies, and the HTTP version of
-        each transfer.
+        curl over HTTP/2 (TLS, ALPN): the bodies, each followed by a line
+        with the HTTP version of its transfer.
         """
         done = subprocess.run(
             ["curl", "--silent", "--show-error", "--http2", "--cacert", self.ca,
@@ -50,7 +50,7 @@ class H2Behaviour(SharePublisher):
         if done.returncode != 0:
             raise AssertionError(f"curl failed ({done.returncode}): {done.stderr.decode()}\n"
                                  f"agent:\n{self.agent.output()}")
-        return done.stdout, []
+        return done.stdout
 
     def enderPid(self) -> int:
         """
@@ -63,12 +63,27 @@ class H2Behaviour(SharePublisher):
         GETs and a 1 MiB POST go over HTTP/2 and arrive whole.
         """
         url = self.publish()
-        out, _ = self.curl2(urls=[f"{url}bytes/{KIB}"])
+        out = self.curl2(urls=[f"{url}bytes/{KIB}"])
         self.assertEqual(out, pattern(KIB) + b"\n2")
         data = self.stack.tmp / "upload.bin"
         data.write_bytes(pattern(MIB))
-        out, _ = self.curl2("--data-binary", f"@{data}", urls=[f"{url}sha256"])
+        out = self.curl2("--data-binary", f"@{data}", urls=[f"{url}sha256"])
         self.assertEqual(out, hashlib.sha256(pattern(MIB)).hexdigest().encode() + b"\n2")
+
+    def test_forwardedHeaders(self) -> None:
+        """
+        Over HTTP/2 the service gets an HTTP/1.1 head with Host rewritten,
+        one X-Forwarded-For naming the visitor, and its own X-Forwarded-For
+        dropped.
+        """
+        url = self.publish()
+        out = self.curl2("--header", "X-Forwarded-For: 192.0.2.66", urls=[f"{url}headers"])
+        head = out.decode().lower()
+        self.assertTrue(head.startswith("get /headers http/1.1\r\n"), head)
+        self.assertIn("host: localhost:", head)
+        self.assertEqual(head.count("x-forwarded-for: 127.0.0.1\r\n"), 1, head)
+        self.assertNotIn("192.0.2.66", head)
+        self.assertTrue(head.endswith("\n2"), head)
 
     def test_policyPerStream(self) -> None:
         """
@@ -172,7 +187,7 @@ class H2Behaviour(SharePublisher):
                     code = event.error_code
         tls.close()
         self.assertEqual(code, ErrorCodes.ENHANCE_YOUR_CALM)
-        out, _ = self.curl2(urls=[f"{self.url}bytes/{KIB}"])
+        out = self.curl2(urls=[f"{self.url}bytes/{KIB}"])
         self.assertEqual(out, pattern(KIB) + b"\n2")
 
     def test_rapidReset(self) -> None:
