@@ -288,18 +288,23 @@ class H2ProxyProtocol(Protocol):
             conn.user = None
         self.exchange.serviceLost(stream)
 
-    # The idle timeout: no stream open and no byte in for idle_timeout.
+    # The timeouts: no byte in or out for idle_timeout with no stream open,
+    # or for exchange_timeout with one: GOAWAY.
 
     def _arm(self) -> None:
-        timeout = self.limits.idle_timeout
-        if timeout is None or self._closing:
+        if self._closing:
             return
-        left = self._moved + timeout - self.clock.seconds()
-        if left > 0 or not self.exchange.idle:
-            self._timer = self.clock.callLater(max(left, timeout / 4), self._arm)
+        idle = self.exchange.idle
+        wait = self.limits.idle_timeout if idle else self.limits.exchange_timeout
+        check = min((t for t in (self.limits.idle_timeout, self.limits.exchange_timeout)
+                     if t is not None), default=None)
+        if check is None:
+            return
+        if wait is None or self._moved + wait > self.clock.seconds():
+            self._timer = self.clock.callLater(check / 4, self._arm)
             return
         self._timer = None
-        self.exchange.goAway(ErrorCodes.NO_ERROR, "idle")
+        self.exchange.goAway(ErrorCodes.NO_ERROR, "idle" if idle else "no byte moved")
 
     def _cancelTimer(self) -> None:
         if self._timer is not None and self._timer.active():

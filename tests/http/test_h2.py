@@ -32,7 +32,7 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface.verify import verifyObject
 
-from nfltr.http import H2Limits
+from nfltr.http import H2Limits, HTTPLimits
 from nfltr.http._h2frames import PREFACE, FrameWatch
 from nfltr.http.h2proxy import H2ProxyProtocol
 
@@ -478,6 +478,32 @@ class H2ProxyTests(SynchronousTestCase):
         self.assertEqual(heard, [("opened", b"POST", b"/up"), ("requestBody", b"abc"),
                                  ("response", 200), ("responseBody", b"hello"),
                                  ("ended", "complete")])
+
+    def test_timeouts(self) -> None:
+        """
+        A connection without a stream is closed after the idle timeout; one
+        whose stream moves no byte, after the exchange timeout; both with
+        GOAWAY.
+        """
+        harness = h2Harness(limits=HTTPLimits(idle_timeout=10, exchange_timeout=30))
+        idle = H2Visitor()
+        visit(harness, idle)
+        harness.backend.hold = True
+        stalled = H2Visitor()
+        visit(harness, stalled)
+        stalled.get()
+        harness.network.advance(5)
+        self.assertIsNone(idle.lost)
+        for _ in range(4):
+            harness.network.advance(2)
+        self.assertEqual(idle.goaway, ErrorCodes.NO_ERROR)
+        self.assertIsNotNone(idle.lost)
+        self.assertIsNone(stalled.lost)
+        for _ in range(12):
+            harness.network.advance(2.5)
+        self.assertEqual(stalled.goaway, ErrorCodes.NO_ERROR)
+        self.assertIsNotNone(stalled.lost)
+        self.assertEqual(harness.backend.cancelled, 1)
 
     def test_serviceDown(self) -> None:
         """
