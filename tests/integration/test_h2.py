@@ -29,6 +29,8 @@ from .web_service import pattern
 #: How far above its idle resident memory the process that ends TLS may go
 #: while it streams a large response to a slow reader.
 STREAMING_GROWTH = 48 * MIB
+#: How far it may go while an attacker is cut off.
+ATTACK_GROWTH = 16 * MIB
 
 
 class H2Behaviour(SharePublisher):
@@ -165,9 +167,12 @@ class H2Behaviour(SharePublisher):
 
     def assertCutOff(self, tls: ssl.SSLSocket, conn: H2Connection, frames: bytes) -> None:
         """
-        After C{frames} the share says GOAWAY (ENHANCE_YOUR_CALM) and closes;
-        another visitor is served meanwhile.
+        After C{frames} the share says GOAWAY (ENHANCE_YOUR_CALM) and closes,
+        the process that ends TLS within its memory bound; another visitor
+        is served meanwhile.
         """
+        pid = self.enderPid()
+        before = rss(pid)
         with contextlib.suppress(OSError):  # closed on us while we wrote: as it should
             tls.sendall(frames)
         code, deadline = None, time.monotonic() + 30
@@ -187,6 +192,7 @@ class H2Behaviour(SharePublisher):
                     code = event.error_code
         tls.close()
         self.assertEqual(code, ErrorCodes.ENHANCE_YOUR_CALM)
+        self.assertLess(rss(pid) - before, ATTACK_GROWTH)
         out = self.curl2(urls=[f"{self.url}bytes/{KIB}"])
         self.assertEqual(out, pattern(KIB) + b"\n2")
 
