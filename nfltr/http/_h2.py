@@ -295,8 +295,10 @@ class H2Exchange:
         if chunked:
             headers.append((b"transfer-encoding", b"chunked"))
         length = CHUNKED if chunked else (int(lengths[0]) if lengths else 0)
-        if _TOKEN.fullmatch(method) is None or _SPACE_OR_CONTROL.search(target):
-            # It would not be one HTTP/1.1 request line (h2 refused CR, LF and NUL already).
+        if (_TOKEN.fullmatch(method) is None or _SPACE_OR_CONTROL.search(target)
+                or len(set(lengths)) > 1 or not all(v.isdigit() for v in lengths)):
+            # Not one HTTP/1.1 request line (h2 refused CR, LF and NUL already), or
+            # a length that two parsers could read apart.
             self._answer(sid, HTTPStatus.BAD_REQUEST, (), ended)
             return
         head = RequestHead(method, target, b"1.1", headers, length)

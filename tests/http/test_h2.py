@@ -375,7 +375,7 @@ class H2ProxyTests(SynchronousTestCase):
 
     def test_notOneRequestLine(self) -> None:
         """
-        A :path with a space or a control, or a :method that is not a token,
+        A :path with a space or a control, or a :method that is not a token
         would not make one HTTP/1.1 request line: 400, never forwarded.
         """
         harness = h2Harness()
@@ -414,6 +414,20 @@ class H2ProxyTests(SynchronousTestCase):
         server.transport.resumeProducing()
         harness.network.run()
         self.assertEqual(bytes(visitor.bodies[sid]), hashlib.sha256(body).hexdigest().encode())
+
+    def test_lengthsThatDiffer(self) -> None:
+        """
+        A content-length of two values ends the connection (h2 refuses it as
+        a protocol error); nothing reaches the service.
+        """
+        harness = h2Harness()
+        visitor = H2Visitor()
+        visit(harness, visitor)
+        visitor.conn.config.validate_outbound_headers = False
+        visitor.get(b"/", b"POST", b"", [(b"content-length", b"0, 1")])
+        harness.network.run()
+        self.assertEqual(visitor.goaway, ErrorCodes.PROTOCOL_ERROR)
+        self.assertEqual(harness.backend.servers, [])
 
     def test_slowReaderBoundsMemory(self) -> None:
         """
