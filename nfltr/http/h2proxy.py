@@ -287,6 +287,10 @@ class H2ProxyProtocol(Protocol):
         if conn is not None:
             conn.user = None
         self.exchange.serviceLost(stream)
+        if conn is not None and conn.connected and not conn.closed:
+            # Its end of input: done with it (the pool takes no half-closed one).
+            conn.transport.unregisterProducer()
+            conn.close()
 
     # The timeouts: no byte in or out for idle_timeout with no stream open,
     # or for exchange_timeout with one: GOAWAY.

@@ -415,6 +415,21 @@ class H2ProxyTests(SynchronousTestCase):
         harness.network.run()
         self.assertEqual(bytes(visitor.bodies[sid]), hashlib.sha256(body).hexdigest().encode())
 
+    def test_serviceClosesAfterItsResponse(self) -> None:
+        """
+        A response that ends with the service's connection comes back
+        whole, and the proxy closes its side of that connection.
+        """
+        harness = h2Harness(lambda request, body: (
+            b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil the end", True))
+        visitor = H2Visitor()
+        visit(harness, visitor)
+        sid = visitor.get()
+        harness.network.run()
+        self.assertEqual(bytes(visitor.bodies[sid]), b"until the end")
+        self.assertIn(sid, visitor.ended)
+        self.assertIsNotNone(harness.backend.servers[0].transport.peer.lost)
+
     def test_lengthsThatDiffer(self) -> None:
         """
         A content-length of two values ends the connection (h2 refuses it as
