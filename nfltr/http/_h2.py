@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.http.test_h2 -*-
+# -*- test-case-name: tests.http.test_h2,tests.http.test_h2limits -*-
 """
 HTTP/2 to a visitor, HTTP/1.1 to the service, sans I/O (for operators:
 docs/shares.md).  L{H2Exchange} runs one visitor connection's

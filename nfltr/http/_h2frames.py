@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.http.test_h2 -*-
+# -*- test-case-name: tests.http.test_h2limits -*-
 """
 The HTTP/2 attacks a visitor's frames can make, seen before h2 reads them,
 sans I/O: L{FrameWatch} follows the frame headers of what a visitor sends

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.http.test_exchange -*-
+# -*- test-case-name: tests.http.test_exchange,tests.http.test_h2limits -*-
 """
 The limits of the HTTP proxy: one frozen L{HTTPLimits} with a safe default
 for each, C{None} meaning "no limit".

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.http.test_h2 -*-
+# -*- test-case-name: tests.http.test_h2,tests.http.test_h2limits -*-
 """
 HTTP/2 to visitors on Twisted.  L{ALPNChooser} is the protocol under a
 share's TLS: once the handshake is done it runs L{H2ProxyProtocol} if the
