@@ -199,6 +199,7 @@ class ShareServer:
             gate = policy.gate if option.mode == E2EE else None
             self.proxy = HTTPProxyFactory(
                 self.pool, reactor, host=option.host(), forwarded=option.mode == E2EE, gate=gate,
+                h2=option.mode == E2EE,
             )
             # Sessions of the relay's own proxy: the relay added the visitor headers.
             self.relayed = HTTPProxyFactory(

@@ -29,6 +29,7 @@ from ._limits import (
     MAX_RESPONSE_HEAD_SIZE,
     POOL_IDLE_TIMEOUT,
     POOL_MAX_IDLE,
+    H2Limits,
     HTTPLimits,
 )
 from ._tap import ABORTED, COMPLETE, SWITCHED, ICapture, IExchangeTap
@@ -45,6 +46,7 @@ __all__ = [
     "FunctionBackend",
     "EndpointBackend",
     "HTTPLimits",
+    "H2Limits",
     "MAX_REQUEST_HEAD_SIZE",
     "MAX_RESPONSE_HEAD_SIZE",
     "IDLE_TIMEOUT",

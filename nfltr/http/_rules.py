@@ -62,6 +62,13 @@ class RequestRules:
         """
         C{head} as it goes to the service.
         """
+        headers, target = self.headersFor(head)
+        return head.serialize(headers, target)
+
+    def headersFor(self, head: RequestHead) -> tuple[list[tuple[bytes, bytes]], bytes]:
+        """
+        The headers and target (origin-form) C{head} goes to the service with.
+        """
         headers, target = head.headers, head.target
         absolute = absoluteForm(target)
         if absolute is not None:
@@ -73,4 +80,4 @@ class RequestRules:
             # This hop keeps its connection if the service will, whatever
             # the visitor does with its own.
             headers.append((b"Connection", b"keep-alive"))
-        return head.serialize(headers, target)
+        return headers, target

@@ -32,10 +32,11 @@ from zope.interface import implementer
 from nfltr.streams import SpliceEnd
 
 from ._exchange import Exchange, Gate, Phase
-from ._limits import DEFAULT_LIMITS, HTTPLimits
+from ._limits import DEFAULT_H2_LIMITS, DEFAULT_LIMITS, H2Limits, HTTPLimits
 from ._tap import IExchangeTap
 from .backend import BackendConnection, IBackend
 from .flow import PEER_FULL, BackendSpliceEnd, PausesBackend, TapSpliceEnd, Valve, ValveProducer
+from .h2proxy import ALPNChooser, H2ProxyProtocol
 from .pool import BackendPool
 from .stream import StreamProxyProtocol
 
@@ -384,6 +385,8 @@ class HTTPProxyFactory(Factory):
         hosts: Iterable[str] | None = None,
         stream: bool = True,
         backendFor: Callable[[str | None], IBackend] | None = None,
+        h2: bool = False,
+        h2limits: H2Limits = DEFAULT_H2_LIMITS,
     ) -> None:
         """
         @param gate: checks each request before it is forwarded (see
@@ -398,7 +401,13 @@ class HTTPProxyFactory(Factory):
         @param backendFor: given a visitor's address, the backend of that
             visitor connection alone (see L{proxyFor}), in place of
             C{backend}.
+        @param h2: the proxy runs under TLS that offers C{h2} (ALPN): each
+            visitor connection takes HTTP/2 (L{nfltr.http.h2proxy}) if its
+            handshake chose it, HTTP/1.1 otherwise.
+        @param h2limits: the limits of HTTP/2 connections.
         """
+        self.h2 = h2
+        self.h2limits = h2limits
         self.backendFor = backendFor
         self.backend = backend
         self.gate = gate
@@ -415,7 +424,7 @@ class HTTPProxyFactory(Factory):
 
     def proxyFor(
         self, visitor: str | None, backend: IBackend | None = None,
-    ) -> HTTPProxyProtocol | StreamProxyProtocol:
+    ) -> HTTPProxyProtocol | StreamProxyProtocol | ALPNChooser:
         """
         A new proxy for one visitor connection.
 
@@ -436,11 +445,17 @@ class HTTPProxyFactory(Factory):
         else:
             source = BackendPool(self.backend, self.clock, replace(self.limits, pool_max_idle=1))
             owns = True
+        http1: HTTPProxyProtocol | StreamProxyProtocol
         if self.stream:
-            return StreamProxyProtocol(self, source, visitor, owns)
-        return HTTPProxyProtocol(self, source, visitor, owns)
+            http1 = StreamProxyProtocol(self, source, visitor, owns)
+        else:
+            http1 = HTTPProxyProtocol(self, source, visitor, owns)
+        if not self.h2:
+            return http1
+        return ALPNChooser(http1, lambda: H2ProxyProtocol(self, source, visitor, owns),
+                           self.clock, self.limits.idle_timeout)
 
-    def buildProtocol(self, addr: Any) -> HTTPProxyProtocol | StreamProxyProtocol:
+    def buildProtocol(self, addr: Any) -> HTTPProxyProtocol | StreamProxyProtocol | ALPNChooser:
         """
         A proxy for a connection from C{addr}.
         """

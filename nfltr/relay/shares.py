@@ -377,7 +377,7 @@ class ShareRegistry:
         proxy = HTTPProxyFactory(
             LinkSessionBackend(share.name, link, self.counters), self.clock,
             gate=_gate(share, self.inspectRate, self.clock, members), hosts=[ca.fqdn(share.name)],
-            backendFor=self._visitorBackend(share, link),
+            backendFor=self._visitorBackend(share, link), h2=True,
         )
         if self._operatorCovers(ca, share.name):
             assert self.operator is not None

@@ -83,7 +83,9 @@ def server_tls_from_pem(key: ec.EllipticCurvePrivateKey, chain_pem: str) -> Serv
 def _server_tls(
     key: ec.EllipticCurvePrivateKey, certs: list[x509.Certificate]
 ) -> ServerTLS:
-    return ServerTLS(server_context_of(key, certs))
+    context = server_context_of(key, certs)
+    context.set_alpn_select_callback(_choose_protocol)
+    return ServerTLS(context)
 
 
 def server_context_of(
@@ -105,6 +107,24 @@ def server_context_of(
     except (SSL.Error, IndexError) as e:
         raise PKIError(f"the certificate does not match its key: {e}") from e
     return context
+
+
+#: The ALPN protocols a share's TLS takes, in its order of preference: HTTP/2
+#: (nfltr.http.h2proxy), then HTTP/1.1.
+SHARE_ALPN = (b"h2", b"http/1.1")
+
+
+def _choose_protocol(
+    connection: SSL.Connection, offered: list[bytes],
+) -> bytes | SSL._NoOverlappingProtocols:
+    """
+    The first of L{SHARE_ALPN} the visitor offers; none: no ALPN (the
+    handshake goes on, HTTP/1.1 follows).
+    """
+    for protocol in SHARE_ALPN:
+        if protocol in offered:
+            return protocol
+    return SSL.NO_OVERLAPPING_PROTOCOLS
 
 
 class ShareCA:

@@ -134,7 +134,8 @@ def visit(url: str, home: Path, ca: Path | None) -> Visit:
 def trusted_problems(seen: Visit) -> list[str]:
     """
     What is wrong with a visit made with the share CA trusted: the page
-    must load over HTTP/1.1 (the share's TLS offers no ALPN).
+    must load over HTTP/2 (the share's TLS offers C{h2} by ALPN, which
+    Chromium takes).
     """
     problems = []
     if seen.timed_out:
@@ -143,8 +144,8 @@ def trusted_problems(seen: Visit) -> list[str]:
         problems.append(f"the marker {PAGE_MARKER!r} is not in the DOM")
     if seen.title() != PAGE_TITLE:
         problems.append(f"title {seen.title()!r}, not {PAGE_TITLE!r}")
-    if seen.protocol() != "http/1.1":
-        problems.append(f"protocol {seen.protocol()!r}, not 'http/1.1'")
+    if seen.protocol() != "h2":
+        problems.append(f"protocol {seen.protocol()!r}, not 'h2'")
     return problems
 
 
@@ -187,7 +188,7 @@ class BrowserTests(StackTestCase):
     def test_pageLoadsWithShareCATrusted(self) -> None:
         """
         With the share CA trusted, the page loads: its title and marker are
-        in the DOM, fetched over HTTP/1.1.
+        in the DOM, fetched over HTTP/2.
         """
         seen = visit(self.url, self.stack.tmp / "browser-trusted", self.ca)
         self.assertEqual(trusted_problems(seen), [], seen.details())

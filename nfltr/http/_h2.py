@@ -1,0 +1,561 @@
+# -*- test-case-name: tests.http.test_h2,tests.http.test_h2limits -*-
+"""
+HTTP/2 to a visitor, HTTP/1.1 to the service, sans I/O (for operators:
+docs/shares.md).  L{H2Exchange} runs one visitor connection's
+C{H2Connection} (the C{h2} library): each stream is one request, sent to
+the service on a service connection of its own (L{H2IO.openService}), its
+head checked and rewritten by the same rules as HTTP/1.1's
+(L{nfltr.http._rules}: target, host, the share's gate), its body copied
+(chunked when the visitor gave no length, its trailers and C{te: trailers}
+passed on, as gRPC needs), the response read by h11 and sent back as
+HEADERS, DATA and trailers.
+
+Flow control: request bytes are acknowledged to h2 (opening the visitor's
+window again) only once written to a service connection that is not full;
+response bytes wait for the stream's window, and past
+L{H2Limits.max_stream_buffer} of them the stream's service connection is
+paused (L{H2IO.pauseService}).  Attacks: L{nfltr.http._h2frames} watches
+the frames before h2 reads them; a broken limit, or a protocol error h2
+finds, ends the connection with C{GOAWAY}.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import Protocol
+
+import h11
+from h2.config import H2Configuration
+from h2.connection import H2Connection
+from h2.errors import ErrorCodes
+from h2.events import (
+    ConnectionTerminated,
+    DataReceived,
+    Event,
+    RemoteSettingsChanged,
+    RequestReceived,
+    StreamEnded,
+    StreamReset,
+    TrailersReceived,
+    WindowUpdated,
+)
+from h2.exceptions import H2Error, ProtocolError, StreamClosedError
+from h2.settings import SettingCodes
+
+from ._exchange import Gate
+from ._h2frames import FrameWatch, Rate
+from ._headers import commaValues
+from ._heads import CHUNKED, RequestHead
+from ._io import errorParts
+from ._limits import DEFAULT_H2_LIMITS, DEFAULT_LIMITS, H2Limits, HTTPLimits
+from ._rules import RequestRules
+from ._tap import ABORTED, COMPLETE, ICapture, IExchangeTap
+
+#: A method (RFC 9110 section 5.6.2: a token).
+_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+#: What a request target may not hold (RFC 9112 section 3).
+_SPACE_OR_CONTROL = re.compile(rb"[\x00-\x20\x7f]")
+
+#: Response headers that only mean something on one HTTP/1.1 connection.
+_CONNECTION_SPECIFIC = frozenset({
+    b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade", b"te",
+})
+
+
+class H2IO(Protocol):
+    """
+    What L{H2Exchange} asks of its I/O.
+    """
+
+    def toVisitor(self, data: bytes) -> None:
+        """
+        Write to the visitor.
+        """
+
+    def closeVisitor(self) -> None:
+        """
+        Close the visitor connection after what was written.
+        """
+
+    def openService(self, stream: int) -> None:
+        """
+        Find a service connection for C{stream}; answer with
+        L{H2Exchange.serviceReady} or L{H2Exchange.serviceFailed}.
+        """
+
+    def toService(self, stream: int, data: bytes) -> None:
+        """
+        Write to C{stream}'s service connection.
+        """
+
+    def releaseService(self, stream: int, reusable: bool) -> None:
+        """
+        Done with C{stream}'s service connection (or the attempt at one):
+        back to its pool if C{reusable}, aborted otherwise.
+        """
+
+    def pauseService(self, stream: int, paused: bool) -> None:
+        """
+        Stop (or go back to) reading C{stream}'s service connection.
+        """
+
+    def problem(self, what: str) -> None:
+        """
+        Something went wrong with the visitor connection (for the log).
+        """
+
+
+@dataclass
+class _Stream:
+    """
+    One stream's request and response.
+    """
+
+    id: int
+    parser: h11.Connection
+    chunked: bool
+    queued: list[bytes] = field(default_factory=list)
+    attached: bool = False
+    full: bool = False
+    unacked: int = 0
+    trailers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    requestEnded: bool = False
+    responded: bool = False
+    out: bytearray = field(default_factory=bytearray)
+    outEnded: bool = False
+    outTrailers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    paused: bool = False
+    capture: ICapture | None = None
+
+
+class H2Exchange:
+    """
+    One HTTP/2 visitor connection; see the module.
+
+    @ivar streams: the streams whose request goes to the service.
+    @ivar closed: the connection is over (C{GOAWAY} sent or received).
+    """
+
+    def __init__(  # noqa: PLR0913 -- settings, keyword-only, each with a default
+        self,
+        io: H2IO,
+        now: Callable[[], float],
+        *,
+        visitor: str | None = None,
+        host: bytes | None = None,
+        forwarded: bool = True,
+        scheme: bytes = b"https",
+        limits: HTTPLimits = DEFAULT_LIMITS,
+        h2limits: H2Limits = DEFAULT_H2_LIMITS,
+        gate: Gate | None = None,
+        hosts: Sequence[str] | None = None,
+        tap: IExchangeTap | None = None,
+    ) -> None:
+        self.io = io
+        self._tap, self._visitor = tap, visitor
+        self._limits, self._h2limits = limits, h2limits
+        self._rules = RequestRules(visitor=visitor, host=host, forwarded=forwarded,
+                                   scheme=scheme, gate=gate, hosts=hosts)
+        self.conn = H2Connection(H2Configuration(client_side=False, header_encoding=None))
+        self.conn.decoder.max_header_list_size = h2limits.max_header_list_size
+        self._watch = FrameWatch(h2limits, now)
+        self._resets = Rate(h2limits.max_resets, h2limits.rate_window, now)
+        self.streams: dict[int, _Stream] = {}
+        self.closed = False
+
+    @property
+    def idle(self) -> bool:
+        """
+        No stream is open.
+        """
+        return not self.streams
+
+    def start(self) -> None:
+        """
+        Send the server's preface.
+        """
+        self.conn.initiate_connection()
+        limits = self._h2limits
+        self.conn.update_settings({
+            SettingCodes.MAX_CONCURRENT_STREAMS: limits.max_concurrent_streams,
+            SettingCodes.MAX_HEADER_LIST_SIZE: limits.max_header_list_size,
+            SettingCodes.INITIAL_WINDOW_SIZE: limits.initial_window,
+            SettingCodes.ENABLE_PUSH: 0,
+        })
+        self._flush()
+
+    # The visitor.
+
+    def visitorData(self, data: bytes) -> None:
+        """
+        Bytes from the visitor.
+        """
+        if self.closed:
+            return
+        broken = self._watch.feed(data)
+        if broken is not None:
+            self.goAway(ErrorCodes.ENHANCE_YOUR_CALM, broken)
+            return
+        try:
+            events = self.conn.receive_data(data)
+        except ProtocolError as e:
+            # h2 queued its GOAWAY.
+            self._end(f"HTTP/2 protocol error: {e}")
+            return
+        with self._guard():
+            for event in events:
+                if self.closed:
+                    return
+                self._event(event)
+            self._flush()
+
+    def visitorLost(self) -> None:
+        """
+        The visitor connection is gone: drop every stream's service connection.
+        """
+        self.closed = True
+        for stream in list(self.streams):
+            self._drop(stream)
+
+    def goAway(self, code: ErrorCodes, why: str) -> None:
+        """
+        End the connection with C{GOAWAY}, C{code}.
+        """
+        if self.closed:
+            return
+        self.conn.close_connection(error_code=code)
+        self._end(why)
+
+    @contextmanager
+    def _guard(self) -> Iterator[None]:
+        """
+        An h2 error where none was expected ends this connection alone.
+        """
+        try:
+            yield
+        except H2Error as e:
+            if not self.closed:
+                with suppress(H2Error):
+                    self.conn.close_connection(error_code=ErrorCodes.INTERNAL_ERROR)
+                self._end(f"HTTP/2 error: {e}")
+
+    def _end(self, why: str) -> None:
+        self.io.problem(why)
+        self._flush()
+        self.closed = True
+        for stream in list(self.streams):
+            self._drop(stream)
+        self.io.closeVisitor()
+
+    def _event(self, event: Event) -> None:
+        if isinstance(event, RequestReceived):
+            self._request(event.stream_id, event.headers or [], bool(event.stream_ended))
+        elif isinstance(event, DataReceived):
+            self._data(event.stream_id or 0, event.data or b"", event.flow_controlled_length or 0)
+        elif isinstance(event, TrailersReceived):
+            given = self.streams.get(event.stream_id or 0)
+            if given is not None:
+                given.trailers = list(event.headers or [])
+        elif isinstance(event, StreamEnded):
+            self._requestEnd(event.stream_id or 0)
+        elif isinstance(event, StreamReset):
+            # Rapid reset: requests cancelled while they are in flight.
+            if (event.stream_id or 0) in self.streams and not self._resets.add():
+                self.goAway(ErrorCodes.ENHANCE_YOUR_CALM, "too many streams reset")
+                return
+            self._drop(event.stream_id or 0)
+        elif isinstance(event, WindowUpdated):
+            ids = list(self.streams) if not event.stream_id else [event.stream_id]
+            for sid in ids:
+                self._send(sid)
+        elif isinstance(event, RemoteSettingsChanged):
+            for sid in list(self.streams):
+                self._send(sid)
+        elif isinstance(event, ConnectionTerminated):
+            self._end("the visitor said GOAWAY")
+
+    def _request(self, sid: int, given: Sequence[tuple[bytes, bytes]], ended: bool) -> None:
+        pseudo = {name: value for name, value in given if name.startswith(b":")}
+        headers = [(name, value) for name, value in given if not name.startswith(b":")]
+        cookies = [value for name, value in headers if name == b"cookie"]
+        if len(cookies) > 1:  # RFC 9113 section 8.2.3: one header again for HTTP/1.1
+            headers = [(n, v) for n, v in headers if n != b"cookie"]
+            headers.append((b"cookie", b"; ".join(cookies)))
+        authority = pseudo.get(b":authority")
+        if authority is not None:
+            headers = [(n, v) for n, v in headers if n != b"host"]
+            headers.insert(0, (b"host", authority))
+        method, target = pseudo.get(b":method", b"GET"), pseudo.get(b":path", b"/")
+        lengths = commaValues(headers, b"content-length")
+        chunked = not ended and not lengths
+        if chunked:
+            headers.append((b"transfer-encoding", b"chunked"))
+        length = CHUNKED if chunked else (int(lengths[0]) if lengths else 0)
+        if (_TOKEN.fullmatch(method) is None or _SPACE_OR_CONTROL.search(target)
+                or len(set(lengths)) > 1 or not all(v.isdigit() for v in lengths)):
+            # Not one HTTP/1.1 request line (h2 refused CR, LF and NUL already), or
+            # a length that two parsers could read apart.
+            self._answer(sid, HTTPStatus.BAD_REQUEST, (), ended)
+            return
+        head = RequestHead(method, target, b"1.1", headers, length)
+        if len(self.streams) >= self._h2limits.max_concurrent_streams:
+            self._reset(sid, ErrorCodes.REFUSED_STREAM)
+            return
+        capture = None if self._tap is None else self._tap.opened(
+            method, target, [(n.lower(), v) for n, v in headers], self._visitor)
+        refusal = self._rules.refusal(head)
+        if refusal is not None:
+            self._answer(sid, refusal[0], refusal[1], ended)
+            if capture is not None:
+                capture.response(refusal[0], [(n.lower(), v) for n, v in refusal[1]])
+                capture.ended(COMPLETE)
+            return
+        out, target = self._rules.headersFor(head)
+        if b"trailers" in commaValues(given, b"te"):
+            out += [(b"TE", b"trailers"), (b"Connection", b"TE")]
+        parser = h11.Connection(h11.CLIENT,
+                                max_incomplete_event_size=self._limits.responseHeadSize)
+        # The parser reads the response; it needs to know the request's method.
+        parser.send(h11.Request(method=method, target=b"/", headers=[
+            (b"host", b"service"), (b"transfer-encoding", b"chunked")]))
+        stream = self.streams[sid] = _Stream(sid, parser, chunked, capture=capture)
+        stream.queued.append(head.serialize(out, target))
+        self.io.openService(sid)
+        if ended:
+            self._requestEnd(sid)
+
+    def _answer(self, sid: int, status: int, extra: Sequence[tuple[bytes, bytes]],
+                ended: bool) -> None:
+        """
+        Answer stream C{sid} ourselves (nothing of it went on).
+        """
+        code, headers, body = errorParts(status, extra)
+        self.conn.send_headers(sid, [(b":status", b"%d" % code), *_forVisitor(headers)])
+        self.conn.send_data(sid, body, end_stream=True)
+        if not ended:
+            self._reset(sid, ErrorCodes.NO_ERROR)
+
+    def _data(self, sid: int, data: bytes, counted: int) -> None:
+        stream = self.streams.get(sid)
+        if stream is None:
+            self._ack(sid, counted)
+            return
+        if stream.capture is not None and data:
+            stream.capture.requestBody(data)
+        if stream.chunked and data:
+            data = b"%x\r\n%s\r\n" % (len(data), data)
+        self._toService(stream, data, counted)
+
+    def _requestEnd(self, sid: int) -> None:
+        stream = self.streams.get(sid)
+        if stream is None or stream.requestEnded:
+            return
+        stream.requestEnded = True
+        stream.parser.send(h11.EndOfMessage())
+        if stream.chunked:
+            lines = b"".join(b"%s: %s\r\n" % pair for pair in stream.trailers)
+            self._toService(stream, b"0\r\n" + lines + b"\r\n", 0)
+        self._maybeDone(stream)
+
+    def _toService(self, stream: _Stream, data: bytes, counted: int) -> None:
+        if not stream.attached:
+            stream.queued.append(data)
+            stream.unacked += counted
+            return
+        if data:
+            self.io.toService(stream.id, data)
+        if stream.full:
+            stream.unacked += counted
+        else:
+            self._ack(stream.id, counted)
+
+    def _ack(self, sid: int, counted: int) -> None:
+        if counted and not self.closed:
+            self.conn.acknowledge_received_data(counted, sid)
+
+    # The service.
+
+    def serviceReady(self, sid: int) -> None:
+        """
+        Stream C{sid} has its service connection: send its request.
+        """
+        with self._guard():
+            stream = self.streams.get(sid)
+            if stream is None:
+                self.io.releaseService(sid, True)
+                return
+            stream.attached = True
+            queued, stream.queued = stream.queued, []
+            for data in queued:
+                self.io.toService(sid, data)
+            self.serviceFull(sid, stream.full)
+
+    def serviceFull(self, sid: int, full: bool) -> None:
+        """
+        C{sid}'s service connection takes no more for now (or again):
+        acknowledge what went to it once it does.
+        """
+        with self._guard():
+            stream = self.streams.get(sid)
+            if stream is None:
+                return
+            stream.full = full
+            if not full and stream.attached and stream.unacked:
+                counted, stream.unacked = stream.unacked, 0
+                self._ack(sid, counted)
+                self._flush()
+
+    def serviceFailed(self, sid: int) -> None:
+        """
+        No service connection for C{sid}: 502.
+        """
+        with self._guard():
+            stream = self.streams.pop(sid, None)
+            if stream is None or self.closed:
+                return
+            self._answer(sid, HTTPStatus.BAD_GATEWAY, (), stream.requestEnded)
+            if stream.capture is not None:
+                stream.capture.response(HTTPStatus.BAD_GATEWAY, [])
+                stream.capture.ended(COMPLETE)
+            self._flush()
+
+    def serviceData(self, sid: int, data: bytes) -> None:
+        """
+        Bytes of C{sid}'s response.
+        """
+        with self._guard():
+            stream = self.streams.get(sid)
+            if stream is None:
+                return
+            try:
+                stream.parser.receive_data(data)
+                self._readResponse(stream)
+            except h11.ProtocolError as e:
+                self._failed(stream, f"unreadable response: {e}")
+            self._flush()
+
+    def serviceLost(self, sid: int) -> None:
+        """
+        C{sid}'s service connection closed.
+        """
+        self.serviceData(sid, b"")
+        with self._guard():
+            stream = self.streams.get(sid)
+            if stream is not None and not stream.outEnded:
+                self._failed(stream, "the service closed before its response was out")
+                self._flush()
+
+    def _readResponse(self, stream: _Stream) -> None:
+        while stream.id in self.streams:
+            event = stream.parser.next_event()
+            if event is h11.NEED_DATA or event is h11.PAUSED:
+                return
+            if isinstance(event, h11.Response):
+                if event.status_code == HTTPStatus.SWITCHING_PROTOCOLS:
+                    raise h11.RemoteProtocolError("101 on HTTP/2")
+                stream.responded = True
+                if stream.capture is not None:
+                    stream.capture.response(event.status_code, list(event.headers))
+                head = [(b":status", b"%d" % event.status_code), *_forVisitor(event.headers)]
+                self.conn.send_headers(stream.id, head)
+            elif isinstance(event, h11.Data):
+                stream.out += event.data
+                if stream.capture is not None:
+                    stream.capture.responseBody(bytes(event.data))
+            elif isinstance(event, h11.EndOfMessage):
+                stream.outEnded = True
+                stream.outTrailers = _forVisitor(event.headers)
+                if stream.capture is not None:
+                    stream.capture.ended(COMPLETE)
+                    stream.capture = None
+                self._send(stream.id)
+                return
+            elif isinstance(event, h11.ConnectionClosed):
+                raise h11.RemoteProtocolError("closed before the response ended")
+            self._send(stream.id)
+
+    def _send(self, sid: int) -> None:
+        """
+        What of C{sid}'s response its window lets through; pause or resume
+        its service connection by what is left.
+        """
+        stream = self.streams.get(sid)
+        if stream is None or self.closed:
+            return
+        while stream.out:
+            size = min(self.conn.local_flow_control_window(sid), self.conn.max_outbound_frame_size,
+                       len(stream.out))
+            if size <= 0:
+                break
+            self.conn.send_data(sid, bytes(stream.out[:size]))
+            del stream.out[:size]
+        paused = len(stream.out) > self._h2limits.max_stream_buffer
+        if paused != stream.paused and stream.attached:
+            stream.paused = paused
+            self.io.pauseService(sid, paused)
+        if not stream.out and stream.outEnded:
+            if stream.outTrailers:
+                self.conn.send_headers(sid, stream.outTrailers, end_stream=True)
+            else:
+                self.conn.end_stream(sid)
+            if not stream.requestEnded:
+                self._reset(sid, ErrorCodes.NO_ERROR)
+            self._maybeDone(stream)
+
+    def _maybeDone(self, stream: _Stream) -> None:
+        if not (stream.requestEnded and stream.outEnded and not stream.out):
+            if stream.outEnded and not stream.out:
+                self._drop(stream.id)
+            return
+        del self.streams[stream.id]
+        parser = stream.parser
+        reusable = parser.our_state is h11.DONE and parser.their_state is h11.DONE
+        self.io.releaseService(stream.id, reusable and stream.attached)
+
+    def _failed(self, stream: _Stream, why: str) -> None:
+        self.io.problem(why)
+        sid = stream.id
+        self._drop(sid)
+        if self.closed:
+            return
+        if stream.responded:
+            self._reset(sid, ErrorCodes.INTERNAL_ERROR)
+        else:
+            self._answer(sid, HTTPStatus.BAD_GATEWAY, (), stream.requestEnded)
+
+    def _reset(self, sid: int, code: ErrorCodes) -> None:
+        """
+        Reset C{sid} if it is still open (the rest of its request may have
+        come already).
+        """
+        with suppress(StreamClosedError):
+            self.conn.reset_stream(sid, code)
+
+    def _drop(self, sid: int) -> None:
+        """
+        Forget C{sid}; its service connection is aborted.
+        """
+        stream = self.streams.pop(sid, None)
+        if stream is not None:
+            if stream.capture is not None:
+                stream.capture.ended(ABORTED)
+            self.io.releaseService(sid, False)
+
+    def _flush(self) -> None:
+        data = self.conn.data_to_send()
+        if data:
+            self.io.toVisitor(data)
+
+
+def _forVisitor(headers: Sequence[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """
+    Response headers as they go on HTTP/2: lowercase, without those of the
+    HTTP/1.1 connection (RFC 9113 section 8.2.2).
+    """
+    named = set(commaValues(headers, b"connection"))
+    return [(name.lower(), value) for name, value in headers
+            if name.lower() not in _CONNECTION_SPECIFIC and name.lower() not in named]
