@@ -1,0 +1,103 @@
+"""
+Tests for L{nfltr.resume._records}: the records of a resumable session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from hypothesis import given
+from hypothesis import strategies as st
+from twisted.trial.unittest import SynchronousTestCase
+
+from nfltr.resume import (
+    MAX_RECORD_DATA,
+    TOKEN_SIZE,
+    Ack,
+    Data,
+    Fin,
+    Record,
+    RecordDecoder,
+    RecordError,
+    Resume,
+    Token,
+    encode,
+    encode_data,
+)
+
+offsets = st.integers(min_value=0, max_value=2**64 - 1)
+tokens = st.binary(min_size=TOKEN_SIZE, max_size=TOKEN_SIZE)
+records: st.SearchStrategy[Record] = st.one_of(
+    st.builds(Data, st.binary(min_size=1, max_size=300)),
+    st.builds(Ack, offsets),
+    st.builds(Fin, offsets),
+    st.builds(Resume, tokens, offsets),
+    st.builds(Token, tokens),
+)
+
+
+def _split(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({c % (len(data) + 1) for c in cuts})
+    return [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
+
+
+class RecordCodecTests(SynchronousTestCase):
+    """
+    Records encode and decode back, whatever pieces their bytes arrive in.
+    """
+
+    @given(st.lists(records, max_size=20), st.lists(st.integers(min_value=0), max_size=30))
+    def test_roundTrip(self, sequence: list[Record], cuts: list[int]) -> None:
+        """
+        Any record sequence, cut at any points, decodes to the same records.
+        """
+        wire = b"".join(encode(r) for r in sequence)
+        decoder = RecordDecoder()
+        out: list[Record] = []
+        for piece in _split(wire, cuts):
+            out.extend(decoder.feed(piece))
+        self.assertEqual(out, sequence)
+
+    @given(st.binary(max_size=200))
+    def test_randomBytes(self, data: bytes) -> None:
+        """
+        Random bytes raise nothing but L{RecordError}.
+        """
+        with contextlib.suppress(RecordError):
+            RecordDecoder().feed(data)
+
+    def test_golden(self) -> None:
+        """
+        The bytes of each record type are those of section 17 of the link protocol document.
+        """
+        token = bytes(range(16))
+        self.assertEqual(encode(Data(b"hi")).hex(), "01" "00000002" "6869")
+        self.assertEqual(encode(Ack(65536)).hex(), "02" "00000008" "0000000000010000")
+        self.assertEqual(encode(Fin(5)).hex(), "03" "00000008" "0000000000000005")
+        self.assertEqual(encode(Resume(token, 7)).hex(),
+                         "04" "00000018" + token.hex() + "0000000000000007")
+        self.assertEqual(encode(Token(token)).hex(), "05" "00000010" + token.hex())
+
+    def test_headerChecked(self) -> None:
+        """
+        An unknown type, a DATA record of 0 or more than L{MAX_RECORD_DATA} bytes, and a fixed
+        size record of another size are refused from the header alone.
+        """
+        for header in ("0600000000", "0100000000", "0100010001", "0200000007", "0500000011"):
+            self.assertRaises(RecordError, RecordDecoder().feed, bytes.fromhex(header))
+
+    def test_encodeData(self) -> None:
+        """
+        L{encode_data} splits bytes in DATA records of at most L{MAX_RECORD_DATA} bytes.
+        """
+        data = b"x" * (MAX_RECORD_DATA + 1)
+        decoded = RecordDecoder().feed(b"".join(encode_data(data)))
+        self.assertEqual(decoded, [Data(data[:MAX_RECORD_DATA]), Data(b"x")])
+
+    def test_encodeRefusesBadRecords(self) -> None:
+        """
+        An empty DATA record and a token of another size cannot be encoded.
+        """
+        self.assertRaises(ValueError, encode, Data(b""))
+        self.assertRaises(ValueError, encode, Token(b"short"))
+        self.assertRaises(ValueError, encode, Resume(b"short", 0))
