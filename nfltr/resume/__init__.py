@@ -7,6 +7,7 @@ C{docs/link-protocol.md}.
 
 from ._records import (
     MAX_RECORD_DATA,
+    RECORD_ABORT,
     RECORD_ACK,
     RECORD_DATA,
     RECORD_FIN,
@@ -14,6 +15,7 @@ from ._records import (
     RECORD_RESUME,
     RECORD_TOKEN,
     TOKEN_SIZE,
+    Abort,
     Ack,
     Data,
     Fin,
@@ -43,9 +45,9 @@ from ._table import (
 
 __all__ = [
     "DEFAULT_RESUME_TIMEOUT", "DEFAULT_RESUME_WINDOW", "MAX_RECORD_DATA", "MAX_RESUME_TIMEOUT",
-    "MIN_RESUME_TIMEOUT", "MIN_RESUME_WINDOW", "RECORD_ACK", "RECORD_DATA", "RECORD_FIN",
-    "RECORD_HEADER_SIZE", "RECORD_RESUME", "RECORD_TOKEN", "TOKEN_SIZE", "Ack", "Data", "Fin",
-    "Phase", "Received", "Record", "RecordDecoder", "RecordError", "ResumableStream",
-    "ResumeRefused", "ResumeTable", "Resume", "Token", "check_resume_timeout", "encode",
-    "encode_data",
+    "MIN_RESUME_TIMEOUT", "MIN_RESUME_WINDOW", "RECORD_ABORT", "RECORD_ACK", "RECORD_DATA",
+    "RECORD_FIN", "RECORD_HEADER_SIZE", "RECORD_RESUME", "RECORD_TOKEN", "TOKEN_SIZE", "Abort",
+    "Ack", "Data", "Fin", "Phase", "Received", "Record", "RecordDecoder", "RecordError",
+    "ResumableStream", "ResumeRefused", "ResumeTable", "Resume", "Token", "check_resume_timeout",
+    "encode", "encode_data",
 ]

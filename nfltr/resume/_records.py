@@ -18,6 +18,7 @@ RECORD_ACK = 2
 RECORD_FIN = 3
 RECORD_RESUME = 4
 RECORD_TOKEN = 5
+RECORD_ABORT = 6
 
 # The largest DATA record's payload, and the size of a record header (type u8, length u32).
 MAX_RECORD_DATA = 65536
@@ -32,10 +33,10 @@ _FIXED_SIZES = {
     RECORD_FIN: OFFSET_SIZE,
     RECORD_RESUME: TOKEN_SIZE + OFFSET_SIZE,
     RECORD_TOKEN: TOKEN_SIZE,
+    RECORD_ABORT: 0,
 }
 _HEADER = struct.Struct("!BI")
 _OFFSET = struct.Struct("!Q")
-MAX_OFFSET = 2**64 - 1
 
 
 class RecordError(Exception):
@@ -91,7 +92,15 @@ class Token:
     token: bytes
 
 
-Record = Data | Ack | Fin | Resume | Token
+@dataclass(frozen=True)
+class Abort:
+    """
+    The sender's end was reset (its local connection failed, or it gave up): the session is
+    over, it will not resume. A link RESET without it suspends the session.
+    """
+
+
+Record = Data | Ack | Fin | Resume | Token | Abort
 
 
 def encode(record: Record) -> bytes:
@@ -109,6 +118,8 @@ def encode(record: Record) -> bytes:
         _check_token(record.token)
         return (_HEADER.pack(RECORD_RESUME, TOKEN_SIZE + OFFSET_SIZE) + record.token
                 + _OFFSET.pack(record.offset))
+    if isinstance(record, Abort):
+        return _HEADER.pack(RECORD_ABORT, 0)
     _check_token(record.token)
     return _HEADER.pack(RECORD_TOKEN, TOKEN_SIZE) + record.token
 
@@ -182,4 +193,6 @@ def _parse(kind: int, payload: bytes) -> Record:
         return Fin(_OFFSET.unpack(payload)[0])
     if kind == RECORD_RESUME:
         return Resume(payload[:TOKEN_SIZE], _OFFSET.unpack_from(payload, TOKEN_SIZE)[0])
+    if kind == RECORD_ABORT:
+        return Abort()
     return Token(payload)

@@ -16,6 +16,7 @@ from enum import Enum
 
 from ._records import (
     MAX_RECORD_DATA,
+    Abort,
     Ack,
     Data,
     Fin,
@@ -55,12 +56,14 @@ class Phase(Enum):
 class Received:
     """
     What bytes from the link produced: C{data} for the local connection, C{reply} for the link,
-    C{ended} once the peer's stream ended (all its bytes are in C{data} by then).
+    C{ended} once the peer's stream ended (all its bytes are in C{data} by then), C{aborted}
+    once the peer reset the session (for good: the local connection is reset too).
     """
 
     data: list[bytes] = field(default_factory=list)
     reply: list[bytes] = field(default_factory=list)
     ended: bool = False
+    aborted: bool = False
 
 
 class ResumableStream:
@@ -87,6 +90,7 @@ class ResumableStream:
         self.acked = 0
         self.received = 0
         self.phase = Phase.OPEN
+        self.aborted = False
         self._retained: deque[bytes] = deque()
         self._fin_at: int | None = None
         self._fin_acked = False
@@ -160,14 +164,9 @@ class ResumableStream:
 
     def _handle(self, record: Record, result: Received) -> None:
         if self.phase is Phase.RESUMING:
-            if not isinstance(record, Resume):
-                raise RecordError("a resumed session starts with RESUME")
-            self._resumed(record.offset)
-            self.token = record.token
-            self._ack(result)
-            result.reply.extend(self._resend())
+            self._handle_resume(record, result)
             return
-        if self.phase is not Phase.OPEN:
+        if self.phase is not Phase.OPEN or self.aborted:
             raise RecordError("a record on a session that is not open")
         self.presented = None
         if isinstance(record, Data):
@@ -185,12 +184,25 @@ class ResumableStream:
             self._peer_fin = True
             result.ended = True
             self._ack(result)
-        elif isinstance(record, Token):
-            if self.token is not None:
-                raise RecordError("a second TOKEN")
-            self.token = record.token
+        elif isinstance(record, Abort):
+            result.aborted = self.aborted = True
         else:
+            self._handle_token(record)
+
+    def _handle_resume(self, record: Record, result: Received) -> None:
+        if not isinstance(record, Resume):
+            raise RecordError("a resumed session starts with RESUME")
+        self._resumed(record.offset)
+        self.token = record.token
+        self._ack(result)
+        result.reply.extend(self._resend())
+
+    def _handle_token(self, record: Record) -> None:
+        if not isinstance(record, Token):
             raise RecordError("RESUME on an open session")
+        if self.token is not None:
+            raise RecordError("a second TOKEN")
+        self.token = record.token
 
     @property
     def position(self) -> int:
@@ -245,6 +257,13 @@ class ResumableStream:
             raise RecordError("the link session ended before this end's FIN was sent")
         self._trim(self._end)
 
+    def abort(self) -> list[bytes]:
+        """
+        Reset the session for good: the ABORT record for the link (then the link RESET).
+        """
+        self.aborted = True
+        return [encode(Abort())] if self.phase is Phase.OPEN else []
+
     # Suspension and resumption.
 
     def suspend(self) -> None:
@@ -260,7 +279,7 @@ class ResumableStream:
 
         @raise ValueError: the session has no token yet, or is not suspended.
         """
-        if self.token is None or self.phase is not Phase.SUSPENDED:
+        if self.token is None or self.phase is not Phase.SUSPENDED or self.aborted:
             raise ValueError("only a suspended session with a token resumes")
         self.phase = Phase.RESUMING
         return [encode(Resume(self.token, self.position))]
@@ -280,7 +299,7 @@ class ResumableStream:
         @raise ResumeRefused: C{token} is not one L{accepts}, or C{peer_offset} is beyond what
             this end sent or before what the peer acknowledged; the session is left as it was.
         """
-        if not self.accepts(token):
+        if not self.accepts(token) or self.aborted:
             raise ResumeRefused("no session has this token")
         self._check_offset(peer_offset)
         self.suspend()

@@ -13,6 +13,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from nfltr.resume import (
     MAX_RECORD_DATA,
     TOKEN_SIZE,
+    Abort,
     Ack,
     Data,
     Fin,
@@ -33,6 +34,7 @@ records: st.SearchStrategy[Record] = st.one_of(
     st.builds(Fin, offsets),
     st.builds(Resume, tokens, offsets),
     st.builds(Token, tokens),
+    st.just(Abort()),
 )
 
 
@@ -77,13 +79,16 @@ class RecordCodecTests(SynchronousTestCase):
         self.assertEqual(encode(Resume(token, 7)).hex(),
                          "04" "00000018" + token.hex() + "0000000000000007")
         self.assertEqual(encode(Token(token)).hex(), "05" "00000010" + token.hex())
+        self.assertEqual(encode(Abort()).hex(), "06" "00000000")
 
     def test_headerChecked(self) -> None:
         """
         An unknown type, a DATA record of 0 or more than L{MAX_RECORD_DATA} bytes, and a fixed
         size record of another size are refused from the header alone.
         """
-        for header in ("0600000000", "0100000000", "0100010001", "0200000007", "0500000011"):
+        headers = ("0700000000", "0600000001", "0100000000", "0100010001", "0200000007",
+                   "0500000011")
+        for header in headers:
             self.assertRaises(RecordError, RecordDecoder().feed, bytes.fromhex(header))
 
     def test_encodeData(self) -> None:

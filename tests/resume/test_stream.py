@@ -19,6 +19,7 @@ from nfltr.resume import (
     RecordError,
     ResumableStream,
     Resume,
+    ResumeRefused,
     ResumeTable,
     Token,
     encode,
@@ -224,6 +225,20 @@ class StreamRuleTests(SynchronousTestCase):
         stream.peer_closed()
         self.assertTrue(stream.done)
         self.assertEqual(stream.retained, 0)
+
+    def test_abort(self) -> None:
+        """
+        An ABORT ends the session for good: it is reported, later records are refused, and
+        it resumes no more, on either end.
+        """
+        sender = ResumableStream(WINDOW, token=b"t" * 16)
+        receiver = ResumableStream(WINDOW, token=b"t" * 16)
+        self.assertTrue(receiver.receive(b"".join(sender.abort())).aborted)
+        self.assertRaises(RecordError, receiver.receive, encode(AckRecord(0)))
+        for stream in (sender, receiver):
+            stream.suspend()
+            self.assertRaises(ValueError, stream.present)
+        self.assertRaises(ResumeRefused, receiver.resume, 0, b"t" * 16, b"n" * 16)
 
     def test_presentNeedsToken(self) -> None:
         """
