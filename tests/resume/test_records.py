@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
+from nfltr import resume
 from nfltr.resume import (
     MAX_RECORD_DATA,
     TOKEN_SIZE,
@@ -25,6 +26,7 @@ from nfltr.resume import (
     encode,
     encode_data,
 )
+from tests.link.test_golden import spec_table
 
 offsets = st.integers(min_value=0, max_value=2**64 - 1)
 tokens = st.binary(min_size=TOKEN_SIZE, max_size=TOKEN_SIZE)
@@ -106,3 +108,44 @@ class RecordCodecTests(SynchronousTestCase):
         self.assertRaises(ValueError, encode, Data(b""))
         self.assertRaises(ValueError, encode, Token(b"short"))
         self.assertRaises(ValueError, encode, Resume(b"short", 0))
+
+
+class RecordSpecTests(SynchronousTestCase):
+    """
+    Section 17 of the link protocol document says what the code does.
+    """
+
+    def test_types(self) -> None:
+        """
+        The record table names every record type with its number.
+        """
+        rows = spec_table("Record", "Type")
+        self.assertEqual({r[0].strip("`"): int(r[1]) for r in rows}, {
+            n.removeprefix("RECORD_"): getattr(resume, n) for n in dir(resume)
+            if n.startswith("RECORD_") and n != "RECORD_HEADER_SIZE"
+        })
+
+    def test_examples(self) -> None:
+        """
+        The document's example bytes are those the encoder writes.
+        """
+        token = bytes(range(16))
+        encoded = {
+            '`DATA` "hi"': encode(Data(b"hi")),
+            "`ACK` 65536": encode(Ack(65536)),
+            "`FIN` at 5": encode(Fin(5)),
+            "`RESUME` token 00…0f, position 7": encode(Resume(token, 7)),
+            "`TOKEN` 00…0f": encode(Token(token)),
+            "`ABORT`": encode(Abort()),
+        }
+        rows = spec_table("Record example", "Bytes")
+        self.assertEqual({r[0]: r[1].strip("`").replace(" ", "") for r in rows},
+                         {k: v.hex() for k, v in encoded.items()})
+
+    def test_constants(self) -> None:
+        """
+        The constants' table gives the code's values.
+        """
+        for name, value in spec_table("Resume constant", "Value"):
+            self.assertEqual(getattr(resume, name.strip("`")), float(value) if "." in value
+                             else int(value), name)
