@@ -87,7 +87,7 @@ def _applied(handler: RelayLinkHandler, entry: AgentEntry, update: Update, publi
     assert hello is not None
     new = AgentEntry(
         entry.name, entry.account, entry.keyid, frozenset(s.port for s in update.tcp), handler,
-        plain=frozenset(s.port for s in update.tcp if not s.e2ee),
+        plain=frozenset(s.port for s in update.tcp if not s.e2ee), resumes=entry.resumes,
     )
     try:
         relay.admitAgent(new)

@@ -38,6 +38,7 @@ class AgentEntry:
     @ivar addressed: the ports among C{ports} whose sessions name the
         client's address (C{tcp:PORT@ADDRESS}): the agent writes PROXY
         headers.
+    @ivar resumes: its hello said it resumes sessions (L{nfltr.wire.resume}).
     """
 
     name: str
@@ -47,6 +48,7 @@ class AgentEntry:
     holder: IAgentHolder
     plain: frozenset[int] = frozenset()
     addressed: frozenset[int] = frozenset()
+    resumes: bool = False
 
 
 class Directory:

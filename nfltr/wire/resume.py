@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from nfltr.wire import peerText
-from nfltr.wire.messages import MessageError, check_name, check_port, is_port_text
+from nfltr.wire.messages import MessageError, check_name, check_port, is_port_text, welcome
 
 RESUME_FEATURE = "resume"
 #: What the relay answers an C{rtcp:} session to an agent that does not resume sessions
@@ -37,6 +37,15 @@ def offers_resume(welcome: dict[str, Any]) -> bool:
     """
     features = welcome.get("features")
     return isinstance(features, list) and RESUME_FEATURE in features
+
+
+def client_welcome(account: str) -> dict[str, Any]:
+    """
+    The relay's welcome to a client: L{welcome} listing L{RESUME_FEATURE}.
+    """
+    message = welcome(account, None)
+    message["features"] = [RESUME_FEATURE]
+    return message
 
 
 def agent_resumes(app: dict[str, Any]) -> bool:
