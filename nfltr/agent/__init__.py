@@ -9,7 +9,13 @@ from ._dialler import NON_HEALING, WELCOME_TIMEOUT, DiallerObserver, RelayDialle
 from ._local import ServiceConnector, TcpEnd, free_local_ports, splice_local
 from ._log_limit import Quiet
 from ._names import agent_name, claim_name, default_state_dir, random_name
-from ._options import AgentOptions, agent_options, http_agent_options, http_option
+from ._options import (
+    AgentOptions,
+    agent_options,
+    http_agent_options,
+    http_option,
+    resume_timeout,
+)
 from ._secrets import read_secret_file
 from ._service import AgentService, AgentSessions, AgentSetup, prepare_agent
 from ._settings import (
@@ -34,5 +40,6 @@ __all__ = [
     "http_agent_options",
     "http_option", "parse_address",
     "parse_bool", "prepare_agent", "random_name", "read_secret_file", "relay_settings",
+    "resume_timeout",
     "splice_local",
 ]

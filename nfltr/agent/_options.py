@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from nfltr.resume import DEFAULT_RESUME_TIMEOUT, check_resume_timeout
 from nfltr.wire.messages import (
     MAX_HTTP_SHARES,
     MAX_SHARES,
@@ -55,6 +56,8 @@ class AgentOptions:
     public_ports: tuple[int, ...] = ()
     allow: tuple[Network, ...] = ()
     proxy_protocol: str | None = None
+    #: Seconds a suspended resumable session waits for the connector (C{--resume-timeout}).
+    resume_timeout: float = DEFAULT_RESUME_TIMEOUT
     #: Ports shared without end-to-end TLS although C{e2ee} is true (a
     #: config file's C{[[tcp]]} entries with C{e2ee = false}).
     plain: frozenset[int] = frozenset()
@@ -68,6 +71,20 @@ class AgentOptions:
         return [TcpShare(port, self.e2ee and port not in self.plain, public.get(port),
                          self.allow if port in public else (), addressed)
                 for port in self.ports]
+
+
+def resume_timeout(value: Any) -> float:
+    """
+    C{--resume-timeout}'s value in seconds (default L{DEFAULT_RESUME_TIMEOUT}).
+
+    @raise ConfigError: not a number within its bounds.
+    """
+    if value is None:
+        return DEFAULT_RESUME_TIMEOUT
+    try:
+        return check_resume_timeout(float(value))
+    except ValueError as e:
+        raise ConfigError(f"--resume-timeout {value}: {e}") from None
 
 
 def agent_options(
@@ -117,6 +134,7 @@ def agent_options(
         public_ports=public,
         allow=allow,
         proxy_protocol=proxy_version(values.get("proxy-protocol")) if not http else None,
+        resume_timeout=resume_timeout(values.get("resume-timeout")),
     )
 
 

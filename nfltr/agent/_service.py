@@ -47,6 +47,7 @@ from nfltr.wire.messages import (
     parse_public_target,
     parse_share_target,
 )
+from nfltr.wire.resume import RESUMING, parse_agent_resume_target
 
 from ._dialler import DiallerObserver, RelayDialler
 from ._expiry import IdleExpiry
@@ -58,6 +59,7 @@ from ._names import agent_name, claim_name
 from ._options import AgentOptions
 from ._proxy import header_writer
 from ._public_ports import OLD_RELAY, public_port_lines
+from ._resume import AgentResumer
 from ._settings import KEY_ENV, ConfigError
 from ._shares import ShareServer, save_share_ca, share_key
 
@@ -104,6 +106,8 @@ class AgentSessions:
         self.plain = frozenset(plain)
         self.quiet = Quiet(clock)
         self._targets = {agent_target(port): port for port in self.ports}
+        #: Serves resumable sessions (C{rtcp:}, C{resume:}), or L{None}: refused as unknown.
+        self.resumer: AgentResumer | None = None
 
     def sessionRequested(self, session: LinkSession) -> None:
         """
@@ -145,9 +149,13 @@ class AgentSessions:
         port spelt otherwise.
         """
         try:
-            serve = self._server(session.target)
+            resumable = parse_agent_resume_target(session.target)
+            serve = self._server(session.target) if resumable is None else None
         except MessageError:
-            serve = None
+            resumable = serve = None
+        if resumable is not None and self.resumer is not None and resumable[1] in self.ports:
+            self._serveResumable(session, *resumable)
+            return None
         if serve is not None:
             if not serve(session):
                 session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
@@ -161,6 +169,22 @@ class AgentSessions:
         self.log.debug("refused a session for {target!r}", target=session.target)
         session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
         return None
+
+    def _serveResumable(self, session: LinkSession, kind: str, port: int) -> None:
+        """
+        Serve a new resumable session as L{_serve} does a plain one, or resume one.
+        """
+        assert self.resumer is not None
+        if kind == RESUMING:
+            self.resumer.resume(session)
+            return
+        local, remote = splice_local()
+        tls = None if port in self.plain else self.tls
+        local.header = header_writer(self.proxyProtocol, None)
+        self.resumer.serve(session, tls.wrap(remote) if tls is not None else remote, local)
+        attempt = _SessionAttempt(port, local, session, self)
+        remote.onLost = attempt.cancel
+        self.connector.dial(attempt)
 
     def _server(self, target: str) -> Callable[[LinkSession], bool] | None:
         """
@@ -330,10 +354,14 @@ class AgentService(Service, DiallerObserver):
         self.sessions = AgentSessions(reactor, options.ports, connector, tls, self.shares, public,
                                       options.plain)
         self.sessions.proxyProtocol = options.proxy_protocol
+        if options.resume_timeout:
+            self.sessions.resumer = AgentResumer(reactor, options.resume_timeout)
         relay = options.relay
         shares = options.tcp_shares()
         http = [server.hello() for server in self.shares.values()]
         hello = agent_hello(relay.key, setup.name, shares, http)
+        if options.resume_timeout:  # nfltr.wire.resume: the relay may open rtcp:/resume:
+            hello["resume"] = True
         endpoint = endpoint or relay.endpoint(reactor)
         config = LinkConfig(keepalive=relay.keepalive)
         self.dialler = RelayDialler(endpoint, reactor, hello, self, relay.address, config)

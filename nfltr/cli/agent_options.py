@@ -96,6 +96,11 @@ AGENT_OPTIONS: tuple[Option, ...] = (
         "naming the visitor of a public port or the client (its link to the relay) of a "
         "tcp-connect, for a service that reads it",
     ),
+    Option(
+        "resume-timeout", "SECONDS",
+        "how long a tcp-connect session whose relay link was lost waits, paused, to be "
+        "resumed before its connection is reset (default: 30; 0: no resumption)",
+    ),
     *RELAY_OPTIONS,
 )
 HTTP_OPTIONS: tuple[Option, ...] = (
@@ -195,6 +200,11 @@ CONNECT_OPTIONS: tuple[Option, ...] = (
         "listen even if the check at start finds no such agent (one that is not up yet); "
         "without it, tcp-connect exits with the reason",
         kind=FLAG,
+    ),
+    Option(
+        "resume-timeout", "SECONDS",
+        "how long a session whose relay link was lost waits, paused, to be resumed before "
+        "its connection is reset (default: 30; 0: no resumption)",
     ),
     *RELAY_OPTIONS,
 )

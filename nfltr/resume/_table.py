@@ -26,13 +26,14 @@ MAX_RESUME_TIMEOUT = 3600.0
 
 def check_resume_timeout(seconds: float) -> float:
     """
-    C{seconds} if it is a valid resume timeout.
+    C{seconds} if it is a valid resume timeout: 0 (no resumption), or L{MIN_RESUME_TIMEOUT}
+    to L{MAX_RESUME_TIMEOUT}.
 
-    @raise ValueError: out of L{MIN_RESUME_TIMEOUT} to L{MAX_RESUME_TIMEOUT}.
+    @raise ValueError: anything else.
     """
-    if not MIN_RESUME_TIMEOUT <= seconds <= MAX_RESUME_TIMEOUT:
-        raise ValueError(
-            f"a resume timeout is {MIN_RESUME_TIMEOUT:g} to {MAX_RESUME_TIMEOUT:g} seconds")
+    if seconds != 0 and not MIN_RESUME_TIMEOUT <= seconds <= MAX_RESUME_TIMEOUT:
+        raise ValueError(f"a resume timeout is 0 (off) or {MIN_RESUME_TIMEOUT:g} to "
+                         f"{MAX_RESUME_TIMEOUT:g} seconds")
     return seconds
 
 
@@ -52,7 +53,9 @@ class ResumeTable:
     def __init__(self, account: str, timeout: float = DEFAULT_RESUME_TIMEOUT,
                  random: Callable[[int], bytes] = os.urandom) -> None:
         self.account = account
-        self.timeout = check_resume_timeout(timeout)
+        if not check_resume_timeout(timeout):
+            raise ValueError("a table of resumable sessions needs a resume timeout")
+        self.timeout = timeout
         self._random = random
         self._sessions: dict[bytes, ResumableStream] = {}
         self._keys: dict[ResumableStream, list[bytes]] = {}

@@ -26,6 +26,10 @@ RESUME_FEATURE = "resume"
 #: What the relay answers an C{rtcp:} session to an agent that does not resume sessions
 #: (a C{RESET} C{REFUSED} with this reason).
 RESUME_UNSUPPORTED = "the agent does not resume sessions"
+#: The reason of the agent's C{RESET} C{REFUSED} for a resume it refuses (unknown or used token,
+#: an offset it cannot resume from): final, where the relay's C{no such agent or port} for a
+#: resume (the agent has not reconnected yet) is tried again until the resume timeout.
+RESUME_REFUSED = "resume refused"
 #: The target kinds: a new resumable session, and the resumption of a suspended one.
 RESUMABLE, RESUMING = "rtcp", "resume"
 

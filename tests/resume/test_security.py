@@ -149,6 +149,7 @@ class ResumeExpiryTests(SynchronousTestCase):
         The resume timeout is checked against its bounds.
         """
         self.assertEqual(check_resume_timeout(DEFAULT_RESUME_TIMEOUT), DEFAULT_RESUME_TIMEOUT)
+        self.assertEqual(check_resume_timeout(0), 0)
         self.assertRaises(ValueError, check_resume_timeout, 0.5)
         self.assertRaises(ValueError, check_resume_timeout, MAX_RESUME_TIMEOUT + 1)
         self.assertRaises(ValueError, ResumeTable, ACCOUNT, 0.0)
