@@ -13,7 +13,7 @@ import socket
 import threading
 
 from .harness import StackTestCase
-from .test_faults import RECOVERY_TIMEOUT, poll_until, restart_relay
+from .test_faults import RECOVERY_TIMEOUT, first_lines, poll_until, restart_relay
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -31,7 +31,7 @@ class EchoTransfer:
     once C{gate} is set.
 
     @ivar sent: bytes sent so far.  @ivar got: bytes received so far.
-    @ivar error: the error that ended either direction, if any.
+    @ivar error: the first error that ended either direction, if any.
     @ivar eof: the echo ended with a clean end of stream.
     """
 
@@ -61,7 +61,7 @@ class EchoTransfer:
                 self.sent += self.sock.send(view[self.sent:self.sent + CHUNK])
             self.sock.shutdown(socket.SHUT_WR)
         except OSError as e:
-            self.error = e
+            self.error = self.error or e
 
     def _receive(self) -> None:
         try:
@@ -73,7 +73,7 @@ class EchoTransfer:
                 self.digest.update(data)
                 self.got += len(data)
         except OSError as e:
-            self.error = e
+            self.error = self.error or e
 
     def join(self) -> None:
         for thread in self.threads:
@@ -95,17 +95,32 @@ class ResumeTests(StackTestCase):
 
     transport: tuple[str, ...] = ("--transport", "link")
 
-    def tunnel(self) -> None:
+    def tunnel(self, *extra: str) -> None:
+        """
+        An agent sharing an echo service and a connector to it, both with C{extra} options.
+        """
         key = self.stack.key("alice")
         service = self.stack.service()
-        self.agent, pin = self.stack.agent(key, "web", service, *self.transport)
+        extra = (*self.transport, *extra)
+        self.agent, pin = self.stack.agent(key, "web", service, *extra)
         assert pin is not None
         self.client, self.local = self.stack.connector(key, "web", service, "--pin", pin,
-                                                       *self.transport)
+                                                       *extra)
 
-    def transfers(self) -> list[EchoTransfer]:
+    def signal(self, signum: int) -> None:
         """
-        L{TRANSFERS} echo transfers, each with half its bytes echoed and the rest on its way.
+        Send C{signum} to the relay; a paused relay is resumed at cleanup.
+        """
+        relay = self.stack.relay
+        os.kill(relay.popen.pid, signum)
+        if signum == signal.SIGSTOP:
+            self.addCleanup(lambda: relay.popen.poll() is None and os.kill(
+                relay.popen.pid, signal.SIGCONT))
+
+    def transfers(self, release: bool = True) -> list[EchoTransfer]:
+        """
+        L{TRANSFERS} echo transfers, each with half its bytes echoed and (if C{release}) the
+        rest on its way.
         """
         gate = threading.Event()
         transfers = [EchoTransfer(self.local, SIZE, gate) for _ in range(TRANSFERS)]
@@ -113,7 +128,8 @@ class ResumeTests(StackTestCase):
             self.addCleanup(transfer.sock.close)
         poll_until(lambda: all(t.got >= SIZE // 2 for t in transfers), RECOVERY_TIMEOUT,
                    "the first half of every echo")
-        gate.set()
+        if release:
+            gate.set()
         return transfers
 
     def assertAllExact(self, transfers: list[EchoTransfer]) -> None:
@@ -134,10 +150,49 @@ class ResumeTests(StackTestCase):
         """
         self.tunnel()
         transfers = self.transfers()
-        os.kill(self.stack.relay.popen.pid, signal.SIGKILL)
+        self.signal(signal.SIGKILL)
         cut = [t.got for t in transfers]
         self.assertTrue(all(got < SIZE for got in cut), f"done before the kill: {cut}")
         self.stack.relay.wait_exit(RECOVERY_TIMEOUT)
         restart_relay(self.stack)
         self.assertAllExact(transfers)
         print(f"\nbytes echoed when the relay was killed: {', '.join(map(str, cut))}")
+
+    def test_relayPaused(self) -> None:
+        """
+        The same with the relay paused (SIGSTOP) until the agent and the connector found it
+        dead (C{--keepalive fast}), then resumed (SIGCONT): every transfer completes byte-exact,
+        with a clean end.
+        """
+        self.tunnel("--keepalive", "fast")
+        transfers = self.transfers()
+        self.signal(signal.SIGSTOP)
+        first_lines([self.agent, self.client], "is dead", RECOVERY_TIMEOUT)
+        self.signal(signal.SIGCONT)
+        self.assertAllExact(transfers)
+
+    def test_resumeTimeout(self) -> None:
+        """
+        A relay killed and not started again: once the resume timeout passed, each visitor's
+        connection is reset (never a clean end of stream).  The visitors only read (a socket
+        reports a reset once: to the reader here).
+        """
+        self.tunnel("--resume-timeout", "2")
+        transfers = self.transfers(release=False)
+        self.signal(signal.SIGKILL)
+        poll_until(lambda: not any(t.threads[1].is_alive() for t in transfers),
+                   RECOVERY_TIMEOUT, "the end of every echo")
+        for transfer in transfers:
+            transfer.gate.set()
+            transfer.join()
+        for transfer in transfers:
+            self.assertFalse(transfer.eof, transfer.describe())
+            self.assertIsInstance(transfer.error, ConnectionResetError, transfer.describe())
+
+
+class ResumeOverWebSocketTests(ResumeTests):
+    """
+    The same, with the agent and the connector on the WebSocket transport.
+    """
+
+    transport = ("--transport", "websocket")
