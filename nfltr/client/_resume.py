@@ -14,12 +14,9 @@ from typing import Any
 from twisted.logger import Logger
 
 from nfltr.link.twisted import LinkProtocol, LinkUnavailable
-from nfltr.resume import ResumableStream
+from nfltr.resume import RESUME_RETRY, ResumableStream
 from nfltr.resume.twisted import ResumableSession
 from nfltr.wire.resume import resumable_target, resume_target
-
-#: Seconds between two attempts to resume a suspended session.
-RESUME_RETRY = 0.5
 
 
 class ConnectorResumer:

@@ -39,6 +39,7 @@ from ._table import (
     DEFAULT_RESUME_TIMEOUT,
     MAX_RESUME_TIMEOUT,
     MIN_RESUME_TIMEOUT,
+    RESUME_RETRY,
     ResumeTable,
     check_resume_timeout,
 )
@@ -46,7 +47,8 @@ from ._table import (
 __all__ = [
     "DEFAULT_RESUME_TIMEOUT", "DEFAULT_RESUME_WINDOW", "MAX_RECORD_DATA", "MAX_RESUME_TIMEOUT",
     "MIN_RESUME_TIMEOUT", "MIN_RESUME_WINDOW", "RECORD_ABORT", "RECORD_ACK", "RECORD_DATA",
-    "RECORD_FIN", "RECORD_HEADER_SIZE", "RECORD_RESUME", "RECORD_TOKEN", "TOKEN_SIZE", "Abort",
+    "RECORD_FIN", "RECORD_HEADER_SIZE", "RECORD_RESUME", "RECORD_TOKEN", "RESUME_RETRY",
+    "TOKEN_SIZE", "Abort",
     "Ack", "Data", "Fin", "Phase", "Received", "Record", "RecordDecoder", "RecordError",
     "ResumableStream", "ResumeRefused", "ResumeTable", "Resume", "Token", "check_resume_timeout",
     "encode", "encode_data",

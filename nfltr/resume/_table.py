@@ -22,6 +22,8 @@ DEFAULT_RESUME_TIMEOUT = 30.0
 # The bounds of C{--resume-timeout}.
 MIN_RESUME_TIMEOUT = 1.0
 MAX_RESUME_TIMEOUT = 3600.0
+# Seconds between a connector's attempts to resume a suspended session.
+RESUME_RETRY = 0.5
 
 
 def check_resume_timeout(seconds: float) -> float:
