@@ -282,8 +282,12 @@ class TcpConnector(Service, DiallerObserver):
         probe = self._probe = Probe(
             self.reactor, self.tls is not None, lambda outcome: self._probed(link, outcome)
         )
+        wrapped = self.tls.wrap(probe) if self.tls is not None else probe
         try:
-            link.openSession(self.target, self.tls.wrap(probe) if self.tls is not None else probe)
+            if self.resumable:
+                self.resumer.open(link, wrapped, None)
+            else:
+                link.openSession(self.target, wrapped)
         except LinkUnavailable as e:  # the next welcome probes again
             self._probe = None
             self.log.debug("cannot probe {where} yet: {why}", where=self.where, why=str(e))
@@ -295,6 +299,12 @@ class TcpConnector(Service, DiallerObserver):
         probe cut by the link's loss is made again on the next link.
         """
         self._probe = None
+        if outcome is not None and getattr(outcome.value, "reason", None) == RESUME_UNSUPPORTED:
+            # An agent without resumption: plain sessions from now on, this probe's included.
+            self.resumable = False
+            if self.running:
+                self._startProbe(link)
+            return
         message = None if outcome is None else explain(outcome, self.where)
         if outcome is not None and message is None:
             if not link.canOpen():

@@ -427,7 +427,9 @@ class RelayLinkHandler(LinkHandler):
     def _welcomeClient(self, key: KeyInfo) -> None:
         self.key, self.state = key, CLIENT_READY
         self.relay.directory.addLink(key.keyid, self)
-        self._send(client_welcome(key.account))
+        # A replica of a cluster does not offer resumption yet: its sessions may go through
+        # another replica, which does not route them (nfltr.wire.resume).
+        self._send(client_welcome(key.account, resume=self.relay.remote is None))
         self.log.debug(
             "client (account {account}) connected from {peer}",
             account=key.account, peer=self._peer(),

@@ -43,12 +43,13 @@ def offers_resume(welcome: dict[str, Any]) -> bool:
     return isinstance(features, list) and RESUME_FEATURE in features
 
 
-def client_welcome(account: str) -> dict[str, Any]:
+def client_welcome(account: str, resume: bool = True) -> dict[str, Any]:
     """
-    The relay's welcome to a client: L{welcome} listing L{RESUME_FEATURE}.
+    The relay's welcome to a client: L{welcome} listing L{RESUME_FEATURE} if C{resume}.
     """
     message = welcome(account, None)
-    message["features"] = [RESUME_FEATURE]
+    if resume:
+        message["features"] = [RESUME_FEATURE]
     return message
 
 

@@ -12,7 +12,7 @@ import signal
 import socket
 import threading
 
-from .harness import StackTestCase
+from .harness import StackTestCase, exchange
 from .test_faults import RECOVERY_TIMEOUT, first_lines, poll_until, restart_relay
 
 KiB = 1024
@@ -188,6 +188,19 @@ class ResumeTests(StackTestCase):
         for transfer in transfers:
             self.assertFalse(transfer.eof, transfer.describe())
             self.assertIsInstance(transfer.error, ConnectionResetError, transfer.describe())
+
+
+    def test_agentWithoutResume(self) -> None:
+        """
+        An agent without resumption (C{--resume-timeout 0}, as an older agent): the connector's
+        check at start learns it, and its sessions are plain ones that work.
+        """
+        key = self.stack.key("alice")
+        service = self.stack.service()
+        _, pin = self.stack.agent(key, "web", service, *self.transport, "--resume-timeout", "0")
+        assert pin is not None
+        _, local = self.stack.connector(key, "web", service, "--pin", pin, *self.transport)
+        self.assertEqual(exchange(local, b"MARKER plain\n"), b"plain\n")
 
 
 class ResumeOverWebSocketTests(ResumeTests):
