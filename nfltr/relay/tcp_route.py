@@ -144,14 +144,15 @@ class TCPRoute:
         """
         Open a resumable session (C{kind} C{rtcp}) or a resumption (C{resume}) to port C{port}
         of the agent C{name}, under the rule of L{openTCP}: the agent of C{account} only, which
-        is what binds a resume token to its account. An agent that does not resume sessions
+        is what binds a resume token to its account. An agent that does not resume sessions,
+        or a port it shares C{addressed} (its sessions name the client, for a PROXY header),
         refuses it with L{RESUME_UNSUPPORTED} (the connector falls back to plain sessions).
         """
         entry = self.directory.reachable(name, account, port)
         if entry is None:
             self.counters.session(TCP, NOT_FOUND)
             raise RouteRefused(NOT_FOUND_CODE, NOT_FOUND_REASON)
-        if not entry.resumes:
+        if not entry.resumes or port in entry.addressed:
             raise RouteRefused(ErrorCode.REFUSED, RESUME_UNSUPPORTED)
         return self.openOn(entry.holder, agent_resume_target(kind, port), SessionEnd(lostReason))
 

@@ -34,8 +34,8 @@ class ResumeRouteTests(SynchronousTestCase):
         self.keyB = self.h.store.addKey(B_KEY, "bravo")
         self.agentSide = RecordingHandler(lambda s: Recorder())
 
-    def agent(self, resumes: bool) -> None:
-        app = agent_hello(self.keyA, "web", [TcpShare(3000)])
+    def agent(self, resumes: bool, addressed: bool = False) -> None:
+        app = agent_hello(self.keyA, "web", [TcpShare(3000, addressed=addressed)])
         if resumes:
             app["resume"] = True
         self.h.dial(app, self.agentSide)
@@ -77,6 +77,16 @@ class ResumeRouteTests(SynchronousTestCase):
         is told so (and falls back to C{tcp:}).
         """
         self.agent(resumes=False)
+        recorder = self.open(self.keyA, resumable_target("web", 3000))
+        self.assertEqual(lost_reason(recorder.lost), (ErrorCode.REFUSED, RESUME_UNSUPPORTED))
+        self.assertEqual(self.agentSide.sessions, [])
+
+    def test_addressedPort(self) -> None:
+        """
+        A port the agent shares C{addressed} (its sessions name the client) gets no resumable
+        session: the connector falls back to C{tcp:}, whose target names the client.
+        """
+        self.agent(resumes=True, addressed=True)
         recorder = self.open(self.keyA, resumable_target("web", 3000))
         self.assertEqual(lost_reason(recorder.lost), (ErrorCode.REFUSED, RESUME_UNSUPPORTED))
         self.assertEqual(self.agentSide.sessions, [])
