@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "nfltr"
 
 # Sans-I/O packages: their private modules are pure codecs and must not reach Twisted.
-SANS_IO_GLOBS = ("nfltr/link/_*.py", "nfltr/sni/_*.py")
+SANS_IO_GLOBS = ("nfltr/link/_*.py", "nfltr/sni/_*.py", "nfltr/resume/_*.py")
 # The only module names that may import the global reactor.
 GLOBAL_REACTOR_ALLOWED = re.compile(r"(.*_tap|cli|__main__)\.py")
 MAX_LINES = 600

@@ -10,7 +10,13 @@ from ._health import HealthCheck, HealthChecker, parse_health_check
 from ._local import ServiceConnector, TcpEnd, free_local_ports, splice_local
 from ._log_limit import Quiet
 from ._names import agent_name, claim_name, default_state_dir, random_name
-from ._options import AgentOptions, agent_options, http_agent_options, http_option
+from ._options import (
+    AgentOptions,
+    agent_options,
+    http_agent_options,
+    http_option,
+    resume_timeout,
+)
 from ._secrets import read_secret_file
 from ._service import AgentService, AgentSessions, AgentSetup, prepare_agent
 from ._settings import (
@@ -36,5 +42,6 @@ __all__ = [
     "http_agent_options",
     "http_option", "parse_address", "parse_health_check",
     "parse_bool", "prepare_agent", "random_name", "read_secret_file", "relay_settings",
+    "resume_timeout",
     "splice_local",
 ]

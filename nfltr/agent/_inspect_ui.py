@@ -167,7 +167,18 @@ class InspectUI:
         return d
 
 
+def inspect_ui_for(reactor: Any, http: Any, server: Any, stateDir: Path) -> InspectUI | None:
+    """
+    The request inspector of the agent's share (C{server}, a
+    L{nfltr.agent._shares.ShareServer}, or L{None}), if it has one and its
+    options (C{http}, the agent's share options) ask for it.
+    """
+    if server is None or not http or http[0].inspect_ui is None:
+        return None
+    return InspectUI(reactor, server, http[0].inspect_ui, stateDir)
+
+
 __all__ = [
-    "DEFAULT_INSPECT_UI", "OFF", "ConfigError", "InspectUI", "parse_inspect_keep",
+    "DEFAULT_INSPECT_UI", "OFF", "ConfigError", "InspectUI", "inspect_ui_for", "parse_inspect_keep",
     "parse_inspect_ui",
 ]

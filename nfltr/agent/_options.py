@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from nfltr.resume import DEFAULT_RESUME_TIMEOUT, check_resume_timeout
 from nfltr.tls import TICKET_LIFETIME
 from nfltr.wire.messages import (
     MAX_HTTP_SHARES,
@@ -59,6 +60,8 @@ class AgentOptions:
     public_ports: tuple[int, ...] = ()
     allow: tuple[Network, ...] = ()
     proxy_protocol: str | None = None
+    #: Seconds a suspended resumable session waits for the connector (C{--resume-timeout}).
+    resume_timeout: float = DEFAULT_RESUME_TIMEOUT
     #: Ports shared without end-to-end TLS although C{e2ee} is true (a
     #: config file's C{[[tcp]]} entries with C{e2ee = false}).
     plain: frozenset[int] = frozenset()
@@ -92,6 +95,20 @@ class AgentOptions:
         public = dict(zip(self.udp, self.udp_public, strict=False))
         return [UdpShare(port, public.get(port), self.allow if port in public else ())
                 for port in self.udp]
+
+
+def resume_timeout(value: Any) -> float:
+    """
+    C{--resume-timeout}'s value in seconds (default L{DEFAULT_RESUME_TIMEOUT}).
+
+    @raise ConfigError: not a number within its bounds.
+    """
+    if value is None:
+        return DEFAULT_RESUME_TIMEOUT
+    try:
+        return check_resume_timeout(float(value))
+    except ValueError as e:
+        raise ConfigError(f"--resume-timeout {value}: {e}") from None
 
 
 def agent_options(
@@ -155,6 +172,7 @@ def agent_options(
         ticket_lifetime=ticket_lifetime(values.get("tls-ticket-lifetime")),
         udp=udpPorts,
         udp_public=udpPublic,
+        resume_timeout=resume_timeout(values.get("resume-timeout")),
     )
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -51,18 +50,20 @@ from nfltr.wire.messages import (
     parse_public_target,
     parse_share_target,
 )
+from nfltr.wire.resume import RESUMING, parse_agent_resume_target
 
 from ._dialler import DiallerObserver, RelayDialler
 from ._expiry import IdleExpiry
 from ._extra_links import DataLinks
 from ._health import OLD_RELAY_GROUPS, service_health
-from ._inspect_ui import InspectUI
+from ._inspect_ui import inspect_ui_for
 from ._local import ServiceAttempt, ServiceConnector, TcpEnd, free_local_ports, splice_local
 from ._log_limit import Quiet
 from ._names import agent_name, claim_name
 from ._options import AgentOptions
 from ._proxy import header_writer
 from ._public_ports import OLD_RELAY, public_port_lines
+from ._resume import AgentResumer
 from ._settings import KEY_ENV, ConfigError
 from ._shares import ShareServer, save_share_ca, share_key
 from ._udp import UDPServices
@@ -112,6 +113,8 @@ class AgentSessions:
         self._targets = {agent_target(port): port for port in self.ports}
         #: Serves the datagram sessions of the shared UDP ports, if any.
         self.udp: UDPServices | None = None
+        #: Serves resumable sessions (C{rtcp:}, C{resume:}), or L{None}: refused as unknown.
+        self.resumer: AgentResumer | None = None
 
     def sessionRequested(self, session: LinkSession) -> None:
         """
@@ -155,9 +158,13 @@ class AgentSessions:
         if self.udp is not None and self.udp.serve(session):
             return None
         try:
-            serve = self._server(session.target)
+            resumable = parse_agent_resume_target(session.target)
+            serve = self._server(session.target) if resumable is None else None
         except MessageError:
-            serve = None
+            resumable = serve = None
+        if resumable is not None and self.resumer is not None and resumable[1] in self.ports:
+            self._serveResumable(session, *resumable)
+            return None
         if serve is not None:
             if not serve(session):
                 session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
@@ -171,6 +178,22 @@ class AgentSessions:
         self.log.debug("refused a session for {target!r}", target=session.target)
         session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
         return None
+
+    def _serveResumable(self, session: LinkSession, kind: str, port: int) -> None:
+        """
+        Serve a new resumable session as L{_serve} does a plain one, or resume one.
+        """
+        assert self.resumer is not None
+        if kind == RESUMING:
+            self.resumer.resume(session)
+            return
+        local, remote = splice_local()
+        tls = None if port in self.plain else self.tls
+        local.header = header_writer(self.proxyProtocol, None)
+        self.resumer.serve(session, tls.wrap(remote) if tls is not None else remote, local)
+        attempt = _SessionAttempt(port, local, session, self)
+        remote.onLost = attempt.cancel
+        self.connector.dial(attempt)
 
     def _server(self, target: str) -> Callable[[LinkSession], bool] | None:
         """
@@ -340,7 +363,7 @@ class AgentService(Service, DiallerObserver):
         for option in options.http:
             name = option.name or setup.name
             self.shares[name] = ShareServer(name, option, connector, reactor, setup.share_key)
-        self.inspectUI = _inspect_ui(reactor, options.http, self.shares.get(setup.name),
+        self.inspectUI = inspect_ui_for(reactor, options.http, self.shares.get(setup.name),
                                       options.state_dir)
         public = dict(zip(options.ports, options.public_ports, strict=False))
         self.sessions = AgentSessions(reactor, options.ports, connector, tls, self.shares, public,
@@ -348,12 +371,16 @@ class AgentService(Service, DiallerObserver):
         self.sessions.proxyProtocol = options.proxy_protocol
         udp = UDPServices(reactor, options.udp_shares()) if options.udp else None
         self.udp = self.sessions.udp = udp
+        if options.resume_timeout:
+            self.sessions.resumer = AgentResumer(reactor, options.resume_timeout)
         relay = options.relay
         shares = options.tcp_shares()
         http = [server.hello() for server in self.shares.values()]
         hello = agent_hello(relay.key, setup.name, shares, http, options.group)
         if self.udp is not None:
             hello["udp"] = self.udp.declaration()
+        if options.resume_timeout:  # nfltr.wire.resume: the relay may open rtcp:/resume:
+            hello["resume"] = True
         endpoint = endpoint or relay.endpoint(reactor)
         config = LinkConfig(keepalive=relay.keepalive)
         self.dialler = RelayDialler(endpoint, reactor, hello, self, relay.address, config)
@@ -567,13 +594,3 @@ def _passing(call: Callable[[], object]) -> Callable[[Any], Any]:
 
     return run
 
-
-def _inspect_ui(reactor: Any, http: Any, server: ShareServer | None,
-                stateDir: Path) -> InspectUI | None:
-    """
-    The request inspector of the agent's share, if it has one and asked for
-    it (L{nfltr.agent._inspect_ui}).
-    """
-    if server is None or not http or http[0].inspect_ui is None:
-        return None
-    return InspectUI(reactor, server, http[0].inspect_ui, stateDir)

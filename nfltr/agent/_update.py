@@ -106,9 +106,13 @@ class EntryUpdater:
         options = setup.options
         sessions = AgentSessions(self.clock, options.ports, service.connector, tls, servers,
                                  options.plain)
+        # The resumable sessions, suspended ones included, outlive the reload.
+        sessions.resumer = previous.sessions.resumer
         tcp = options.tcp_shares()
         http = [server.hello() for server in servers.values()]
         hello = agent_hello(options.relay.key, setup.name, tcp, http, options.group)
+        if sessions.resumer is not None:
+            hello["resume"] = True
         self._install(_State(setup, servers, sessions, hello))
         ports = [p for p in options.ports if p not in previous.setup.options.ports]
         link, welcome = service.dialler.link, service.dialler.welcome or {}

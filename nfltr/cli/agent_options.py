@@ -111,6 +111,11 @@ AGENT_OPTIONS: tuple[Option, ...] = (
         "how long a tcp-connect may resume its end-to-end TLS session (TLS 1.3 tickets, "
         "sealed with a key replaced that often; default 3600); 0: no resumption",
     ),
+    Option(
+        "resume-timeout", "SECONDS",
+        "how long a tcp-connect session whose relay link was lost waits, paused, to be "
+        "resumed before its connection is reset (default: 30; 0: no resumption)",
+    ),
     *RELAY_OPTIONS,
 )
 HTTP_OPTIONS: tuple[Option, ...] = (
@@ -237,6 +242,11 @@ CONNECT_OPTIONS: tuple[Option, ...] = (
         "listen even if the check at start finds no such agent (one that is not up yet); "
         "without it, tcp-connect exits with the reason",
         kind=FLAG,
+    ),
+    Option(
+        "resume-timeout", "SECONDS",
+        "how long a session whose relay link was lost waits, paused, to be resumed before "
+        "its connection is reset (default: 30; 0: no resumption)",
     ),
     *RELAY_OPTIONS,
 )

@@ -42,9 +42,11 @@ from nfltr.link.twisted import (
 from nfltr.streams import SpliceEnd
 from nfltr.tls import E2EETLSFactory, VerificationFailed, ssl_words
 from nfltr.wire.messages import NOT_FOUND_CODE, WELCOME, client_hello, client_target
+from nfltr.wire.resume import RESUME_UNSUPPORTED, offers_resume
 
 from ._options import ConnectOptions
 from ._probe import Probe
+from ._resume import ConnectorResumer
 
 # Seconds an accepted connection waits for a link to the relay.
 PENDING_TIMEOUT = 10.0
@@ -188,6 +190,10 @@ class TcpConnector(Service, DiallerObserver):
         self._extraDialling = 0
         self._probe: Probe | None = None
         self._checked = False
+        #: Resumable sessions, once the relay offered them (L{offers_resume}).
+        self.resumer = ConnectorResumer(reactor, options.agent, options.port,
+                                        options.resume_timeout, self._pick)
+        self.resumable = False
 
     # -- service --------------------------------------------------------------
 
@@ -258,6 +264,8 @@ class TcpConnector(Service, DiallerObserver):
         connections that waited.
         """
         self.link = link
+        self.resumable = offers_resume(welcome) and self.options.resume_timeout > 0
+        self.resumer.relayUp()
         if not self._checked:
             if self._probe is None and self.running:
                 self._startProbe(link)
@@ -274,8 +282,12 @@ class TcpConnector(Service, DiallerObserver):
         probe = self._probe = Probe(
             self.reactor, self.tls is not None, lambda outcome: self._probed(link, outcome)
         )
+        wrapped = self.tls.wrap(probe) if self.tls is not None else probe
         try:
-            link.openSession(self.target, self.tls.wrap(probe) if self.tls is not None else probe)
+            if self.resumable:
+                self.resumer.open(link, wrapped, None)
+            else:
+                link.openSession(self.target, wrapped)
         except LinkUnavailable as e:  # the next welcome probes again
             self._probe = None
             self.log.debug("cannot probe {where} yet: {why}", where=self.where, why=str(e))
@@ -287,6 +299,12 @@ class TcpConnector(Service, DiallerObserver):
         probe cut by the link's loss is made again on the next link.
         """
         self._probe = None
+        if outcome is not None and getattr(outcome.value, "reason", None) == RESUME_UNSUPPORTED:
+            # An agent without resumption: plain sessions from now on, this probe's included.
+            self.resumable = False
+            if self.running:
+                self._startProbe(link)
+            return
         message = None if outcome is None else explain(outcome, self.where)
         if outcome is not None and message is None:
             if not link.canOpen():
@@ -395,7 +413,11 @@ class TcpConnector(Service, DiallerObserver):
                 self._dialExtra()
             return False
         remote.onLost = self._sessionEnded
-        link.openSession(self.target, self.tls.wrap(remote) if self.tls is not None else remote)
+        upper = self.tls.wrap(remote) if self.tls is not None else remote
+        if self.resumable:
+            self.resumer.open(link, upper, local)
+        else:
+            link.openSession(self.target, upper)
         return True
 
     def _wait(self, local: TcpEnd, remote: SpliceEnd) -> None:
@@ -424,6 +446,9 @@ class TcpConnector(Service, DiallerObserver):
             local.abort()
 
     def _sessionEnded(self, reason: Failure) -> None:
+        if getattr(reason.value, "reason", None) == RESUME_UNSUPPORTED:
+            # An agent without resumption: its next sessions are plain ones.
+            self.resumable = False
         if self._waiting:
             self.reactor.callLater(0, self._openWaiting)
         message = explain(reason, self.where)

@@ -11,7 +11,15 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from nfltr.agent import ConfigError, RelaySettings, parse_address, parse_bool, relay_settings
+from nfltr.agent import (
+    ConfigError,
+    RelaySettings,
+    parse_address,
+    parse_bool,
+    relay_settings,
+    resume_timeout,
+)
+from nfltr.resume import DEFAULT_RESUME_TIMEOUT
 from nfltr.tls import ClientTLS, InvalidFingerprint, client_creator, resuming_client
 from nfltr.wire.messages import MessageError, check_name, parse_port
 
@@ -34,6 +42,8 @@ class ConnectOptions:
     agent_tls: ClientTLS | None = field(repr=False, compare=False)
     #: Listen even when the check at start finds no agent (C{--wait}).
     wait: bool = False
+    #: Seconds a session whose link was lost waits to be resumed (C{--resume-timeout}).
+    resume_timeout: float = DEFAULT_RESUME_TIMEOUT
 
     @property
     def listen_address(self) -> str:
@@ -84,5 +94,5 @@ def connect_options(
         raise ConfigError(str(e)) from None
     return ConnectOptions(
         agent, checked, host, listen, relay_settings(values, environ), tls,
-        wait=bool(values.get("wait")),
+        wait=bool(values.get("wait")), resume_timeout=resume_timeout(values.get("resume-timeout")),
     )

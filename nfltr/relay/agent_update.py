@@ -88,7 +88,7 @@ def _applied(handler: RelayLinkHandler, entry: AgentEntry, update: Update, publi
     new = AgentEntry(
         entry.name, entry.account, entry.keyid, frozenset(s.port for s in update.tcp), handler,
         plain=frozenset(s.port for s in update.tcp if not s.e2ee), group=entry.group,
-        udp=entry.udp,
+        udp=entry.udp, resumes=entry.resumes,
     )
     try:
         relay.admitAgent(new)

@@ -43,6 +43,7 @@ class AgentEntry:
         account under one name and group are used in turn
         (L{nfltr.relay.groups}); L{None}: the name is its alone.
     @ivar udp: the UDP ports it shares (datagram sessions, L{nfltr.udp}).
+    @ivar resumes: its hello said it resumes sessions (L{nfltr.wire.resume}).
     """
 
     name: str
@@ -54,6 +55,7 @@ class AgentEntry:
     addressed: frozenset[int] = frozenset()
     group: str | None = None
     udp: frozenset[int] = frozenset()
+    resumes: bool = False
 
 
 class Directory:

@@ -54,6 +54,13 @@ from nfltr.wire.messages import (
     parse_dialer_hello,
     welcome,
 )
+from nfltr.wire.resume import (
+    RESUMABLE,
+    RESUME_UNSUPPORTED,
+    agent_resumes,
+    client_welcome,
+    parse_client_resume_target,
+)
 from nfltr.wire.udp import PUBLIC_UDP_PORTS, UdpShare, parse_udp_shares
 from nfltr.wire.update import UPDATE
 
@@ -324,6 +331,7 @@ class RelayLinkHandler(LinkHandler):
             plain=frozenset(s.port for s in hello.tcp if not s.e2ee),
             addressed=frozenset(s.port for s in hello.tcp if s.addressed), group=hello.group,
             udp=frozenset(s.port for s in self.udpShares),
+            resumes=self._resumes(),
         )
         try:
             # Checked before the shares are published, claimed after: all or nothing.
@@ -441,7 +449,9 @@ class RelayLinkHandler(LinkHandler):
     def _welcomeClient(self, key: KeyInfo) -> None:
         self.key, self.state = key, CLIENT_READY
         self.relay.directory.addLink(key.keyid, self)
-        self._send(welcome(key.account, None))
+        # A replica of a cluster does not offer resumption yet: its sessions may go through
+        # another replica, which does not route them (nfltr.wire.resume).
+        self._send(client_welcome(key.account, resume=self.relay.remote is None))
         self.log.debug(
             "client (account {account}) connected from {peer}",
             account=key.account, peer=self._peer(),
@@ -492,6 +502,10 @@ class RelayLinkHandler(LinkHandler):
             route_udp(self.relay.directory, self.relay.tcp, self.key.account, session)
             return
         try:
+            resumable = parse_client_resume_target(session.target)
+            if resumable is not None:
+                self._routeResumable(session, *resumable)
+                return
             name, port = parse_client_target(session.target)
         except MessageError as e:
             session.refuse(ErrorCode.REFUSED, str(e))
@@ -507,6 +521,28 @@ class RelayLinkHandler(LinkHandler):
         try:
             end = self.relay.tcp.openTCP(self.key.account, name, port, "client link lost",
                                          client=self._peer())
+        except RouteRefused as e:
+            session.refuse(e.code, e.reason)
+            return
+        session.accept(end)
+
+    def _resumes(self) -> bool:
+        # Whether the agent's hello said it resumes sessions.
+        link = self.link
+        return link is not None and link.peerHello is not None and agent_resumes(
+            link.peerHello.app)
+
+    def _routeResumable(self, session: LinkSession, kind: str, name: str, port: int) -> None:
+        # Nothing is kept: the token in the session's first bytes is the agent's to check.
+        assert self.key is not None
+        if self.relay.remote is not None and self.relay.directory.agent(name) is None:
+            # Through another replica: not yet; a new session falls back to tcp:.
+            session.refuse(*((ErrorCode.REFUSED, RESUME_UNSUPPORTED) if kind == RESUMABLE
+                             else (NOT_FOUND_CODE, NOT_FOUND_REASON)))
+            return
+        try:
+            end = self.relay.tcp.openResumable(self.key.account, kind, name, port,
+                                               "client link lost")
         except RouteRefused as e:
             session.refuse(e.code, e.reason)
             return

@@ -26,6 +26,7 @@ from nfltr.link.twisted import LinkUnavailable, SessionResetError
 from nfltr.streams import SpliceEnd
 from nfltr.wire import peerText
 from nfltr.wire.messages import NOT_FOUND_CODE, NOT_FOUND_REASON, agent_target
+from nfltr.wire.resume import RESUME_UNSUPPORTED, agent_resume_target
 
 from .counters import AGENT_UNAVAILABLE as UNAVAILABLE_OUTCOME
 from .counters import NOT_FOUND, ROUTED, TCP, RelayCounters
@@ -136,6 +137,24 @@ class TCPRoute:
             raise RouteRefused(ErrorCode.REFUSED, E2EE_ONLY.format(name=name, port=port))
         target = agent_target(port, client if port in entry.addressed else None)
         return self.openOn(entry.holder, target, SessionEnd(lostReason))
+
+    def openResumable(
+        self, account: str, kind: str, name: str, port: int, lostReason: str,
+    ) -> SpliceEnd:
+        """
+        Open a resumable session (C{kind} C{rtcp}) or a resumption (C{resume}) to port C{port}
+        of the agent C{name}, under the rule of L{openTCP}: the agent of C{account} only, which
+        is what binds a resume token to its account. An agent that does not resume sessions,
+        or a port it shares C{addressed} (its sessions name the client, for a PROXY header),
+        refuses it with L{RESUME_UNSUPPORTED} (the connector falls back to plain sessions).
+        """
+        entry = self.directory.reachable(name, account, port)
+        if entry is None:
+            self.counters.session(TCP, NOT_FOUND)
+            raise RouteRefused(NOT_FOUND_CODE, NOT_FOUND_REASON)
+        if not entry.resumes or port in entry.addressed:
+            raise RouteRefused(ErrorCode.REFUSED, RESUME_UNSUPPORTED)
+        return self.openOn(entry.holder, agent_resume_target(kind, port), SessionEnd(lostReason))
 
     def openOn(self, holder: IAgentHolder, target: str, clientEnd: SpliceEnd) -> SpliceEnd:
         """

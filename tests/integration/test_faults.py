@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from nfltr.link import PRESETS
 
-from .harness import Process, StackTestCase, exchange, nfltr
+from .harness import Process, Stack, StackTestCase, exchange, nfltr
 from .service import pattern
 
 KiB = 1024
@@ -231,6 +231,25 @@ def port_of(address: str) -> int:
     return int(address.rsplit(":", 1)[1])
 
 
+def restart_relay(stack: Stack) -> tuple[float, float]:
+    """
+    Start a relay again on C{stack}'s first one's data directory, TLS port, admin port and
+    HTTP port; when it was started and when it listened.
+    """
+    args = nfltr(
+        "relay", "--data-dir", str(stack.data),
+        "--tls", f"tcp:{port_of(stack.info['tls'])}:interface=127.0.0.1",
+        "--admin", f"tcp:{port_of(stack.info['admin'])}:interface=127.0.0.1",
+        "--http", f"tcp:{port_of(stack.info['http'])}:interface=127.0.0.1",
+    )
+    started = time.monotonic()
+    relay = Process(args, name="relay (restarted)")
+    stack.processes.insert(0, relay)  # stopped last
+    stack.relay = relay
+    relay.wait_for(r"relay listening")
+    return started, time.monotonic()
+
+
 class FaultTests(StackTestCase):
     """
     What users see when the relay or the agent fails or stops.  Written
@@ -248,7 +267,9 @@ class FaultTests(StackTestCase):
         key = self.stack.key("alice")
         if service is None:
             service = self.stack.service()
-        extra = (*self.transport, *extra)
+        # Without resumption (docs/link-protocol.md section 18): what a session does when
+        # its link is lost and nothing resumes it. tests.integration.test_resume: with it.
+        extra = (*self.transport, "--resume-timeout", "0", *extra)
         self.agent, pin = self.stack.agent(key, "web", service, *extra)
         assert pin is not None
         self.client, self.local = self.stack.connector(
@@ -269,19 +290,7 @@ class FaultTests(StackTestCase):
         Start a relay again on the first one's data directory, TLS port and
         admin port; when it was started and when it listened.
         """
-        stack = self.stack
-        args = nfltr(
-            "relay", "--data-dir", str(stack.data),
-            "--tls", f"tcp:{port_of(stack.info['tls'])}:interface=127.0.0.1",
-            "--admin", f"tcp:{port_of(stack.info['admin'])}:interface=127.0.0.1",
-            "--http", f"tcp:{port_of(stack.info['http'])}:interface=127.0.0.1",
-        )
-        started = time.monotonic()
-        relay = Process(args, name="relay (restarted)")
-        stack.processes.insert(0, relay)  # stopped last
-        stack.relay = relay
-        relay.wait_for(r"relay listening")
-        return started, time.monotonic()
+        return restart_relay(self.stack)
 
     def visitor(self, size: int, seed: int) -> Visitor:
         """

@@ -13,6 +13,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 import nfltr.udp
 import nfltr.wire.udp
+from nfltr import resume
 from nfltr.link import (
     DIALER,
     LISTENER,
@@ -355,11 +356,12 @@ class SpecTablesTests(SynchronousTestCase):
             {t.name for t in FrameType} | {c.name for c in ErrorCode}
             | {r.name for r in RefusalReason}
             | {
-                n for m in (_frames, _config, _liveness, _output, memory)
+                n for m in (_frames, _config, _liveness, _output, memory, resume)
                 for n in dir(m) if n.isupper()
             }
             # Section 17's limits (datagram sessions).
             | {n for m in (nfltr.udp, nfltr.wire.udp) for n in dir(m) if n.isupper()}
+            | {n.removeprefix("RECORD_") for n in dir(resume) if n.startswith("RECORD_")}
         )
         names = set(re.findall(r"`([A-Z][A-Z0-9_]*)`", SPEC.read_text(encoding="utf-8")))
         self.assertGreater(len(names), 40)

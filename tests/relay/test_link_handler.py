@@ -85,11 +85,13 @@ class AuthenticationTests(_Base):
 
     def test_clientWelcome(self) -> None:
         """
-        A client with a valid key gets C{welcome} with its account and no name.
+        A client with a valid key gets C{welcome} with its account and no name, listing the
+        C{resume} feature.
         """
         client = self.h.client(self.keyB)
         self.assertEqual(client.controls, [
-            {"type": "welcome", "account": "bravo", "name": None, "shares": []}
+            {"type": "welcome", "account": "bravo", "name": None, "shares": [],
+             "features": ["resume"]}
         ])
         self.assertFalse(client.closed)
         self.assertIsNone(self.h.relay.directory.agent("web"))

@@ -433,7 +433,8 @@ class RelayServiceTests(TestCase):
         ])
         client = await self.dial(info, client_hello(clientKey))
         self.assertEqual(client.controls, [
-            {"type": "welcome", "account": "acme", "name": None, "shares": []}
+            {"type": "welcome", "account": "acme", "name": None, "shares": [],
+             "features": ["resume"]}
         ])
         link = self.links[-1][0]
         collector = Collector(b"hello through the relay", 23)

@@ -314,7 +314,8 @@ class TLSPortTests(SynchronousTestCase):
         )
         self.assertEqual(
             client.handler.controls,
-            [{"type": "welcome", "account": "acme", "name": None, "shares": []}],
+            [{"type": "welcome", "account": "acme", "name": None, "shares": [],
+              "features": ["resume"]}],
         )
         app = Recorder()
         client.openSession(client_target("web", 3000), app)

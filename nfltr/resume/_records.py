@@ -1,0 +1,198 @@
+# -*- test-case-name: tests.resume.test_records -*-
+"""
+The records a resumable session carries inside its link session's bytes.
+
+A resumable session does not send its application's bytes raw: it wraps them in records, so that
+each end can acknowledge what it received and, after a link was lost, say where to resume. The
+relay in the middle splices the bytes of the two link sessions as it does for a plain session;
+only the two ends read records. The format is section 18 of C{docs/link-protocol.md}.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+RECORD_DATA = 1
+RECORD_ACK = 2
+RECORD_FIN = 3
+RECORD_RESUME = 4
+RECORD_TOKEN = 5
+RECORD_ABORT = 6
+
+# The largest DATA record's payload, and the size of a record header (type u8, length u32).
+MAX_RECORD_DATA = 65536
+RECORD_HEADER_SIZE = 5
+# A resume token: random, 128 bits.
+TOKEN_SIZE = 16
+OFFSET_SIZE = 8
+
+# The payload size of each record type but DATA.
+_FIXED_SIZES = {
+    RECORD_ACK: OFFSET_SIZE,
+    RECORD_FIN: OFFSET_SIZE,
+    RECORD_RESUME: TOKEN_SIZE + OFFSET_SIZE,
+    RECORD_TOKEN: TOKEN_SIZE,
+    RECORD_ABORT: 0,
+}
+_HEADER = struct.Struct("!BI")
+_OFFSET = struct.Struct("!Q")
+
+
+class RecordError(Exception):
+    """
+    The bytes of a resumable session are not a valid record sequence (or break its rules).
+    """
+
+
+@dataclass(frozen=True)
+class Data:
+    """
+    Application bytes; their offsets follow those of the DATA before them.
+    """
+
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Ack:
+    """
+    The sender has received the peer's bytes up to (not including) C{offset}.
+    """
+
+    offset: int
+
+
+@dataclass(frozen=True)
+class Fin:
+    """
+    The sender's stream ends at C{offset}: it sends no more DATA.
+    """
+
+    offset: int
+
+
+@dataclass(frozen=True)
+class Resume:
+    """
+    The first record of a resumed session: the session's C{token} (from the connector, the token
+    presented; from the agent, the token of the next suspension) and the offset received.
+    """
+
+    token: bytes
+    offset: int
+
+
+@dataclass(frozen=True)
+class Token:
+    """
+    The agent's first record on a new session: the token to present after a suspension.
+    """
+
+    token: bytes
+
+
+@dataclass(frozen=True)
+class Abort:
+    """
+    The sender's end was reset (its local connection failed, or it gave up): the session is
+    over, it will not resume. A link RESET without it suspends the session.
+    """
+
+
+Record = Data | Ack | Fin | Resume | Token | Abort
+
+
+def encode(record: Record) -> bytes:
+    """
+    The bytes of C{record}.
+    """
+    if isinstance(record, Data):
+        if not 0 < len(record.data) <= MAX_RECORD_DATA:
+            raise ValueError("a DATA record holds 1 to MAX_RECORD_DATA bytes")
+        return _HEADER.pack(RECORD_DATA, len(record.data)) + record.data
+    if isinstance(record, Ack | Fin):
+        kind = RECORD_ACK if isinstance(record, Ack) else RECORD_FIN
+        return _HEADER.pack(kind, OFFSET_SIZE) + _OFFSET.pack(record.offset)
+    if isinstance(record, Resume):
+        _check_token(record.token)
+        return (_HEADER.pack(RECORD_RESUME, TOKEN_SIZE + OFFSET_SIZE) + record.token
+                + _OFFSET.pack(record.offset))
+    if isinstance(record, Abort):
+        return _HEADER.pack(RECORD_ABORT, 0)
+    _check_token(record.token)
+    return _HEADER.pack(RECORD_TOKEN, TOKEN_SIZE) + record.token
+
+
+def encode_data(data: bytes) -> list[bytes]:
+    """
+    C{data} as DATA records of at most L{MAX_RECORD_DATA} bytes each.
+    """
+    return [encode(Data(data[i:i + MAX_RECORD_DATA]))
+            for i in range(0, len(data), MAX_RECORD_DATA)]
+
+
+def _check_token(token: bytes) -> None:
+    if len(token) != TOKEN_SIZE:
+        raise ValueError("a resume token is TOKEN_SIZE bytes")
+
+
+class RecordDecoder:
+    """
+    Records from bytes that arrive in any pieces. It holds at most one incomplete record
+    (a header and L{MAX_RECORD_DATA} bytes): the header is checked before its payload is read.
+    """
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def feed(self, data: bytes) -> list[Record]:
+        """
+        The records that C{data} completes, in order.
+
+        @raise RecordError: an unknown type or a length out of its type's bounds.
+        """
+        self._buffer += data
+        records: list[Record] = []
+        while len(self._buffer) >= RECORD_HEADER_SIZE:
+            kind, length = _HEADER.unpack_from(self._buffer)
+            _check_header(kind, length)
+            end = RECORD_HEADER_SIZE + length
+            if len(self._buffer) < end:
+                break
+            payload = bytes(self._buffer[RECORD_HEADER_SIZE:end])
+            del self._buffer[:end]
+            records.append(_parse(kind, payload))
+        return records
+
+    def reset(self) -> None:
+        """
+        Forget an incomplete record (the link that carried it is gone).
+        """
+        self._buffer.clear()
+
+
+def _check_header(kind: int, length: int) -> None:
+    if kind == RECORD_DATA:
+        if not 0 < length <= MAX_RECORD_DATA:
+            raise RecordError("DATA record length out of bounds")
+        return
+    expected = _FIXED_SIZES.get(kind)
+    if expected is None:
+        raise RecordError(f"unknown record type {kind}")
+    if length != expected:
+        raise RecordError(f"record type {kind} of a wrong size")
+
+
+def _parse(kind: int, payload: bytes) -> Record:
+    if kind == RECORD_DATA:
+        return Data(payload)
+    if kind == RECORD_ACK:
+        return Ack(_OFFSET.unpack(payload)[0])
+    if kind == RECORD_FIN:
+        return Fin(_OFFSET.unpack(payload)[0])
+    if kind == RECORD_RESUME:
+        return Resume(payload[:TOKEN_SIZE], _OFFSET.unpack_from(payload, TOKEN_SIZE)[0])
+    if kind == RECORD_ABORT:
+        return Abort()
+    return Token(payload)

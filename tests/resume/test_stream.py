@@ -1,0 +1,249 @@
+"""
+Tests for L{nfltr.resume._stream}: two ends of a resumable session over links that are cut at
+any point, each cut losing any part of the bytes in flight.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from twisted.trial.unittest import SynchronousTestCase
+
+from nfltr.resume import (
+    MIN_RESUME_WINDOW,
+    Data,
+    Fin,
+    RecordDecoder,
+    RecordError,
+    ResumableStream,
+    Resume,
+    ResumeRefused,
+    ResumeTable,
+    Token,
+    encode,
+)
+from nfltr.resume import Ack as AckRecord
+
+ACCOUNT = "acme"
+WINDOW = MIN_RESUME_WINDOW
+
+
+class Pair:
+    """
+    A connector's end and an agent's end joined by a simulated link: the bytes each way wait in
+    flight until delivered, and a cut drops whatever part of them is still in flight.
+    """
+
+    def __init__(self, window: int = WINDOW) -> None:
+        counter = itertools.count()
+        self.table = ResumeTable(ACCOUNT, random=lambda n: next(counter).to_bytes(n, "big"))
+        self.connector = ResumableStream(window)
+        self.agent = ResumableStream(window)
+        self.table.add(self.agent)
+        assert self.agent.token is not None
+        self.flight = {"c": bytearray(), "a": bytearray()}
+        self.got = {"c": bytearray(), "a": bytearray()}
+        self.ended = {"c": False, "a": False}
+        self.links = 1
+        self.flight["a"] += encode(Token(self.agent.token))
+        self.deliver("a", len(self.flight["a"]))
+
+    def end(self, side: str) -> ResumableStream:
+        return self.connector if side == "c" else self.agent
+
+    def write(self, side: str, data: bytes) -> int:
+        stream = self.end(side)
+        data = data[:stream.room]
+        if data:
+            for out in stream.write(data):
+                self.flight[side] += out
+        return len(data)
+
+    def deliver(self, side: str, count: int) -> None:
+        """
+        Deliver C{count} bytes in flight from C{side} to the other end.
+        """
+        other = "a" if side == "c" else "c"
+        piece = bytes(self.flight[side][:count])
+        del self.flight[side][:count]
+        result = self.end(other).receive(piece)
+        for data in result.data:
+            self.got[other] += data
+        self.ended[other] |= result.ended
+        for out in result.reply:
+            self.flight[other] += out
+
+    def cut(self, keep_c: int, keep_a: int) -> None:
+        """
+        The link is lost after C{keep_c} and C{keep_a} more bytes in flight arrived; the rest is
+        lost. Both ends suspend, then resume on a new link.
+        """
+        self.deliver("c", keep_c)
+        self.deliver("a", keep_a)
+        self.flight["c"].clear()
+        self.flight["a"].clear()
+        self.links += 1
+        self.table.suspend(self.agent, now=0.0)
+        self.connector.suspend()
+        presented = b"".join(self.connector.present())
+        [resume] = RecordDecoder().feed(presented)
+        assert isinstance(resume, Resume)
+        stream, reply = self.table.resume(ACCOUNT, resume.token, resume.offset)
+        assert stream is self.agent
+        self.flight["a"] += b"".join(reply)
+
+    def drain(self) -> None:
+        while self.flight["c"] or self.flight["a"]:
+            self.deliver("c", len(self.flight["c"]))
+            self.deliver("a", len(self.flight["a"]))
+
+
+steps = st.lists(st.one_of(
+    st.tuples(st.just("write"), st.sampled_from("ca"), st.integers(1, 3 * WINDOW)),
+    st.tuples(st.just("deliver"), st.sampled_from("ca"), st.integers(0, 200_000)),
+    st.tuples(st.just("cut"), st.integers(0, 200_000), st.integers(0, 200_000)),
+), max_size=40)
+
+
+class ResumeTransferTests(SynchronousTestCase):
+    """
+    Whatever the cuts and the bytes each loses, every byte arrives once, in order.
+    """
+
+    @settings(max_examples=200, deadline=None)
+    @given(steps, st.binary(min_size=1, max_size=64))
+    def test_cutsAnywhere(self, plan: list[tuple[str, str | int, int]], seed: bytes) -> None:
+        """
+        Writes both ways, partial deliveries and link cuts that lose any part of what was in
+        flight: at the end both ends received exactly the other's bytes, both streams ended and
+        both ends are done; no end ever kept more than its window.
+        """
+        pair = Pair()
+        sent = {"c": bytearray(), "a": bytearray()}
+        for n, (op, a, b) in enumerate(plan):
+            if op == "write":
+                assert isinstance(a, str)
+                data = (seed * (b // len(seed) + 1))[:b] + n.to_bytes(4, "big")
+                sent[a] += data[:pair.write(a, data)]
+            elif op == "deliver":
+                assert isinstance(a, str)
+                pair.deliver(a, b)
+            else:
+                assert isinstance(a, int)
+                pair.cut(a, b)
+            for side in "ca":
+                self.assertLessEqual(pair.end(side).retained, WINDOW)
+        for side in "ca":
+            pair.flight[side] += b"".join(pair.end(side).finish())
+        pair.drain()
+        self.assertEqual(bytes(pair.got["a"]), bytes(sent["c"]))
+        self.assertEqual(bytes(pair.got["c"]), bytes(sent["a"]))
+        self.assertTrue(pair.ended["a"] and pair.ended["c"])
+        self.assertTrue(pair.connector.done and pair.agent.done)
+        self.assertEqual((pair.connector.retained, pair.agent.retained), (0, 0))
+
+    @settings(max_examples=50, deadline=None)
+    @given(st.integers(0, 3 * WINDOW), st.integers(0, 300_000), st.integers(0, 300_000))
+    def test_cutAfterFin(self, size: int, keep_c: int, keep_a: int) -> None:
+        """
+        A cut after both ends finished, losing any part of the FINs and their ACKs, still ends
+        with both streams complete and both ends done, no FIN delivered twice.
+        """
+        pair = Pair()
+        data = bytes(range(256)) * (size // 256 + 1)
+        written = pair.write("c", data[:size])
+        for side in "ca":
+            pair.flight[side] += b"".join(pair.end(side).finish())
+        pair.cut(keep_c, keep_a)
+        pair.drain()
+        self.assertEqual(bytes(pair.got["a"]), data[:written])
+        self.assertTrue(pair.connector.done and pair.agent.done)
+
+
+class StreamRuleTests(SynchronousTestCase):
+    """
+    An end refuses what the records' rules forbid.
+    """
+
+    def test_windowBounds(self) -> None:
+        """
+        A write beyond the room is refused; acknowledgements make room again; a window under
+        L{MIN_RESUME_WINDOW} is refused.
+        """
+        self.assertRaises(ValueError, ResumableStream, MIN_RESUME_WINDOW - 1)
+        stream = ResumableStream(WINDOW)
+        stream.write(b"x" * WINDOW)
+        self.assertEqual(stream.room, 0)
+        self.assertRaises(ValueError, stream.write, b"y")
+        stream.receive(encode(AckRecord(100)))
+        self.assertEqual(stream.room, 100)
+
+    def test_ackBeyondSent(self) -> None:
+        """
+        An ACK of bytes never sent, or going back, is a L{RecordError}.
+        """
+        stream = ResumableStream(WINDOW)
+        stream.write(b"abc")
+        self.assertRaises(RecordError, stream.receive, encode(AckRecord(4)))
+        stream = ResumableStream(WINDOW)
+        stream.write(b"abc")
+        stream.receive(encode(AckRecord(2)))
+        self.assertRaises(RecordError, stream.receive, encode(AckRecord(1)))
+
+    def test_writeWhileSuspended(self) -> None:
+        """
+        Bytes written while suspended are kept, not sent, and leave on resume.
+        """
+        stream = ResumableStream(WINDOW, token=b"t" * 16)
+        stream.suspend()
+        self.assertEqual(stream.write(b"later"), [])
+        reply = stream.resume(0, b"t" * 16, b"n" * 16)
+        self.assertEqual(RecordDecoder().feed(b"".join(reply))[1:], [Data(b"later")])
+
+    def test_resumedSessionStartsWithResume(self) -> None:
+        """
+        A connector waiting for the agent's answer refuses any other first record.
+        """
+        stream = ResumableStream(WINDOW, token=b"t" * 16)
+        stream.suspend()
+        stream.present()
+        self.assertRaises(RecordError, stream.receive, encode(AckRecord(0)))
+
+    def test_peerClosed(self) -> None:
+        """
+        A clean close of the link session by a peer that was done acknowledges everything this
+        end sent, its FIN included; before the peer's FIN it is a L{RecordError}.
+        """
+        stream = ResumableStream(WINDOW)
+        stream.write(b"abc")
+        self.assertRaises(RecordError, stream.peer_closed)
+        stream.finish()
+        stream.receive(encode(Fin(0)))
+        self.assertFalse(stream.done)
+        stream.peer_closed()
+        self.assertTrue(stream.done)
+        self.assertEqual(stream.retained, 0)
+
+    def test_abort(self) -> None:
+        """
+        An ABORT ends the session for good: it is reported, later records are refused, and
+        it resumes no more, on either end.
+        """
+        sender = ResumableStream(WINDOW, token=b"t" * 16)
+        receiver = ResumableStream(WINDOW, token=b"t" * 16)
+        self.assertTrue(receiver.receive(b"".join(sender.abort())).aborted)
+        self.assertRaises(RecordError, receiver.receive, encode(AckRecord(0)))
+        for stream in (sender, receiver):
+            stream.suspend()
+            self.assertRaises(ValueError, stream.present)
+        self.assertRaises(ResumeRefused, receiver.resume, 0, b"t" * 16, b"n" * 16)
+
+    def test_presentNeedsToken(self) -> None:
+        """
+        A session without a token (the agent's never arrived) cannot resume.
+        """
+        stream = ResumableStream(WINDOW)
+        stream.suspend()
+        self.assertRaises(ValueError, stream.present)
