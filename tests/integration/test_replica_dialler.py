@@ -130,5 +130,7 @@ class AgentsAcrossReplicasTests(ReplicasCase):
             self.assertLess(time.monotonic() - killed, BACK_WITHIN, "the name is not reached")
             time.sleep(0.1)
         reached = time.monotonic() - killed
+        live = self.replicas[other]
+        self.assertGreater(self.metric(live, "nfltr_directory_command_seconds_count"), 0)
         print(f"kill -9: the agent was back on another replica {back:.2f} s after the kill; "
               f"its name was reached through the live replicas {reached:.2f} s after it")
