@@ -10,7 +10,7 @@ from ._local import ServiceConnector, TcpEnd, free_local_ports, splice_local
 from ._log_limit import Quiet
 from ._names import agent_name, claim_name, default_state_dir, random_name
 from ._options import AgentOptions, agent_options, http_agent_options, http_option
-from ._relays import IRelayChoice, RelayAddresses
+from ._relays import IRelayChoice, RelayAddresses, ShuffledNames
 from ._secrets import read_secret_file
 from ._service import AgentService, AgentSessions, AgentSetup, prepare_agent
 from ._settings import (
@@ -37,5 +37,6 @@ __all__ = [
     "http_agent_options",
     "http_option", "parse_address",
     "parse_bool", "prepare_agent", "random_name", "read_secret_file", "relay_settings",
-    "splice_local", "IRelayChoice", "MAX_RELAYS", "RelayAddresses", "parse_relays",
+    "splice_local", "IRelayChoice", "MAX_RELAYS", "RelayAddresses", "ShuffledNames",
+    "parse_relays",
 ]

@@ -41,7 +41,7 @@ from nfltr.tor import (
 from nfltr.wire.messages import is_port_text
 
 from ._errors import ConfigError
-from ._relays import RelayAddresses
+from ._relays import RelayAddresses, ShuffledNames
 from ._secrets import secret
 
 DEFAULT_RELAY = "localhost:8443"
@@ -134,14 +134,16 @@ class RelaySettings:
 
         @param rand: shuffles the addresses (default: a new generator).
         """
+        rand = rand or random.Random()
         addresses = [(self.host, self.port, self.creator)]
         addresses += [(h, p, c) for (h, p), c in zip(self.others, self.other_creators, strict=True)]
         return RelayAddresses(
-            [(format_address(h, p), self._one(reactor, h, p, c)) for h, p, c in addresses],
-            rand or random.Random(),
+            [(format_address(h, p), self._one(reactor, rand, h, p, c)) for h, p, c in addresses],
+            rand,
         )
 
-    def _one(self, reactor: Any, host: str, port: int, creator: ClientTLS) -> Any:
+    def _one(self, reactor: Any, rand: random.Random, host: str, port: int,
+             creator: ClientTLS) -> Any:
         """
         The endpoint to one relay address.
         """
@@ -155,7 +157,8 @@ class RelaySettings:
             hop = HostnameEndpoint(reactor, self.proxy[0], self.proxy[1], timeout=CONNECT_TIMEOUT)
             tcp = ConnectProxyEndpoint(hop, host, port)
         else:
-            tcp = HostnameEndpoint(reactor, host, port, timeout=CONNECT_TIMEOUT)
+            tcp = HostnameEndpoint(ShuffledNames(reactor, rand), host, port,
+                                   timeout=CONNECT_TIMEOUT)
         link = TLSClientEndpoint(creator, tcp, reactor)
         if self.transport == LINK:
             return link

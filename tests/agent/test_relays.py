@@ -7,14 +7,26 @@ iosim on a Clock.
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from twisted.internet import error
-from twisted.internet.interfaces import IStreamClientEndpoint
+from twisted.internet.address import IPv4Address
+from twisted.internet.endpoints import HostnameEndpoint
+from twisted.internet.interfaces import (
+    IHostnameResolver,
+    IReactorPluggableNameResolver,
+    IReactorTCP,
+    IReactorTime,
+    IStreamClientEndpoint,
+)
+from twisted.internet.protocol import Factory
+from twisted.internet.testing import MemoryReactorClock
 from twisted.logger import LogLevel
 from twisted.trial.unittest import SynchronousTestCase
+from zope.interface import implementer
 from zope.interface.verify import verifyObject
 
-from nfltr.agent import IRelayChoice, RelayAddresses, RelayDialler
+from nfltr.agent import IRelayChoice, RelayAddresses, RelayDialler, ShuffledNames
 from nfltr.backoff import ReconnectSchedule
 from nfltr.wire.messages import agent_hello
 
@@ -55,6 +67,61 @@ class RelayAddressesTests(SynchronousTestCase):
             addresses.advance()
         self.assertEqual(seen, [w for w, _ in expected] + [expected[0][0]])
         self.assertRaises(ValueError, RelayAddresses, [], random.Random())
+
+
+@implementer(IHostnameResolver)
+class FixedResolver:
+    """
+    Resolves every name to the same addresses, at once.
+    """
+
+    def __init__(self, hosts: list[str]) -> None:
+        self.hosts = hosts
+
+    def resolveHostName(
+        self, resolutionReceiver: Any, hostName: str, portNumber: int = 0,
+        addressTypes: Any = None, transportSemantics: str = "TCP",
+    ) -> Any:
+        resolutionReceiver.resolutionBegan(None)
+        for host in self.hosts:
+            resolutionReceiver.addressResolved(IPv4Address("TCP", host, portNumber))
+        resolutionReceiver.resolutionComplete()
+        return None
+
+
+class ShuffledNamesTests(SynchronousTestCase):
+    """
+    A name that resolves to several addresses (replicas): a
+    C{HostnameEndpoint} over L{ShuffledNames} gets them shuffled.
+    """
+
+    def test_interfaces(self) -> None:
+        """
+        L{ShuffledNames} is what a C{HostnameEndpoint} needs of a reactor;
+        its resolver is a name resolver.
+        """
+        names = ShuffledNames(MemoryReactorClock(), random.Random(1))
+        for interface in (IReactorTCP, IReactorTime, IReactorPluggableNameResolver):
+            verifyObject(interface, names)
+        verifyObject(IHostnameResolver, names.nameResolver)
+
+    def test_shuffled(self) -> None:
+        """
+        The first connection attempt goes to the first address of the
+        shuffled resolution, whichever it is; over many resolutions every
+        address comes first sometimes.
+        """
+        hosts = ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
+        firsts = set()
+        rand = random.Random(5)
+        for _ in range(30):
+            reactor = MemoryReactorClock()
+            reactor.installNameResolver(FixedResolver(hosts))
+            names = ShuffledNames(reactor, rand)
+            HostnameEndpoint(names, "replicas.example", 8443).connect(Factory())
+            self.assertEqual(len(reactor.tcpClients), 1)
+            firsts.add(reactor.tcpClients[0][0])
+        self.assertEqual(firsts, set(hosts))
 
 
 class ReplicaFixture:
