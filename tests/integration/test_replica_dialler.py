@@ -13,6 +13,7 @@ import re
 import shutil
 import signal
 import socket
+import subprocess
 import time
 
 from .harness import Process, nfltr
@@ -69,6 +70,15 @@ class AgentsAcrossReplicasTests(ReplicasCase):
     def holder(self, where: str) -> int:
         return [stack.address for stack in self.replicas].index(where)
 
+    def presence(self) -> str:
+        """
+        The replica id the directory's presence record of C{web} names.
+        """
+        done = subprocess.run(
+            ["redis-cli", "-s", str(self.redis.socket), "HGET", "nfltr:presence:agent:web",
+             "replica"], capture_output=True, timeout=30, check=True)
+        return done.stdout.decode().strip()
+
     def connect(self, through: int, service: int) -> int:
         """
         A connector to C{web} through replica C{through} only; its local port.
@@ -82,9 +92,11 @@ class AgentsAcrossReplicasTests(ReplicasCase):
         The replica holding the agent gets SIGTERM during 8 downloads through
         the agent's share (from another replica): 8 of 8 finish intact, the
         agent reconnects to another replica at the GOAWAY, before its old
-        link closed, and its name is reached there.
+        link closed, and its name is reached there: the directory's
+        presence record names the new replica.
         """
         agent, held, service = self.startAgent()
+        self.assertEqual(self.presence(), self.ids[held])
         other = (held + 1) % len(self.replicas)
         local = self.connect(other, service)
         socks = [socket.create_connection(("127.0.0.1", local), timeout=60) for _ in range(8)]
@@ -102,6 +114,7 @@ class AgentsAcrossReplicasTests(ReplicasCase):
         agent.wait_for(re.escape(f"the relay at {self.replicas[held].address} is going away"))
         self.assertNotEqual(self.holder(moved), held)
         self.assertTrue(echoed(local), "the agent's name is not reached after the drain")
+        self.assertEqual(self.presence(), self.ids[self.holder(moved)])
 
     def test_killedHolder(self) -> None:
         """
@@ -130,6 +143,7 @@ class AgentsAcrossReplicasTests(ReplicasCase):
             self.assertLess(time.monotonic() - killed, BACK_WITHIN, "the name is not reached")
             time.sleep(0.1)
         reached = time.monotonic() - killed
+        self.assertEqual(self.presence(), self.ids[self.holder(moved)])
         live = self.replicas[other]
         self.assertGreater(self.metric(live, "nfltr_directory_command_seconds_count"), 0)
         print(f"kill -9: the agent was back on another replica {back:.2f} s after the kill; "
