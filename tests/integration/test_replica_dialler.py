@@ -18,12 +18,15 @@ import time
 
 from .harness import Process, nfltr
 from .service import pattern
+from .test_redis_directory import eventually
 from .test_replica_faults import echoed
 from .test_replicas import SIZE, ReplicasCase
 
 #: Seconds an agent may take to be back on another replica after its own was killed: the
 #: reconnect schedule's first delays (250 ms each) over the addresses, and the claim.
 BACK_WITHIN = 10.0
+#: Seconds a replica may take to write a presence record once it welcomed the agent.
+PRESENCE_WITHIN = 5.0
 
 
 class AgentsAcrossReplicasTests(ReplicasCase):
@@ -79,6 +82,14 @@ class AgentsAcrossReplicasTests(ReplicasCase):
              "replica"], capture_output=True, timeout=30, check=True)
         return done.stdout.decode().strip()
 
+    def presenceOn(self, i: int) -> None:
+        """
+        Wait until the presence record of C{web} names replica C{i} (the
+        replica writes it once it welcomed the agent).
+        """
+        eventually(lambda: self.presence() == self.ids[i], PRESENCE_WITHIN,
+                   f"the presence record names replica {i}")
+
     def connect(self, through: int, service: int) -> int:
         """
         A connector to C{web} through replica C{through} only; its local port.
@@ -96,7 +107,7 @@ class AgentsAcrossReplicasTests(ReplicasCase):
         presence record names the new replica.
         """
         agent, held, service = self.startAgent()
-        self.assertEqual(self.presence(), self.ids[held])
+        self.presenceOn(held)
         other = (held + 1) % len(self.replicas)
         local = self.connect(other, service)
         socks = [socket.create_connection(("127.0.0.1", local), timeout=60) for _ in range(8)]
@@ -114,6 +125,9 @@ class AgentsAcrossReplicasTests(ReplicasCase):
         agent.wait_for(re.escape(f"the relay at {self.replicas[held].address} is going away"))
         self.assertNotEqual(self.holder(moved), held)
         self.assertTrue(echoed(local), "the agent's name is not reached after the drain")
+        self.presenceOn(self.holder(moved))
+        # The drained replica, gone, withdrew only records that were still its own.
+        self.replicas[held].relay.wait_exit()
         self.assertEqual(self.presence(), self.ids[self.holder(moved)])
 
     def test_killedHolder(self) -> None:
@@ -143,7 +157,7 @@ class AgentsAcrossReplicasTests(ReplicasCase):
             self.assertLess(time.monotonic() - killed, BACK_WITHIN, "the name is not reached")
             time.sleep(0.1)
         reached = time.monotonic() - killed
-        self.assertEqual(self.presence(), self.ids[self.holder(moved)])
+        self.presenceOn(self.holder(moved))
         live = self.replicas[other]
         self.assertGreater(self.metric(live, "nfltr_directory_command_seconds_count"), 0)
         print(f"kill -9: the agent was back on another replica {back:.2f} s after the kill; "
