@@ -18,7 +18,7 @@ import time
 
 from .harness import Process, nfltr
 from .service import pattern
-from .test_redis_directory import eventually
+from .test_redis_directory import NOTICE_WITHIN, eventually
 from .test_replica_faults import echoed
 from .test_replicas import SIZE, ReplicasCase
 
@@ -36,6 +36,8 @@ class AgentsAcrossReplicasTests(ReplicasCase):
     """
 
     presenceTTL = "3"
+    #: The agents' and connectors' --transport.
+    transport = "auto"
 
     def prepare(self, i: int) -> None:
         """
@@ -64,7 +66,7 @@ class AgentsAcrossReplicasTests(ReplicasCase):
         agent = first.start(
             nfltr("tcp", str(service), "--name", "web", "--e2ee", "false",
                   "--state-dir", str(self.tmp / "agent-web"),
-                  "--relay", self.addresses(), "--ca", first.ca),
+                  "--relay", self.addresses(), "--ca", first.ca, "--transport", self.transport),
             "agent web", {"NFLTR_KEY": self.key},
         )
         where = agent.wait_for(r"connected to the relay at (\S+)").group(1)
@@ -95,7 +97,8 @@ class AgentsAcrossReplicasTests(ReplicasCase):
         A connector to C{web} through replica C{through} only; its local port.
         """
         stack = self.replicas[through]
-        _, local = stack.connector(self.key, "web", service, "--e2ee", "false")
+        _, local = stack.connector(self.key, "web", service, "--e2ee", "false",
+                                   "--transport", self.transport)
         return local
 
     def test_drainHandsOver(self) -> None:
@@ -143,7 +146,8 @@ class AgentsAcrossReplicasTests(ReplicasCase):
         self.assertTrue(echoed(local))
         every = self.replicas[0].start(
             nfltr("tcp-connect", "web", str(service), "--listen", "127.0.0.1:0", "--e2ee",
-                  "false", "--relay", self.addresses(), "--ca", self.replicas[0].ca),
+                  "false", "--relay", self.addresses(), "--ca", self.replicas[0].ca,
+                  "--transport", self.transport),
             "tcp-connect web (every replica)", {"NFLTR_KEY": self.key},
         )
         spread = int(every.wait_for(r"listening on [\d.]+:(\d+)").group(1))
@@ -162,3 +166,33 @@ class AgentsAcrossReplicasTests(ReplicasCase):
         self.assertGreater(self.metric(live, "nfltr_directory_command_seconds_count"), 0)
         print(f"kill -9: the agent was back on another replica {back:.2f} s after the kill; "
               f"its name was reached through the live replicas {reached:.2f} s after it")
+
+
+class AgentsAcrossReplicasOverWebSocketTests(AgentsAcrossReplicasTests):
+    """
+    The same with agents and connectors on the WebSocket transport.
+    """
+
+    transport = "websocket"
+
+
+class ReadyzAcrossReplicasTests(ReplicasCase):
+    """
+    Each replica's readiness follows its reach of Redis.
+    """
+
+    def test_readyzWithoutRedis(self) -> None:
+        """
+        Redis stopped: every replica's C{/readyz} answers 503 (a load
+        balancer sends no one there); Redis back: 200 again on every
+        replica.
+        """
+        self.assertEqual([stack.readyz() for stack in self.replicas], [200] * len(self.replicas))
+        self.redis.stop()
+        for stack in self.replicas:
+            eventually(lambda stack=stack: stack.readyz() == 503, NOTICE_WITHIN,
+                       "/readyz answers 503 without Redis")
+        self.redis.start()
+        for stack in self.replicas:
+            eventually(lambda stack=stack: stack.readyz() == 200, NOTICE_WITHIN,
+                       "/readyz answers 200 with Redis back")
