@@ -115,15 +115,19 @@ class ShufflingResolver:
     C{HostnameEndpoint} tries the addresses in the order it gets them).
     """
 
-    def __init__(self, resolver: IHostnameResolver, rand: random.Random) -> None:
-        self._resolver = resolver
+    def __init__(self, reactor: IReactorPluggableNameResolver, rand: random.Random) -> None:
+        """
+        @param reactor: its C{nameResolver} resolves (read at each
+            resolution: a reactor installs its resolver when it runs).
+        """
+        self._reactor = reactor
         self._rand = rand
 
     def resolveHostName(
         self, resolutionReceiver: IResolutionReceiver, hostName: str, portNumber: int = 0,
         addressTypes: Sequence[type[IAddress]] | None = None, transportSemantics: str = "TCP",
     ) -> IHostResolution:
-        return self._resolver.resolveHostName(
+        return self._reactor.nameResolver.resolveHostName(
             _Shuffling(resolutionReceiver, self._rand), hostName, portNumber, addressTypes,
             transportSemantics,
         )
@@ -138,7 +142,7 @@ class ShuffledNames:
 
     def __init__(self, reactor: Any, rand: random.Random) -> None:
         self._reactor = reactor
-        self.nameResolver: IHostnameResolver = ShufflingResolver(reactor.nameResolver, rand)
+        self.nameResolver: IHostnameResolver = ShufflingResolver(reactor, rand)
 
     def installNameResolver(self, resolver: IHostnameResolver) -> IHostnameResolver:
         previous, self.nameResolver = self.nameResolver, resolver
