@@ -17,15 +17,18 @@ from ._options import (
     http_option,
     resume_timeout,
 )
+from ._relays import IRelayChoice, RelayAddresses, ShuffledNames
 from ._secrets import read_secret_file
 from ._service import AgentService, AgentSessions, AgentSetup, prepare_agent
 from ._settings import (
     DEFAULT_RELAY,
     KEY_ENV,
+    MAX_RELAYS,
     ConfigError,
     RelaySettings,
     parse_address,
     parse_bool,
+    parse_relays,
     relay_settings,
 )
 from ._shares import HttpOption
@@ -43,5 +46,6 @@ __all__ = [
     "http_option", "parse_address", "parse_health_check",
     "parse_bool", "prepare_agent", "random_name", "read_secret_file", "relay_settings",
     "resume_timeout",
-    "splice_local",
+    "splice_local", "IRelayChoice", "MAX_RELAYS", "RelayAddresses", "ShuffledNames",
+    "parse_relays",
 ]

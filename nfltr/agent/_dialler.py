@@ -10,7 +10,10 @@ with one line for the user, when retrying cannot help: a refusal whose
 reason is in L{NON_HEALING}, or a relay certificate that does not match
 C{--ca} or C{--relay-pin}.  A GOAWAY from the relay (it is stopping) is not
 a loss: the sessions in flight finish on that link while the dialler dials
-again at once for a new one.  Stopping can drain the link first.
+again at once for a new one.  Stopping can drain the link first.  Given a
+relay of several addresses (L{IRelayChoice}: replicas), the dialler moves
+to the next address after a failed attempt, a lost link and a GOAWAY, so a
+new link reaches another replica while the old one drains.
 
 What happens is reported to a L{DiallerObserver}.  Logging: one line when
 the link comes up (after an outage, saying how long it lasted); during an
@@ -33,6 +36,8 @@ from nfltr.link import DIALER, LinkConfig, RefusalReason
 from nfltr.link.twisted import LinkFactory, LinkHandler, LinkProtocol, LinkSession
 from nfltr.tls import VerificationFailed
 from nfltr.wire.messages import NOT_FOUND_CODE, NOT_FOUND_REASON, WELCOME, refusal_text
+
+from ._relays import IRelayChoice
 
 # Refusals that retrying cannot cure: the dialler stops.
 NON_HEALING = frozenset({
@@ -150,7 +155,8 @@ class RelayDialler:
         self.endpoint = endpoint
         self.clock = clock
         self.observer = observer
-        self.where = where
+        self._where = where
+        self._choice = IRelayChoice(endpoint, None)
         self.schedule = schedule or ReconnectSchedule()
         self.link: LinkProtocol | None = None
         self.welcome: dict[str, Any] | None = None
@@ -166,6 +172,20 @@ class RelayDialler:
         self._stopWaiters: list[defer.Deferred[None]] = []
         self._draining: set[LinkProtocol] = set()
         self._factory_args = (config or LinkConfig(), appHello)
+
+    @property
+    def where(self) -> str:
+        """
+        The relay's address, for messages: the current one of several.
+        """
+        return self._where if self._choice is None else self._choice.where
+
+    def _nextRelay(self) -> None:
+        """
+        Dial the relay's next address from now on, if it has several.
+        """
+        if self._choice is not None and self._choice.count > 1:
+            self._choice.advance()
 
     @property
     def appHello(self) -> dict[str, Any]:
@@ -276,7 +296,9 @@ class RelayDialler:
         self._current = None
         if not self._running or failure.check(defer.CancelledError):
             return
-        self._retry(f"cannot reach the relay at {self.where}: {_why(failure)}", wasUp=False)
+        cause = f"cannot reach the relay at {self.where}: {_why(failure)}"
+        self._nextRelay()
+        self._retry(cause, wasUp=False)
 
     def _noWelcome(self, attempt: _Attempt) -> None:
         attempt.welcomeTimer = None
@@ -338,6 +360,7 @@ class RelayDialler:
         )
         self._lastCause = cause
         self.observer.relayDown()
+        self._nextRelay()
         self._attempt()
 
     def _lost(self, attempt: _Attempt, link: LinkProtocol, reason: Failure) -> None:
@@ -364,6 +387,7 @@ class RelayDialler:
             why = _why(Failure(link.failure) if link.failure else reason)
             verb = "lost the link to" if wasUp else "cannot connect to"
             cause = f"{verb} the relay at {self.where}: {why}"
+        self._nextRelay()
         self._retry(cause, wasUp)
 
     # -- retrying and stopping ----------------------------------------------

@@ -13,12 +13,12 @@ L{RelaySettings} leaves it out of its C{repr}.
 from __future__ import annotations
 
 import os
+import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from twisted.internet.endpoints import HostnameEndpoint
-from twisted.internet.interfaces import IStreamClientEndpoint
 
 from nfltr.link import Keepalive, parse_keepalive
 from nfltr.tls import (
@@ -41,6 +41,7 @@ from nfltr.tor import (
 from nfltr.wire.messages import is_port_text
 
 from ._errors import ConfigError
+from ._relays import RelayAddresses, ShuffledNames
 from ._secrets import secret
 
 DEFAULT_RELAY = "localhost:8443"
@@ -51,6 +52,8 @@ TRANSPORTS = (AUTO, LINK, WEBSOCKET)
 PROXY_ENV = ("HTTPS_PROXY", "https_proxy")
 DEFAULT_KEEPALIVE = "default"
 KEY_ENV = "NFLTR_KEY"
+#: Addresses C{--relay} may give (replicas of one relay).
+MAX_RELAYS = 16
 # Seconds to wait for the relay's TCP connection (all its addresses together).
 CONNECT_TIMEOUT = 10.0
 _MAX_PORT = 65535
@@ -100,14 +103,18 @@ class RelaySettings:
     proxy: tuple[str, int] | None = None
     tor: str | None = None
     launcher: TorLauncher | None = field(default=None, repr=False, compare=False)
+    #: The other addresses C{--relay} gave (replicas of one relay), each
+    #: with the TLS client creator for its host name.
+    others: tuple[tuple[str, int], ...] = ()
+    other_creators: tuple[ClientTLS, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def address(self) -> str:
         """
-        C{HOST:PORT}, as given to C{--relay}.
+        C{HOST:PORT}, as given to C{--relay} (several, comma-separated, for
+        replicas).
         """
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{host}:{self.port}"
+        return ",".join(format_address(h, p) for h, p in [(self.host, self.port), *self.others])
 
     def trust_arguments(self) -> str:
         """
@@ -118,26 +125,44 @@ class RelaySettings:
             return f"--ca {self.ca}"
         return f"--relay-pin {self.pin}"
 
-    def endpoint(self, reactor: Any) -> IStreamClientEndpoint:
+    def endpoint(self, reactor: Any, rand: random.Random | None = None) -> RelayAddresses:
         """
         An endpoint for links to the relay: TLS, through the proxy if there
-        is one, raw or in WebSocket as C{transport} says.
+        is one, raw or in WebSocket as C{transport} says; to one of the
+        C{--relay} addresses at a time, taken in a shuffled order
+        (L{RelayAddresses}).
+
+        @param rand: shuffles the addresses (default: a new generator).
+        """
+        rand = rand or random.Random()
+        addresses = [(self.host, self.port, self.creator)]
+        addresses += [(h, p, c) for (h, p), c in zip(self.others, self.other_creators, strict=True)]
+        return RelayAddresses(
+            [(format_address(h, p), self._one(reactor, rand, h, p, c)) for h, p, c in addresses],
+            rand,
+        )
+
+    def _one(self, reactor: Any, rand: random.Random, host: str, port: int,
+             creator: ClientTLS) -> Any:
+        """
+        The endpoint to one relay address.
         """
         from nfltr.ws.client import WebSocketLinkEndpoint
         from nfltr.ws.endpoints import AutoEndpoint, ConnectProxyEndpoint
 
         tcp: Any
         if self.tor is not None:
-            tcp = TorEndpoint(reactor, self.host, self.port, self.tor, self.launcher)
+            tcp = TorEndpoint(reactor, host, port, self.tor, self.launcher)
         elif self.proxy is not None:
             hop = HostnameEndpoint(reactor, self.proxy[0], self.proxy[1], timeout=CONNECT_TIMEOUT)
-            tcp = ConnectProxyEndpoint(hop, self.host, self.port)
+            tcp = ConnectProxyEndpoint(hop, host, port)
         else:
-            tcp = HostnameEndpoint(reactor, self.host, self.port, timeout=CONNECT_TIMEOUT)
-        link = TLSClientEndpoint(self.creator, tcp, reactor)
+            tcp = HostnameEndpoint(ShuffledNames(reactor, rand), host, port,
+                                   timeout=CONNECT_TIMEOUT)
+        link = TLSClientEndpoint(creator, tcp, reactor)
         if self.transport == LINK:
             return link
-        websocket = WebSocketLinkEndpoint(link, self.host, self.port, self.key, reactor)
+        websocket = WebSocketLinkEndpoint(link, host, port, self.key, reactor)
         if self.transport == WEBSOCKET:
             return websocket
         return AutoEndpoint(link, websocket)
@@ -153,7 +178,7 @@ def relay_settings(
 
     @raise ConfigError: with a message that says what to give.
     """
-    host, port = parse_address(values.get("relay") or DEFAULT_RELAY, "--relay")
+    (host, port), *others = parse_relays(values.get("relay") or DEFAULT_RELAY)
 
     key = secret(values, environ, "key", KEY_ENV)
     if not key:
@@ -175,6 +200,10 @@ def relay_settings(
         pin = None if pin is None else parse_fingerprint(pin)
         ca = None if ca is None else os.path.abspath(ca)
         creator = client_creator(host, ca_path=ca, pin=pin, role="relay")
+        creators = {host: creator}
+        for other, _ in others:
+            if other not in creators:
+                creators[other] = client_creator(other, ca_path=ca, pin=pin, role="relay")
     except (ValueError, InvalidFingerprint, PKIError, TLSConfigError) as e:
         raise ConfigError(str(e)) from None
     transport = values.get("transport") or AUTO
@@ -185,8 +214,35 @@ def relay_settings(
     return RelaySettings(
         host, port, ca, pin, keepalive, key, creator, transport,
         None if proxy is None or tor is not None else parse_proxy(proxy), tor,
-        TorLauncher() if tor == LAUNCH else None,
+        TorLauncher() if tor == LAUNCH else None, tuple(others),
+        tuple(creators[other] for other, _ in others),
     )
+
+
+def parse_relays(text: str) -> list[tuple[str, int]]:
+    """
+    Read C{--relay}: one C{HOST:PORT}, or several separated by commas (the
+    replicas of one relay), at most L{MAX_RELAYS}, none twice.
+
+    @raise ConfigError: an address is bad, or repeated, or there are too many.
+    """
+    parts = [part.strip() for part in text.split(",")]
+    if len(parts) > MAX_RELAYS:
+        raise ConfigError(f"--relay: at most {MAX_RELAYS} addresses, not {len(parts)}")
+    addresses: list[tuple[str, int]] = []
+    for part in parts:
+        address = parse_address(part, "--relay")
+        if address in addresses:
+            raise ConfigError(f"--relay {part!r}: given twice")
+        addresses.append(address)
+    return addresses
+
+
+def format_address(host: str, port: int) -> str:
+    """
+    C{HOST:PORT} (C{[v6]:PORT} for an IPv6 address).
+    """
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _tor(value: str | None, host: str, proxy: str | None) -> str | None:

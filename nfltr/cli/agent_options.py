@@ -14,13 +14,19 @@ two agree).
 
 from __future__ import annotations
 
-from nfltr.cli.options import FLAG, REPEAT, Option
+from nfltr.cli.options import FLAG, JOIN, REPEAT, Option
 
 #: C{-v}: the log level of every agent and client command.
 VERBOSE = Option("verbose", None, "log debug messages", short="v", kind=FLAG)
 
 RELAY_OPTIONS: tuple[Option, ...] = (
-    Option("relay", "HOST:PORT", "the relay's TLS port (default: localhost:8443)"),
+    Option(
+        "relay", "HOST:PORT",
+        "the relay's TLS port (default: localhost:8443); for replicas of one relay, give each "
+        "(repeat the option or separate them with commas): links go to one at a time, in a "
+        "shuffled order, and to another when it fails or drains",
+        kind=JOIN,
+    ),
     Option(
         "ca", "FILE",
         "trust the relay through this CA certificate (its DATA_DIR/tls/ca.crt; the relay "

@@ -32,7 +32,7 @@ from typing import Any
 
 from nfltr.cli.agent_options import AGENT_OPTIONS, HTTP_OPTIONS, RELAY_OPTIONS, UDP_OPTIONS
 from nfltr.cli.config_lines import TOP, Lines, locate
-from nfltr.cli.options import FLAG, REPEAT, Option
+from nfltr.cli.options import FLAG, JOIN, REPEAT, Option, joined
 
 #: The file C{nfltr up} reads by default, in the working directory and then
 #: in the user's config directory (L{user_config_dir}).
@@ -301,12 +301,14 @@ def _option_value(option: Option, value: Any) -> Any:
     """
     if option.kind == FLAG:
         return value if isinstance(value, bool) else None
-    if option.kind == REPEAT:
+    if option.kind in (REPEAT, JOIN):
         # One value or an array; numbers as the command line would spell them
         # (public-port = 20001).
         items = value if isinstance(value, list) else [value]
         ok = all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in items)
-        return [str(v) for v in items] if ok else None
+        if not ok:
+            return None
+        return [str(v) for v in items] if option.kind == REPEAT else joined([str(v) for v in items])
     if isinstance(value, bool):
         return "true" if value else "false"
     if option.metavar == _BOOL or not isinstance(value, (str, int)):
@@ -317,7 +319,7 @@ def _option_value(option: Option, value: Any) -> Any:
 def _expected(option: Option) -> str:
     if option.kind == FLAG:
         return "expected true or false"
-    if option.kind == REPEAT:
+    if option.kind in (REPEAT, JOIN):
         return "expected a string or an array of strings"
     if option.metavar == _BOOL:
         return "expected true or false"

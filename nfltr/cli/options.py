@@ -34,6 +34,9 @@ VALUE = "value"
 FLAG = "flag"
 #: C{--name VALUE}, repeatable: a list, empty when absent.
 REPEAT = "repeat"
+#: C{--name VALUE}, repeatable, each value a comma-separated list: the values
+#: joined by commas, one text (L{None} when absent).
+JOIN = "join"
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,7 @@ class Option:
     @ivar default: its value when absent (L{None}: the default of whoever
         checks it, which the help text states).
     @ivar short: a one-letter synonym, C{-X}.
-    @ivar kind: L{VALUE}, L{FLAG} or L{REPEAT}.
+    @ivar kind: L{VALUE}, L{FLAG}, L{REPEAT} or L{JOIN}.
     @ivar parse: its L{Parser}; L{None}: the text is kept.
     @ivar env: the environment variable read when the option is absent.
     @ivar secret_file: the option that gives this secret from a file
@@ -84,6 +87,9 @@ def add_arguments(parser: argparse.ArgumentParser, options: Iterable[Option]) ->
         elif option.kind == REPEAT:
             parser.add_argument(*names, metavar=option.metavar, help=option.help,
                                 action="append", default=[])
+        elif option.kind == JOIN:
+            parser.add_argument(*names, metavar=option.metavar, help=option.help,
+                                action="append", default=None)
         else:
             parser.add_argument(*names, metavar=option.metavar, help=option.help,
                                 default=option.default)
@@ -96,8 +102,23 @@ def option_values(source: argparse.Namespace | Mapping[str, Any],
     namespace or a C{usage.Options}.
     """
     if isinstance(source, argparse.Namespace):
-        return {o.name: getattr(source, o.name.replace("-", "_")) for o in options}
-    return {o.name: source[o.name] for o in options}
+        values = {o.name: getattr(source, o.name.replace("-", "_")) for o in options}
+    else:
+        values = {o.name: source[o.name] for o in options}
+    for option in options:
+        if option.kind == JOIN:
+            values[option.name] = joined(values[option.name])
+    return values
+
+
+def joined(value: Any) -> str | None:
+    """
+    A L{JOIN} option's values (a list of texts, or one text) as one text,
+    comma-separated; L{None} for none.
+    """
+    if isinstance(value, list):
+        return ",".join(value) if value else None
+    return value if value is None else str(value)
 
 
 def parse_values(values: Mapping[str, Any], options: Iterable[Option]) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from twisted.python import usage
 from twisted.python.components import Componentized
 
 from nfltr.cli.logs import twistd_observer
-from nfltr.cli.options import FLAG, REPEAT, VALUE, Option
+from nfltr.cli.options import FLAG, JOIN, REPEAT, VALUE, Option
 
 #: twistd's own default pidfile, in its working directory.
 TWISTD_PIDFILE = "twistd.pid"
@@ -53,13 +53,13 @@ class TableOptions(usage.Options):
         ]
         cls.optFlags = [[o.name, o.short, o.help] for o in cls.table if o.kind == FLAG]
         for option in cls.table:
-            if option.kind == REPEAT:
+            if option.kind in (REPEAT, JOIN):
                 setattr(cls, "opt_" + option.name.replace("-", "_"), _collector(option))
 
     def __init__(self) -> None:
         super().__init__()
         for option in self.table:
-            if option.kind == REPEAT:
+            if option.kind in (REPEAT, JOIN):
                 self[option.name] = []
 
 

@@ -35,6 +35,7 @@ bounded by the agents connected (and by C{--max-agents}).
 | C{nfltr_agent_connected_since_seconds} | gauge | C{agent}, C{kind} (link, ssh) |
 | C{nfltr_store_available} | gauge | : 1 while the key store answers (L{nfltr.relay.store_health}) |
 | C{nfltr_store_outages_total} | counter | : outages of the key store seen |
+| C{nfltr_directory_command_seconds} | histogram | : the Redis directory's call times |
 | C{nfltr_onion_service_up} | gauge | : 1 while the onion service is published (C{--onion} only) |
 
 The per-agent series are read from each agent's holder only through
@@ -249,6 +250,18 @@ class RelayCollector:
         outages = _counter("nfltr_store_outages", "Outages of the key store seen.")
         outages.add_metric([], health.outages)
         yield outages
+        times = health.commandTimes
+        if times is not None:
+            from prometheus_client.core import HistogramMetricFamily
+
+            histogram = HistogramMetricFamily(
+                "nfltr_directory_command_seconds",
+                "How long the Redis directory took to answer a call (failed calls included).",
+            )
+            counts = times.cumulative()
+            bounds = [*(f"{b:g}" for b in times.bounds), "+Inf"]
+            histogram.add_metric([], list(zip(bounds, counts, strict=True)), times.total)
+            yield histogram
 
     def _agents(self, relay: Any) -> Iterator[Metric]:
         rtt = _gauge("nfltr_agent_link_rtt_seconds",

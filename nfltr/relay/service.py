@@ -306,6 +306,7 @@ class RelayService(Service):
         self.log.info("accounts, keys and name leases in the Redis directory {where}",
                       where=where)
         health = self.storeHealth = StoreHealth(where, self.reactor)
+        health.commandTimes = redis.commandTimes
         leases = SharedLeases(redis.lease_table(), self.reactor, config.lease_time,
                               health=health)
         leases.start()

@@ -27,7 +27,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from nfltr.store import StoreUnavailable
+from nfltr.store import ICommandTimes, StoreUnavailable
 
 #: Seconds between two readings of the revision while the store is down.
 DEFAULT_STORE_RETRY = 1.0
@@ -50,6 +50,8 @@ class StoreHealth:
         self.available = True
         self.since: float | None = None
         self.outages = 0
+        #: How long the directory's calls took, when it counts them (Redis).
+        self.commandTimes: ICommandTimes | None = None
         self._clock = clock
 
     def failed(self, reason: Failure | BaseException) -> bool:

@@ -18,6 +18,7 @@ use this package for L{OwnerLock} alone.
 from typing import TYPE_CHECKING, Any
 
 from nfltr.store._admin import AdminTokenInfo, UnknownAdminToken
+from nfltr.store._command_times import COMMAND_TIME_BOUNDS, CommandTimes
 from nfltr.store._model import (
     AccountExists,
     AccountInfo,
@@ -49,6 +50,7 @@ from nfltr.store._redis_url import (
 from nfltr.store._ssh import InvalidSSHKey, SSHKey, SSHKeyInfo, parse_ssh_public_key
 from nfltr.store.interfaces import (
     IAdminTokens,
+    ICommandTimes,
     INameLeaseTable,
     IPresenceTable,
     IRevocationFeed,
@@ -57,6 +59,7 @@ from nfltr.store.interfaces import (
 )
 
 __all__ = [
+    "COMMAND_TIME_BOUNDS", "CommandTimes", "ICommandTimes",
     "AdminTokenInfo",
     "IAdminTokens",
     "UnknownAdminToken",

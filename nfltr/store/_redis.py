@@ -45,6 +45,7 @@ from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from zope.interface import implementer
 
+from nfltr.store._command_times import CommandTimes
 from nfltr.store._model import (
     DUMMY_HASH,
     AccountExists,
@@ -201,8 +202,11 @@ class RedisStore(RedisAdminTokens):
         self._reactor = reactor
         self._address = address
         self._timeouts = (connect_timeout, command_timeout)
+        #: How long its calls took (for the relay's metrics).
+        self.commandTimes = CommandTimes()
         self._redis = RedisConnection(reactor, address, connect_timeout=connect_timeout,
                                       command_timeout=command_timeout)
+        self._redis.times = self.commandTimes
         self._subscriptions: set[RevocationSubscription] = set()
 
     def _k(self, *parts: str) -> str:

@@ -53,6 +53,7 @@ from twisted.python.failure import Failure
 from nfltr.backoff import ReconnectSchedule
 from nfltr.store._model import StoreCorrupt, StoreError, StoreUnavailable
 from nfltr.store._redis_url import DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, RedisAddress
+from nfltr.store.interfaces import ICommandTimes
 
 # Replies that say the server is there but cannot serve now.
 _UNAVAILABLE = ("NOAUTH", "WRONGPASS", "NOPERM", "LOADING", "READONLY", "MASTERDOWN", "BUSY",
@@ -174,12 +175,18 @@ def _read_ca(path: str) -> list[Certificate]:
     return certificates
 
 
+def _timed(result: Any, times: ICommandTimes, clock: Any, started: float) -> Any:
+    times.observe(clock.seconds() - started)
+    return result
+
+
 class RedisConnection:
     """
     One txredisapi connection to a Redis server, kept up, with each call
     bounded by C{command_timeout} and its errors translated.
 
     @ivar address: where the server is.
+    @ivar times: counts how long each call took (L{None}: nothing counts).
     """
 
     def __init__(self, reactor: Any, address: RedisAddress, *,
@@ -201,6 +208,7 @@ class RedisConnection:
         self.address = address
         self._reactor = reactor
         self._command_timeout = command_timeout
+        self.times: ICommandTimes | None = None
         endpoint = make_endpoint(reactor, address, connect_timeout)
         self._factory = _Factory(reactor, address, protocol, on_ready)
         self._factory.feed = feed
@@ -234,6 +242,8 @@ class RedisConnection:
         d: Deferred[Any] = self._factory.getConnection(peek=True)
         d.addCallback(send)
         d.addTimeout(self._command_timeout, self._reactor, onTimeoutCancel=abandon)
+        if self.times is not None:
+            d.addBoth(_timed, self.times, self._reactor, self._reactor.seconds())
         d.addErrback(self._translate, what)
         return d
 

@@ -266,3 +266,22 @@ class IAdminTokens(Interface):
 
         @raise UnknownAdminToken: no token has this id.
         """
+
+
+class ICommandTimes(Interface):
+    """
+    How long a directory's calls took: a histogram with fixed bounds.
+    """
+
+    bounds = Attribute("The upper bounds, in seconds, ascending (a tuple of floats; +Inf implied).")
+    total = Attribute("The sum of every duration counted, in seconds.")
+
+    def observe(seconds: float) -> None:
+        """
+        Count one call that took C{seconds}.
+        """
+
+    def cumulative() -> list[int]:
+        """
+        For each bound and then +Inf, how many calls took at most that long.
+        """

@@ -7,6 +7,7 @@ L{nfltr.client.connect_options} and their helpers.
 from __future__ import annotations
 
 import os
+import random
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,13 @@ from nfltr.agent import (
 )
 from nfltr.client import connect_options
 from nfltr.link import PRESETS
-from nfltr.tls import TICKET_LIFETIME, ResumingServerTLS, ServerTLS, ensure_relay_pki
+from nfltr.tls import (
+    TICKET_LIFETIME,
+    ResumingServerTLS,
+    ServerTLS,
+    TLSClientEndpoint,
+    ensure_relay_pki,
+)
 
 PIN = "sha256:" + "ab" * 32
 KEY = "nfk_secret"
@@ -160,17 +167,44 @@ class RelaySettingsTests(SynchronousTestCase):
         from nfltr.ws.endpoints import AutoEndpoint
 
         settings = relay_settings(values(relay="r.example:444", transport="link"), {})
-        endpoint = settings.endpoint(MemoryReactorClock())
-        inner = endpoint.endpoint  # type: ignore[attr-defined]
-        self.assertIsInstance(inner, HostnameEndpoint)
+        endpoint = settings.endpoint(MemoryReactorClock()).order[0][1]
+        assert isinstance(endpoint, TLSClientEndpoint)
+        inner = endpoint.endpoint
+        assert isinstance(inner, HostnameEndpoint)
         self.assertEqual((inner._hostText, inner._port), ("r.example", 444))
         auto = relay_settings(values(relay="r.example:444"), {}).endpoint(MemoryReactorClock())
-        assert isinstance(auto, AutoEndpoint)
-        link, websocket = auto.endpoints
+        first = auto.order[0][1]
+        assert isinstance(first, AutoEndpoint)
+        link, websocket = first.endpoints
         self.assertIs(websocket.stream, link)
         self.assertEqual(websocket.url, "wss://r.example:444/link")
         ws = relay_settings(values(relay="r.example:444", transport="websocket"), {})
-        self.assertIsInstance(ws.endpoint(MemoryReactorClock()), WebSocketLinkEndpoint)
+        self.assertIsInstance(ws.endpoint(MemoryReactorClock()).order[0][1], WebSocketLinkEndpoint)
+
+    def test_several(self) -> None:
+        """
+        C{--relay} takes several addresses separated by commas (replicas):
+        the endpoint holds each, over TLS checked for its own host name and
+        in WebSocket too, shuffled by the given generator; an address
+        given twice, a bad one among them, or more than L{MAX_RELAYS} are
+        refused.
+        """
+        from nfltr.agent import MAX_RELAYS
+        from nfltr.ws.client import WebSocketLinkEndpoint
+
+        text = "a.example:1, b.example:2,[::1]:3"
+        settings = relay_settings(values(relay=text, transport="websocket"), {})
+        self.assertEqual(settings.address, "a.example:1,b.example:2,[::1]:3")
+        self.assertEqual(settings.others, (("b.example", 2), ("::1", 3)))
+        endpoint = settings.endpoint(MemoryReactorClock(), random.Random(7))
+        wheres = sorted(where for where, _ in endpoint.order)
+        self.assertEqual(wheres, ["[::1]:3", "a.example:1", "b.example:2"])
+        urls = {e.url for _, e in endpoint.order if isinstance(e, WebSocketLinkEndpoint)}
+        self.assertEqual(len(urls), 3)
+        self.assertLessEqual({"wss://a.example:1/link", "wss://b.example:2/link"}, urls)
+        many = ",".join(f"r{i}.example:1" for i in range(MAX_RELAYS + 1))
+        for bad in ("a.example:1,a.example:1", "a.example:1,b.example", many, "a.example:1,"):
+            self.assertRaises(ConfigError, relay_settings, values(relay=bad), {})
 
     def test_transportAndProxy(self) -> None:
         """

@@ -124,6 +124,19 @@ class GoodFileTests(SynchronousTestCase):
         self.assertEqual((other.name, other.port, other.mode), (None, 8000, "e2ee"))
         self.assertEqual([e.kind for e in config.entries], ["tcp", "tcp", "http", "http"])
 
+    def test_severalRelays(self) -> None:
+        """
+        The relay key takes an array of addresses (replicas of one relay), or
+        one string of them separated by commas.
+        """
+        files = Files(self)
+        tail = f'relay-pin = "{PIN}"\nkey-file = "key"\n\n[[tcp]]\nport = 22\n'
+        for relay in ('["a.example:1", "b.example:2"]', '"a.example:1,b.example:2"'):
+            path = files.write(f"relay = {relay}\n" + tail)
+            relays = check_config(path, {}).options.relay
+            self.assertEqual(relays.address, "a.example:1,b.example:2")
+            self.assertEqual(relays.others, (("b.example", 2),))
+
     def test_mixedE2ee(self) -> None:
         """
         Each [[tcp]] entry sets e2ee for its own port.

@@ -15,6 +15,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from nfltr.cli.agent_options import AGENT_OPTIONS, CONNECT_OPTIONS, HTTP_OPTIONS, VERBOSE
 from nfltr.cli.options import (
     FLAG,
+    JOIN,
     REPEAT,
     Option,
     add_arguments,
@@ -32,6 +33,7 @@ TABLE = (
     Option("word-file", "FILE", "the word from FILE"),
     Option("tag", "T", "a tag; repeatable", kind=REPEAT),
     Option("loud", None, "say it loud", short="l", kind=FLAG),
+    Option("host", "H[,H...]", "hosts; repeatable, joined", kind=JOIN),
 )
 
 
@@ -72,16 +74,19 @@ class BothParsersTests(SynchronousTestCase):
 
     def test_same(self) -> None:
         """
-        Values, defaults, repeatable options (in order, empty when absent)
-        and flags come out of both parsers alike, options before or after
+        Values, defaults, repeatable options (in order, empty when absent),
+        joined ones (one text, commas between the values given, L{None}
+        when absent) and flags come out of both parsers alike, options before or after
         the positional arguments.
         """
-        argv = ["--size", "5", "--tag", "a", "x", "--tag", "b", "-l", "--word", "w"]
+        argv = ["--size", "5", "--tag", "a", "x", "--tag", "b", "-l", "--word", "w",
+                "--host", "h1,h2", "--host", "h3"]
         expected = {"size": "5", "word": "w", "word-file": None, "tag": ["a", "b"],
-                    "loud": True}
+                    "loud": True, "host": "h1,h2,h3"}
         self.assertEqual(argparsed(argv), expected)
         self.assertEqual(twistdParsed(argv), expected)
-        empty = {"size": "3", "word": None, "word-file": None, "tag": [], "loud": False}
+        empty = {"size": "3", "word": None, "word-file": None, "tag": [], "loud": False,
+                 "host": None}
         self.assertEqual(argparsed([]), empty)
         self.assertEqual(twistdParsed([]), empty)
 

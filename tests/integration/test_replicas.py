@@ -55,6 +55,7 @@ class ReplicasCase(SynchronousTestCase):
         self.replicas: list[RedisStack] = []
         self.ids: list[str] = []
         for i in range(REPLICAS):
+            self.prepare(i)
             listen = ("--replica-listen", "tcp:0:interface=127.0.0.1")
             stack = RedisStack(tmp / f"replica{i}", self.redis.url, *listen,
                                "--cluster-ca", str(ca), "--presence-ttl", self.presenceTTL,
@@ -69,6 +70,12 @@ class ReplicasCase(SynchronousTestCase):
         More options for replica C{i} (the last C{--replica-listen} wins).
         """
         return ()
+
+    def prepare(self, i: int) -> None:
+        """
+        Called before replica C{i} starts (its stack's directory is
+        C{self.tmp / f"replica{i}"}).
+        """
 
     def forwarded(self) -> int:
         """

@@ -20,7 +20,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from nfltr.link.memory import MIN_LINK_MEMORY, LinkMemory
 from nfltr.relay.admin import admin_site
 from nfltr.relay.metrics import MetricsResource, metrics_registry
-from nfltr.store import StoreUnavailable
+from nfltr.store import CommandTimes, StoreUnavailable
 from nfltr.streams import Admission
 from nfltr.wire.messages import client_target
 
@@ -156,6 +156,25 @@ class LinkMemoryMetricsTests(SynchronousTestCase):
         seen = samples(metrics_registry(service))
         self.assertEqual((seen[("nfltr_store_available", ())],
                           seen[("nfltr_store_outages_total", ())]), (0, 1))
+        self.assertNotIn(("nfltr_directory_command_seconds_count", ()), seen)
+
+    def test_directoryTimes(self) -> None:
+        """
+        With a Redis directory (its call durations counted), a histogram of
+        them: a bucket per bound, +Inf, the count and the sum.
+        """
+        relay = RelayHarness().relay
+        times = relay.storeHealth.commandTimes = CommandTimes((0.01, 0.1))
+        times.observe(0.005)
+        times.observe(0.05)
+        service = SimpleNamespace(relay=relay, router=None, tlsAdmission=None,
+                                  httpAdmission=None)
+        seen = samples(metrics_registry(service))
+        name = "nfltr_directory_command_seconds"
+        self.assertEqual(seen[(name + "_bucket", (("le", "0.01"),))], 1)
+        self.assertEqual(seen[(name + "_bucket", (("le", "+Inf"),))], 2)
+        self.assertEqual(seen[(name + "_count", ())], 2)
+        self.assertAlmostEqual(seen[(name + "_sum", ())], 0.055)
 
 
 class AdminTests(SynchronousTestCase):

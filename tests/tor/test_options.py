@@ -133,7 +133,7 @@ class AgentTorOptionTests(SynchronousTestCase):
             settings_values(relay=f"{onion}:443", tor="9050", transport="link"), {},
         )
         self.assertEqual(settings.tor, "tcp:127.0.0.1:9050")
-        link = settings.endpoint(MemoryReactorClock())
+        link = settings.endpoint(MemoryReactorClock()).order[0][1]
         assert isinstance(link, TLSClientEndpoint)
         tcp = link.endpoint
         self.assertIsInstance(tcp, TorEndpoint)
