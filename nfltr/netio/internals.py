@@ -79,7 +79,8 @@ PRIVATE: tuple[Private, ...] = (
     Private("twisted.internet.tcp.Client", ("_requiresResolution", "_setRealAddress"),
             ("nfltr.netio._tcp",)),
     Private("twisted.internet.tcp.Connector", ("_makeTransport",), ("nfltr.netio._tcp",)),
-    Private("twisted.internet.tcp.Port", ("_fromListeningDescriptor",), ("nfltr.netio._reactor",)),
+    Private("twisted.internet.tcp.Port", ("_fromListeningDescriptor", "_shouldShutdown"),
+            ("nfltr.netio._reactor", "nfltr.relay.takeover")),
     # The epoll reactor without the legacy log context.
     Private(
         "twisted.internet.epollreactor.EPollReactor",

@@ -276,10 +276,10 @@ def keep_socket_open(port: Any) -> None:
     descriptor: the successor holding the same socket would stop accepting
     too.  For sockets it adopted Twisted already skips it; this says the
     same of a socket handed over (a private attribute of Twisted's port,
-    checked by C{tests.integration.test_takeover}).
+    listed in L{nfltr.netio.internals}; C{tests.integration.test_takeover}
+    fails without it).
     """
-    if hasattr(port, "_shouldShutdown"):
-        port._shouldShutdown = False
+    port._shouldShutdown = False
 
 
 def family_of(fd: int) -> socket.AddressFamily:

@@ -116,10 +116,11 @@ SHARE_ALPN = (b"h2", b"http/1.1")
 
 def _choose_protocol(
     connection: SSL.Connection, offered: list[bytes],
-) -> bytes | SSL._NoOverlappingProtocols:
+) -> Any:
     """
-    The first of L{SHARE_ALPN} the visitor offers; none: no ALPN (the
-    handshake goes on, HTTP/1.1 follows).
+    The first of L{SHARE_ALPN} the visitor offers; none: pyOpenSSL's
+    C{NO_OVERLAPPING_PROTOCOLS}, no ALPN (the handshake goes on, HTTP/1.1
+    follows).  Typed L{Any}: the type of that value is private.
     """
     for protocol in SHARE_ALPN:
         if protocol in offered:

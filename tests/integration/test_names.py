@@ -82,7 +82,7 @@ class AgentNameLeaseTests(StackTestCase):
         finally:
             os.killpg(alice.popen.pid, signal.SIGCONT)
         alice.wait_for(r"reconnected to the relay .* \(account alice\)", 30)
-        wait_count(relay, r"agent blog \(account alice\) connected .* URLs \['" + re.escape(url),
+        wait_count(relay, r"agent blog \(account alice\) connected .* URLs " + re.escape(url),
                    2, 30)
         self.assertIsNone(alice.popen.poll(), alice.output())
         alice.stop()
