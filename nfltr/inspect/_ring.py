@@ -39,7 +39,7 @@ MAX_HEADERS = 100
 MAX_FRAMES = 50
 
 
-@dataclass
+@dataclass(slots=True)
 class Body:
     """
     A body as kept: its first L{BODY_CAP} bytes and its whole size.
@@ -148,19 +148,23 @@ class Exchange:
 
 
 def _text(headers: list[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
-    return [(name.decode("latin-1"), value.decode("latin-1")) for name, value in headers]
+    return [(name.decode("latin-1").lower(), value.decode("latin-1")) for name, value in headers]
 
 
 def kept_headers(headers: Iterable[tuple[bytes, bytes]], secret: frozenset[bytes]
                  ) -> list[tuple[bytes, bytes]]:
     """
-    Headers as kept: at most L{MAX_HEADERS}, names in lowercase, secret
-    values redacted.
+    Headers as kept: at most L{MAX_HEADERS}, secret values redacted (their
+    names in lowercase); names are lowered when read (L{_text}), not here:
+    most requests carry no secret, and their headers are kept as a copy of
+    the list, the pairs shared.
     """
-    lowered = [(name.lower(), value) for name, value in islice(headers, MAX_HEADERS)]
-    if secret.isdisjoint([name for name, _ in lowered]):
-        return lowered
-    return [(name, REDACTION if name in secret else value) for name, value in lowered]
+    kept = list(islice(headers, MAX_HEADERS))
+    for name, _ in kept:
+        if name.lower() in secret:
+            return [(lower, REDACTION) if (lower := n.lower()) in secret else (n, v)
+                    for n, v in kept]
+    return kept
 
 
 @implementer(ICapture)

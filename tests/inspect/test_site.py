@@ -174,7 +174,7 @@ class ReplayTests(TestCase):
         self.assertNotIn(b"authorization", headers)
         self.assertEqual((new.status, new.replay, new.outcome), (200, True, "complete"))
         self.assertEqual(new.responseBody.json()["text"], "replayed:/hook")
-        self.assertEqual(dict(new.responseHeaders)["Set-Cookie"], "[redacted]")
+        self.assertEqual(dict(new.responseHeaders)["set-cookie"], "[redacted]")
         edited = await replay(reactor, ring, record,
                               {"method": "PUT", "target": "/other", "body": "new",
                                "headers": [["Authorization", "Bearer again"]]}, number, None)
