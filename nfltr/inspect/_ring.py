@@ -169,10 +169,12 @@ def kept_headers(headers: Iterable[tuple[bytes, bytes]], secret: frozenset[bytes
 
 @implementer(ICapture)
 class _Capture:
+    __slots__ = ("heads", "record", "ring")
+
     def __init__(self, ring: Ring, record: Exchange) -> None:
         self.ring = ring
         self.record = record
-        self.heads: dict[str, FrameHeads] = {}
+        self.heads: dict[str, FrameHeads] | None = None  # after a switch only
 
     def requestBody(self, data: bytes) -> None:
         self.record.body.add(data, self.ring.bodyCap)
@@ -195,6 +197,8 @@ class _Capture:
         Count and list the WebSocket frames that pass (L{nfltr.inspect._ws}).
         """
         side = "visitor" if fromVisitor else "service"
+        if self.heads is None:
+            self.heads = {}
         heads = self.heads.setdefault(side, FrameHeads())
         record = self.record
         for opcode, size in heads.feed(data):
