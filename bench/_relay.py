@@ -6,12 +6,14 @@ account and API key its agents use.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
-from nfltr.cli.processes import nfltr_command
+from nfltr.cli.processes import nfltr_command, wait_for_file
 
-from ._stack import READY, run_bounded
+from ._stack import READY, Proc, Processes, run_bounded
 from ._system import BenchError
 
 LOOPBACK_ANY_PORT = "tcp:0:interface=127.0.0.1"
@@ -29,6 +31,24 @@ def relay_command(
         "relay", "--data-dir", str(data), "--tls", tls, "--admin", admin, "--http", "none",
         "--log-level", "warn", *extra,
     )
+
+
+#: A benchmark's load comes from 127.0.0.1 alone: the per-source limits off.
+NO_SOURCE_LIMITS = ("--per-source-rate", "none", "--per-source-connections", "none")
+
+
+def start_relay(procs: Processes, data: Path, *extra: str) -> tuple[Proc, dict[str, Any]]:
+    """
+    Start a benchmark's relay (L{relay_command}) on C{data}; it and its
+    C{relay.json}, once written.
+
+    @raise BenchError: it wrote none, with what it printed.
+    """
+    relay = procs.start("relay", relay_command(data, *extra))
+    try:
+        return relay, json.loads(wait_for_file(data / "relay.json", READY))
+    except RuntimeError as e:
+        raise BenchError(f"{e}; the relay printed:\n{relay.tail()}") from None
 
 
 def loopback_port(port: int) -> str:

@@ -38,13 +38,11 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from nfltr.cli.processes import nfltr_command, wait_for_file
+from nfltr.cli.processes import nfltr_command
 
-from ._relay import account_key, relay_command
-from ._stack import READY, Processes
+from ._relay import NO_SOURCE_LIMITS, account_key, start_relay
+from ._stack import Processes
 from ._system import BenchError
-
-NO_SOURCE_LIMITS = ("--per-source-rate", "none", "--per-source-connections", "none")
 
 
 def parse_events(buffer: bytes) -> tuple[list[tuple[str, bytes]], bytes]:
@@ -164,11 +162,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     procs = Processes()
     data = tmp / "relay"
     try:
-        relay = procs.start("relay", relay_command(data, *NO_SOURCE_LIMITS))
-        try:
-            info = json.loads(wait_for_file(data / "relay.json", READY))
-        except RuntimeError as e:
-            raise BenchError(f"{e}; the relay printed:\n{relay.tail()}") from None
+        relay, info = start_relay(procs, data, *NO_SOURCE_LIMITS)
         key, token = account_key(data), admin_token(data)
         admin = int(info["admin"].rsplit(":", 1)[1])
         load = procs.start("load", [sys.executable, "-m", "bench._budget_load", info["tls"],
@@ -231,7 +225,7 @@ def markdown(result: dict[str, Any]) -> str:
         f"| {result['agents']} | {result['streams']} | {result['relay_cores_idle']:.4f}"
         f" | {result['relay_cores_streaming']:.4f} | {result['snapshot_cpu_ms']}"
         f" | {result['snapshot_bytes_median'] / 1024:.0f} KiB"
-        f" | {gap[0]:.2f} / {gap[1]:.2f} / {gap[2]:.2f}"
+        f" | {'n/a' if gap is None else ' / '.join(f'{g:.2f}' for g in gap)}"
         f" | {spread(result['appear_s'])} | {spread(result['leave_s'])} |",
     ])
 

@@ -61,3 +61,14 @@ class MarkdownTests(SynchronousTestCase):
         row = text.splitlines()[-1]
         self.assertIn("| 1000 | 1 | 0.0120 | 0.0200 | 8.0 | 288 KiB |", row)
         self.assertIn("0.70 (min 0.50, max 0.90)", row)
+
+    def test_oneSnapshot(self) -> None:
+        """
+        A window with one snapshot has no interval: the cell says n/a.
+        """
+        text = markdown({
+            "agents": 20, "streams": 1, "relay_cores_idle": 0.0, "relay_cores_streaming": 0.0,
+            "snapshot_cpu_ms": 0.0, "snapshot_bytes_median": 6000, "snapshot_gap_s": None,
+            "appear_s": [0.6], "leave_s": [0.9],
+        })
+        self.assertIn("| 6 KiB | n/a |", text.splitlines()[-1])

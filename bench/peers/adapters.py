@@ -65,7 +65,7 @@ from typing import ClassVar
 
 from nfltr.cli.processes import nfltr_command, wait_for_file
 
-from .._relay import account_key, loopback_port, relay_command
+from .._relay import NO_SOURCE_LIMITS, account_key, loopback_port, relay_command
 from .._shares_stack import Shares
 from .._stack import READY, Proc, Processes, Services, Tunnel, free_port, run_bounded
 from .._system import BenchError
@@ -81,7 +81,6 @@ RESTART_TIMEOUT = 150.0
 #: All visitors come from 127.0.0.1: the relay's per-source limits (200 new
 #: connections a second after a burst of 2,000; 2,000 open) would cap the
 #: share URLs' new-connection and 1,000-connection loads.
-NO_SOURCE_LIMITS = ("--per-source-rate", "none", "--per-source-connections", "none")
 
 
 def get(endpoint: Endpoint, path: str = "/1k.bin", timeout: float = 5.0) -> bytes:

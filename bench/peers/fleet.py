@@ -22,7 +22,6 @@ with L{bench.budgets}.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import sys
@@ -30,14 +29,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nfltr.cli.processes import wait_for_file
-
-from .._relay import account_key, relay_command
-from .._stack import READY, Processes, free_port
-from .._system import BenchError
+from .._relay import NO_SOURCE_LIMITS, account_key, start_relay
+from .._stack import Processes, free_port
 from ..budgets import rss, settle
 from .accounting import listening, memory_kib, table, tree, tree_memory_kib
-from .adapters import NO_SOURCE_LIMITS, Ssh, get, ssh_client, start_sshd, wait_until
+from .adapters import Ssh, get, ssh_client, start_sshd, wait_until
 from .loads import Endpoint
 
 FLEET_TOOLS = ("nfltr", "ssh")
@@ -50,11 +46,7 @@ def nfltr_fleet(tmp: Path, agents: int) -> dict[str, Any]:
     procs = Processes()
     data = tmp / "relay"
     try:
-        relay = procs.start("relay", relay_command(data, *NO_SOURCE_LIMITS))
-        try:
-            info = json.loads(wait_for_file(data / "relay.json", READY))
-        except RuntimeError as e:
-            raise BenchError(f"{e}; the relay printed:\n{relay.tail()}") from None
+        relay, info = start_relay(procs, data, *NO_SOURCE_LIMITS)
         key = account_key(data)
         time.sleep(1.0)
         base, base_rss = memory_kib([relay.pid]), rss(relay.pid)
