@@ -307,13 +307,16 @@ class Tunnel:
     @ivar connectors: (mode, service) to (connector, its local port).
     """
 
-    MODES = ("e2ee", "plain", "ws")
+    MODES = ("e2ee", "plain", "ws", "public")
     #: Each mode's agent and connector options: end-to-end TLS or not, and
     #: the transport to the relay (C{ws}: e2ee over the WebSocket transport).
+    #: C{public}: no connector; the agent publishes each service on a public
+    #: port of the relay (C{--public-port 0}) that visitors reach straight.
     OPTIONS = {
         "e2ee": ["--e2ee", "true", "--transport", "link"],
         "plain": ["--e2ee", "false", "--transport", "link"],
         "ws": ["--e2ee", "true", "--transport", "websocket"],
+        "public": ["--transport", "link"],
     }
     #: Options added to every agent's and every connector's command (a
     #: variant: C{--tls-ticket-lifetime 0} and C{--resume false} turn TLS
@@ -341,9 +344,17 @@ class Tunnel:
         def start(name: str, args: list[str], env: dict[str, str] | None = None) -> Proc:
             return procs.start(name + suffix, args, {**extra, **(env or {})}, tree)
 
+        public: list[str] = []
+        if "public" in self.modes:
+            public = [
+                "--public-ports", ",".join(str(free_port()) for _ in ports),
+                "--public-ports-interface", "127.0.0.1",
+                "--max-public-ports-per-account", str(len(ports)),
+            ]
         self.relay = start("relay", nfltr_command(
             "relay", "--data-dir", str(data), "--tls", "tcp:0:interface=127.0.0.1",
             "--admin", "tcp:0:interface=127.0.0.1", "--http", "none", "--log-level", "warn",
+            *public,
         ))
         try:
             info = json.loads(wait_for_file(data / "relay.json", READY))
@@ -355,13 +366,24 @@ class Tunnel:
         relay = ["--relay", info["tls"], "--ca", info["ca"]]
         self.agents: dict[str, Proc] = {}
         self.connectors: dict[tuple[str, str], tuple[Proc, int]] = {}
+        #: service to the relay's public port for it (mode C{public}).
+        self.public: dict[str, int] = {}
         for mode in self.modes:
             e2ee = self.OPTIONS[mode]
             name = f"bench-{mode}"
+            asks = ["--public-port", "0"] * len(ports) if mode == "public" else []
             agent = start(f"agent {mode}", nfltr_command(
                 "tcp", *(str(p) for p in ports.values()), "--name", name,
-                "--state-dir", str(tmp / f"agent-{mode}"), *relay, *e2ee, *self.AGENT_EXTRA,
+                "--state-dir", str(tmp / f"agent-{mode}"), *relay, *e2ee, *asks,
+                *self.AGENT_EXTRA,
             ), env)
+            if mode == "public":
+                for service, port in ports.items():
+                    self.public[service] = int(agent.wait_for(
+                        rf"public port [\d.]+:(\d+) -> port {port}\b").group(1))
+                agent.wait_for("connected to the relay")
+                self.agents[mode] = agent
+                continue
             pin: list[str] = []
             if "true" in e2ee:
                 pin = ["--pin", agent.wait_for(r"(sha256:[0-9a-f]{64})").group(1)]
@@ -374,6 +396,23 @@ class Tunnel:
                 ), env)
                 local = int(connector.wait_for(r"listening on [\d.]+:(\d+)").group(1))
                 self.connectors[mode, service] = (connector, local)
+
+    def local_port(self, mode: str, service: str) -> int:
+        """
+        The port a visitor of C{service} connects to in C{mode}: its
+        connector's, or the relay's public port.
+        """
+        if mode == "public":
+            return self.public[service]
+        return self.connectors[mode, service][1]
+
+    def connector_pid(self, mode: str, service: str) -> int | None:
+        """
+        The pid of C{service}'s connector in C{mode}; C{None} for C{public}.
+        """
+        if mode == "public":
+            return None
+        return self.connectors[mode, service][0].pid
 
     def _key(self, data: Path) -> str:
         def nfltr(*args: str) -> subprocess.CompletedProcess[str]:

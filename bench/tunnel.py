@@ -9,7 +9,9 @@ One relay, and for each path mode an agent (C{nfltr tcp}) and a connector
 (C{nfltr tcp-connect}) per service: C{e2ee} (the default: TLS from the
 connector to the agent inside the link's TLS), C{plain} (C{--e2ee false})
 and C{ws} (e2ee, with the link carried over the WebSocket transport), all
-started as a user would.  The services: C{iperf3 -s} and nginx
+started as a user would; and C{public}: an agent publishing each service on
+a public port of the relay (C{--public-port 0}, the relay started with
+C{--public-ports}), reached straight with no connector.  The services: C{iperf3 -s} and nginx
 serving a 1 KiB file with keep-alive.  Workloads: C{bulk-1} and C{bulk-8}
 (C{iperf3 -c -P 1 / 8 -t S}), C{http-1} and C{http-50} (C{wrk -t1 -c1} and
 C{-t2 -c50}, C{-d S}) and C{close-50} (the same with C{Connection: close}: a
@@ -87,7 +89,7 @@ GB = 1e9
 # A line of an nfltr process's log that is worth reading.
 _COMPLAINT = re.compile(r"#(warn|error|critical)\]|\[(warn|error|critical)\]|Traceback")
 DEFAULT_JSON = ROOT / "docs" / "benchmarks" / "tunnel.json"
-MODES = ("direct", "e2ee", "plain", "ws")
+MODES = ("direct", "e2ee", "plain", "ws", "public")
 ROLES = ("relay", "agent", "connector")
 # From /work/shared/PERFORMANCE.md, measured earlier on this machine kind.
 YARDSTICKS = (
@@ -228,7 +230,7 @@ class Bench:
         self.tunnel = self.tunnels[""]
         for case in self.args.cases[1:]:
             tunnel, mode = self.path(case)
-            fetch(tunnel.connectors[mode, "nginx"][1])  # the path works
+            fetch(tunnel.local_port(mode, "nginx"))  # the path works
 
     def path(self, case: str) -> tuple[Tunnel, str]:
         """
@@ -270,7 +272,7 @@ class Bench:
         if case == "direct":
             return self.services.ports[workload.service]
         tunnel, mode = self.path(case)
-        return tunnel.connectors[mode, workload.service][1]
+        return tunnel.local_port(mode, workload.service)
 
     def groups(self, workload: Workload, case: str) -> dict[str, int]:
         """
@@ -282,7 +284,9 @@ class Bench:
             tunnel, mode = self.path(case)
             roles["relay"] = tunnel.relay.pid
             roles["agent"] = tunnel.agents[mode].pid
-            roles["connector"] = tunnel.connectors[mode, workload.service][0].pid
+            connector = tunnel.connector_pid(mode, workload.service)
+            if connector is not None:
+                roles["connector"] = connector
         taken = set(roles.values())
         rest = [p.pid for p in self.procs.all if p.pid not in taken]
         roles.update({f"idle-{i}": pid for i, pid in enumerate(rest)})
@@ -647,9 +651,9 @@ def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
 
 def _cores(e: dict[str, Any]) -> str:
     values = [e.get(f"{role}_cores") for role in ROLES]
-    if any(v is None for v in values):
+    if values[0] is None:
         return "n/a"
-    return ", ".join(f"{v['median']:.2f}" for v in values if v is not None)
+    return ", ".join("-" if v is None else f"{v['median']:.2f}" for v in values)
 
 
 # -- profile ----------------------------------------------------------------------
@@ -672,10 +676,10 @@ def profile(bench: Bench, workloads: list[Workload], tmp: Path) -> dict[str, Any
     results: dict[str, Any] = {}
     for workload in workloads:
         mode = args.profile_mode
-        targets = {
-            "relay": bench.tunnel.relay.pid, "agent": bench.tunnel.agents[mode].pid,
-            "connector": bench.tunnel.connectors[mode, workload.service][0].pid,
-        }
+        targets = {"relay": bench.tunnel.relay.pid, "agent": bench.tunnel.agents[mode].pid}
+        connector = bench.tunnel.connector_pid(mode, workload.service)
+        if connector is not None:
+            targets["connector"] = connector
         outputs = {role: directory / f"{workload.name}-{mode}-{role}.txt" for role in targets}
         spies: list[Sampler] = []
 
