@@ -314,6 +314,23 @@ def prepare_agent(options: AgentOptions) -> AgentSetup:
 DRAIN_TIMEOUT = 30.0
 
 
+def agent_sessions(
+    reactor: Any, options: AgentOptions, connector: Any, tls: E2EETLSFactory | None,
+    shares: Mapping[str, ShareServer],
+) -> AgentSessions:
+    """
+    The router of the sessions of an agent run with C{options} (its first,
+    and each one a reload installs): its TCP ports (plain ones, those
+    published on a relay port), share URLs, PROXY protocol and UDP ports.
+    """
+    public = dict(zip(options.ports, options.public_ports, strict=False))
+    sessions = AgentSessions(reactor, options.ports, connector, tls, shares, public,
+                             options.plain)
+    sessions.proxyProtocol = options.proxy_protocol
+    sessions.udp = UDPServices(reactor, options.udp_shares()) if options.udp else None
+    return sessions
+
+
 class AgentService(Service, DiallerObserver):
     """
     Runs an agent: announces how to connect, keeps the link to the relay,
@@ -365,12 +382,8 @@ class AgentService(Service, DiallerObserver):
             self.shares[name] = ShareServer(name, option, connector, reactor, setup.share_key)
         self.inspectUI = inspect_ui_for(reactor, options.http, self.shares.get(setup.name),
                                       options.state_dir)
-        public = dict(zip(options.ports, options.public_ports, strict=False))
-        self.sessions = AgentSessions(reactor, options.ports, connector, tls, self.shares, public,
-                                      options.plain)
-        self.sessions.proxyProtocol = options.proxy_protocol
-        udp = UDPServices(reactor, options.udp_shares()) if options.udp else None
-        self.udp = self.sessions.udp = udp
+        self.sessions = agent_sessions(reactor, options, connector, tls, self.shares)
+        self.udp = self.sessions.udp
         if options.resume_timeout:
             self.sessions.resumer = AgentResumer(reactor, options.resume_timeout)
         relay = options.relay

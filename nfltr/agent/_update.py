@@ -33,9 +33,12 @@ from nfltr.link.twisted import LinkUnavailable
 from nfltr.tls import E2EETLSFactory
 from nfltr.wire import peerText
 from nfltr.wire.messages import MessageError, agent_hello
+from nfltr.wire.udp import UDP_FEATURE
 from nfltr.wire.update import FEATURE, UPDATED, parse_updated, update_message
 
+from ._public_ports import public_port_lines
 from ._shares import ShareServer
+from ._udp import OLD_RELAY_UDP
 
 if TYPE_CHECKING:
     from ._service import AgentService, AgentSessions, AgentSetup
@@ -80,14 +83,16 @@ class EntryUpdater:
         self._closing: list[tuple[Any, ShareServer]] = []
         service.updater = self
 
-    def update(self, setup: AgentSetup) -> None:
+    def update(self, setup: AgentSetup) -> bool:
         """
         Serve C{setup}'s entries from now on, and tell the relay.
+
+        @return: false if they cannot be (the log says why).
         """
         if self.pending is not None:
             self.waiting = setup
-            return
-        from ._service import AgentSessions
+            return True
+        from ._service import agent_sessions
 
         service = self.service
         previous = self._state()
@@ -104,35 +109,43 @@ class EntryUpdater:
         if tls is None and setup.server_tls is not None:
             tls = E2EETLSFactory(setup.server_tls, False, self.clock)
         options = setup.options
-        sessions = AgentSessions(self.clock, options.ports, service.connector, tls, servers,
-                                 options.plain)
+        sessions = agent_sessions(self.clock, options, service.connector, tls, servers)
         # The resumable sessions, suspended ones included, outlive the reload.
         sessions.resumer = previous.sessions.resumer
         tcp = options.tcp_shares()
         http = [server.hello() for server in servers.values()]
+        udp = options.udp_shares()
         hello = agent_hello(options.relay.key, setup.name, tcp, http, options.group)
+        if udp:
+            hello["udp"] = [share.to_json() for share in udp]
         if sessions.resumer is not None:
             hello["resume"] = True
+        link, welcome = service.dialler.link, service.dialler.welcome or {}
+        if udp and link is not None and UDP_FEATURE not in (welcome.get("features") or []):
+            for server in added:
+                server.close()
+            _log.error("the new entries are not applied: {why}", why=OLD_RELAY_UDP)
+            return False
         self._install(_State(setup, servers, sessions, hello))
         ports = [p for p in options.ports if p not in previous.setup.options.ports]
-        link, welcome = service.dialler.link, service.dialler.welcome or {}
         if link is None:
             self._done(_Pending(0, previous, added, removed, ports), [])
-            return
+            return True
         if FEATURE not in (welcome.get("features") or []):
             _log.warn("the relay at {where} does not take updates: the new entries reach it "
                       "when the link reconnects", where=options.relay.address)
             self._done(_Pending(0, previous, added, removed, ports), [])
-            return
+            return True
         self.seq += 1
         pending = _Pending(self.seq, previous, added, removed, ports)
         try:
-            link.sendControl(update_message(self.seq, tcp, http))
+            link.sendControl(update_message(self.seq, tcp, http, udp))
         except LinkUnavailable:
             # The link is going: the next one's hello declares the new entries.
             self._done(pending, [])
-            return
+            return True
         self.pending = pending
+        return True
 
     def controlReceived(self, message: dict[str, Any]) -> None:
         """
@@ -150,7 +163,7 @@ class EntryUpdater:
             return
         self.pending = None
         if answer.refused is None:
-            self._done(pending, list(answer.shares))
+            self._done(pending, list(answer.shares), answer.ports)
         else:
             self._install(pending.previous)
             for server in pending.added:
@@ -183,9 +196,17 @@ class EntryUpdater:
         if waiting is not None:
             self.update(waiting)
 
-    def _done(self, pending: _Pending, answers: list[Any]) -> None:
+    def _done(
+        self, pending: _Pending, answers: list[Any], ports: dict[str, Any] | None = None,
+    ) -> None:
         service = self.service
         service.takeShares(answers)
+        relay = service.setup.options.relay.address
+        lines = public_port_lines(relay, ports or {})
+        if service.udp is not None:
+            lines += service.udp.publicLines(relay, ports or {})
+        for line in lines:
+            service.announce(line)
         for server in pending.removed:
             call = self.clock.callLater(service.drainTimeout, self._close, server)
             self._closing.append((call, server))
@@ -209,4 +230,5 @@ class EntryUpdater:
     def _install(self, state: _State) -> None:
         service = self.service
         service.setup, service.shares, service.sessions = state.setup, state.shares, state.sessions
+        service.udp = state.sessions.udp
         service.dialler.setHello(state.hello)

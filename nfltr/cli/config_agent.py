@@ -8,9 +8,8 @@ reloads the file on C{SIGHUP} (L{ConfigAgent.reload}):
     declaration (L{nfltr.agent.EntryUpdater});
   - a broken file changes nothing: the log says why, line by line;
   - a changed top level (the relay, its trust, the key, the agent's name or
-    state directory), or changed C{[[udp]]} entries, are not applied to a
-    running agent: the log says to restart, and the entries stay as they
-    were.
+    state directory) is not applied to a running agent: the log says to
+    restart, and the entries stay as they were.
 """
 
 from __future__ import annotations
@@ -93,10 +92,6 @@ class ConfigAgent(Service):
                        "agent's name or state directory); restart to apply it, the running "
                        "entries stay", path=str(self.path))
             return
-        if new.options.udp_shares() != self.config.options.udp_shares():
-            _log.error("{path} not reloaded: its [[udp]] entries changed; restart to apply "
-                       "them, the running entries stay", path=str(self.path))
-            return
         before = {e.identity() for e in self.config.entries}
         after = {e.identity() for e in new.entries}
         if before == after:
@@ -108,8 +103,10 @@ class ConfigAgent(Service):
             _log.error("{path} not reloaded, the running entries stay: {error}",
                        path=str(self.path), error=str(e))
             return
+        if not self.updater.update(setup):
+            _log.error("{path} not reloaded, the running entries stay", path=str(self.path))
+            return
         self.config = new
-        self.updater.update(setup)
         _log.info(
             "{path} reloaded: {added} entries started, {removed} stopped, {kept} unchanged",
             path=str(self.path), added=len(after - before), removed=len(before - after),

@@ -1,8 +1,8 @@
 # -*- test-case-name: tests.relay.test_agent_update -*-
 """
 An agent's C{update} on its link (L{nfltr.wire.update}): its new
-declaration of TCP ports and share URLs, applied without touching what it
-keeps or the sessions in flight.
+declaration of TCP and UDP ports, share URLs and public ports, applied
+without touching what it keeps or the sessions in flight.
 
 The names of new share URLs are reserved first (as at the hello, across
 relays on a Redis directory); then, in one turn, the new entry is admitted
@@ -35,7 +35,10 @@ from nfltr.wire.update import (
 
 from .directory import AgentEntry
 from .leases import NameLeased
+from .log_text import listed
 from .names import ClaimRefused, name_taken_message
+from .public_ports import lease_name
+from .update_ports import PortChanges
 
 if TYPE_CHECKING:
     from .link_handler import RelayLinkHandler
@@ -59,7 +62,9 @@ def apply_update(handler: RelayLinkHandler, message: dict[str, Any],
         return
     publish, withdraw = changed_shares(hello.http, update.http)
     relay = handler.relay
-    d = relay.reserveNames(entry.account, [s.name for s in publish]) if publish else succeed(None)
+    names = [s.name for s in publish] + [lease_name(s.public_port) for s in update.tcp
+                                         if s.public_port and s not in hello.tcp]
+    d = relay.reserveNames(entry.account, names) if names else succeed(None)
 
     def reserved(_: object) -> None:
         if handler.agent is not entry or not ready():
@@ -85,15 +90,23 @@ def _applied(handler: RelayLinkHandler, entry: AgentEntry, update: Update, publi
     relay = handler.relay
     hello = handler.hello
     assert hello is not None
+    udp = handler.udpShares if update.udp is None else update.udp
     new = AgentEntry(
         entry.name, entry.account, entry.keyid, frozenset(s.port for s in update.tcp), handler,
-        plain=frozenset(s.port for s in update.tcp if not s.e2ee), group=entry.group,
-        udp=entry.udp, resumes=entry.resumes,
+        plain=frozenset(s.port for s in update.tcp if not s.e2ee),
+        addressed=frozenset(s.port for s in update.tcp if s.addressed), group=entry.group,
+        udp=frozenset(s.port for s in udp), resumes=entry.resumes,
     )
+    changes = PortChanges.between(hello.tcp, update.tcp, handler.udpShares, udp)
     try:
         relay.admitAgent(new)
-        answers = relay.publishShares(
-            handler, entry.account, publish, entry.group) if publish else []
+        ports = changes.apply(relay, handler, entry.account, entry.group)
+        try:
+            answers = relay.publishShares(
+                handler, entry.account, publish, entry.group) if publish else []
+        except ClaimRefused:
+            changes.undo(relay, handler, entry.account, entry.group, ports)
+            raise
     except ClaimRefused as e:
         send(update_refused(update.seq, e.reason.value, str(e)))
         return
@@ -102,13 +115,16 @@ def _applied(handler: RelayLinkHandler, entry: AgentEntry, update: Update, publi
     relay.claimAgent(new)
     handler.agent = new
     handler.hello = replace(hello, tcp=update.tcp, http=update.http)
+    handler.udpShares = udp
     handler.log.info(
-        "agent {name} (account {account}) updated: ports {ports}, URLs published {urls}, "
-        "withdrawn {withdrawn}",
-        name=entry.name, account=entry.account, ports=sorted(new.ports),
-        urls=[a.get("url") for a in answers], withdrawn=withdraw,
+        "agent {name} (account {account}) updated: ports {ports}, UDP ports {udp}, URLs "
+        "published {urls}, withdrawn {withdrawn}, public ports published {public}",
+        name=entry.name, account=entry.account, ports=listed(sorted(new.ports)),
+        udp=listed(sorted(new.udp)), urls=listed(a.get("url") for a in answers),
+        withdrawn=listed(withdraw),
+        public=listed(a["public_port"] for key in sorted(ports) for a in ports[key]),
     )
-    send(updated_message(update.seq, answers))
+    send(updated_message(update.seq, answers, ports))
 
 
 def _sender(handler: RelayLinkHandler) -> Callable[[dict[str, Any]], None]:

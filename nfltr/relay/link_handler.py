@@ -29,7 +29,6 @@ L{nfltr.wire.peerText}, refusals per source through L{Relay.logThrottle}.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable
 from contextlib import suppress
 from typing import Any
 
@@ -70,6 +69,7 @@ from .agents import Relay, revoked_message
 from .directory import AgentEntry
 from .interfaces import LINK, HolderFigures, IAgentHolder
 from .leases import NameLeased
+from .log_text import listed
 from .names import ClaimRefused, name_taken_message
 from .public_ports import PortRequest, lease_name
 from .public_udp import publish_udp
@@ -360,8 +360,8 @@ class RelayLinkHandler(LinkHandler):
             "agent {name} (account {account}) connected from {peer}, sharing ports {ports}, "
             "URLs {urls} and public ports {public}",
             name=hello.name, account=key.account, peer=self._peer(),
-            ports=_listed(sorted(entry.ports)), urls=_listed(s["url"] for s in shares),
-            public=_listed(p["public_port"] for p in ports or ()),
+            ports=listed(sorted(entry.ports)), urls=listed(s["url"] for s in shares),
+            public=listed(p["public_port"] for p in ports or ()),
         )
         self._releasePending()
 
@@ -586,10 +586,3 @@ class RelayLinkHandler(LinkHandler):
         link = self.link
         peer = None if link is None or link.transport is None else link.transport.getPeer()
         return str(getattr(peer, "host", "?"))
-
-
-def _listed(items: Iterable[object]) -> str:
-    """
-    C{items} for a log line a user reads: comma-separated, or C{none}.
-    """
-    return ", ".join(str(item) for item in items) or "none"

@@ -336,6 +336,16 @@ class PublicPorts:
                 entry.listening.stopListening()
         return ports
 
+    def withdrawService(self, holder: Any, service: int) -> list[int]:
+        """
+        Stop the public ports C{holder} holds for its share C{service}
+        (L{withdraw}).
+
+        @return: the ports withdrawn.
+        """
+        return [withdrawn for entry in self if entry.service == service
+                and holder in _members(entry) for withdrawn in self.withdraw(holder, entry.port)]
+
     def close(self) -> None:
         """
         Stop listening on every public port (the relay stops).

@@ -392,6 +392,10 @@ def parse_tcp_shares(raw: Any) -> tuple[TcpShare, ...]:
     return tuple(shares)
 
 
+#: The welcome's key naming the public port each TCP share got
+#: (C{[{"port", "public_port"}]}), for an agent that asked for one.
+PUBLIC_PORTS = "public_ports"
+
 def welcome(
     account: str, name: str | None, shares: list[dict[str, Any]] | None = None,
     data_token: str | None = None, public_ports: list[dict[str, int]] | None = None,
@@ -413,7 +417,7 @@ def welcome(
         # What an agent may ask of this relay after its hello (nfltr.wire.update).
         message["features"] = list(AGENT_FEATURES)
     if public_ports is not None:
-        message["public_ports"] = public_ports
+        message[PUBLIC_PORTS] = public_ports
     return message
 
 

@@ -169,3 +169,76 @@ class UpdaterTests(SynchronousTestCase):
         f.network.run()
         f.agent.relayUp(f.agent.dialler.link, welcomeWithUpdates({"name": "box"}))
         self.assertIsNone(f.updater.pending)
+
+
+class UpdatedSessionsTests(SynchronousTestCase):
+    """
+    What the new sessions' router keeps of the new options.
+    """
+
+    def test_everyOption(self) -> None:
+        """
+        The router installed by an update serves the new options as the
+        agent's first router does: plain ports plain, the public ports'
+        visitors, the PROXY protocol, and the UDP ports.
+        """
+        f = UpdaterFixture(self)
+        f.relay.answer = lambda m: updated_message(m["seq"], [])
+        setup = f.setup([3000, 3001], [])
+        options = replace(setup.options, plain=frozenset({3001}), public_ports=(20001,),
+                          proxy_protocol="v1", udp=(5353,))
+        f.updater.update(replace(setup, options=options))
+        f.network.run()
+        sessions = f.agent.sessions
+        self.assertEqual(sessions.plain, frozenset({3001}))
+        self.assertEqual(sessions.publicPorts, frozenset({3000}))
+        self.assertEqual(sessions.proxyProtocol, "v1")
+        assert sessions.udp is not None
+        self.assertEqual(sessions.udp.ports, frozenset({5353}))
+        self.assertIs(f.agent.udp, sessions.udp)
+        [sent] = f.relay.controls
+        self.assertEqual(sent["udp"], [{"port": 5353}])
+        self.assertEqual(f.agent.dialler.appHello["udp"], [{"port": 5353}])
+
+    def test_udpRemoved(self) -> None:
+        """
+        An update without UDP ports declares an empty list (the relay
+        withdraws them), and the agent serves none.
+        """
+        f = UpdaterFixture(self)
+        f.relay.answer = lambda m: updated_message(m["seq"], [])
+        f.updater.update(f.setup([3000], []))
+        f.network.run()
+        self.assertIsNone(f.agent.udp)
+        self.assertEqual(f.relay.controls[0]["udp"], [])
+
+    def test_publicPortsAnnounced(self) -> None:
+        """
+        The public ports the relay published for an update are announced,
+        as those of the welcome.
+        """
+        f = UpdaterFixture(self)
+        f.relay.answer = lambda m: updated_message(m["seq"], [], {
+            "public_ports": [{"port": 3001, "public_port": 20001}],
+            "public_udp_ports": [{"port": 5353, "public_port": 20053}]})
+        setup = f.setup([3000, 3001], [])
+        f.updater.update(replace(setup, options=replace(setup.options, udp=(5353,))))
+        f.network.run()
+        text = "\n".join(f.announced)
+        self.assertIn(":20001 -> port 3001", text)
+        self.assertIn(":20053 -> UDP port 5353", text)
+
+    def test_relayWithoutUDP(self) -> None:
+        """
+        New UDP entries for a relay that does not carry UDP change nothing;
+        the log says why.
+        """
+        f = UpdaterFixture(self, policy=lambda app: welcome("acme", app.get("name"), [], "0" * 32))
+        sessions = f.agent.sessions
+        f.agent.dialler.welcome = {**(f.agent.dialler.welcome or {}), "features": ["update"]}
+        setup = f.setup([3000], ["blog"])
+        f.updater.update(replace(setup, options=replace(setup.options, udp=(5353,))))
+        f.network.run()
+        self.assertIs(f.agent.sessions, sessions)
+        self.assertEqual(f.relay.controls, [])
+        self.assertIn("the relay does not carry UDP", f.logs.allText())

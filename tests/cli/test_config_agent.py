@@ -85,11 +85,9 @@ class ReloadTests(SynchronousTestCase):
 
     def test_udpChanged(self) -> None:
         """
-        Changed [[udp]] entries are not applied to a running agent (its
-        relay declaration of UDP ports is its hello's): the log says to
-        restart.
+        Changed [[udp]] entries are applied as the others are.
         """
         self.write("[[tcp]]\nport = 22\n[[udp]]\nport = 53\n")
         self.agent.reload()
-        self.assertEqual(self.agent.agent.setup.options.udp, ())
-        self.assertIn("[[udp]] entries changed; restart", self.logs.allText())
+        self.assertEqual(self.agent.agent.setup.options.udp, (53,))
+        self.assertIn("1 entries started, 0 stopped, 1 unchanged", self.logs.allText())

@@ -16,9 +16,12 @@ import threading
 import time
 from pathlib import Path
 
+from twisted.trial.unittest import SynchronousTestCase
+
 from .harness import REPO, Process, Stack, StackTestCase, exchange, missing, nfltr
 from .service import pattern
-from .test_udp import dns_query, udp_service
+from .test_public_ports import free_ports
+from .test_udp import dns_query, free_udp_port, udp_service
 from .udp_service import ADDRESS, NAME
 
 CURL_TIMEOUT = 60
@@ -354,4 +357,55 @@ class ReloadTests(StackTestCase):
         wait_count(agent, r"not reloaded, the running entries stay", 1)
         wait_count(agent, rf"{re.escape(str(path))}:\d+: \[\[tcp\]\] 3: port 0", 1)
         self.assertEqual(exchange(added_local, b"MARKER still\n"), b"still\n")
+        self.assertEqual(stack.relay.output().count("agent box (account alice) connected"), 1)
+
+
+class ReloadPublicPortsTests(SynchronousTestCase):
+    """
+    C{SIGHUP} adds and removes public ports, TCP and UDP, and UDP entries.
+    """
+
+    def setUp(self) -> None:
+        [self.tcp_public], self.udp_public = free_ports(1), free_udp_port()
+        self.stack = Stack(
+            Path(self.mktemp()).absolute(),
+            relay_extra=("--public-ports", f"{self.tcp_public},{self.udp_public}",
+                         "--public-ports-interface", "127.0.0.1"),
+        )
+        self.addCleanup(self.stack.close)
+
+    def test_addedThenRemoved(self) -> None:
+        """
+        A reload that adds a TCP entry with a public port and a UDP entry
+        with a public UDP port publishes both (the agent says where) and
+        they answer; the next reload, without them, withdraws them; the
+        kept entry is served throughout, on the agent's one link.
+        """
+        stack = self.stack
+        key = stack.key("alice")
+        kept, published = stack.service(), stack.service()
+        dns = udp_service(stack, "dns")
+        path = write_config(stack, key, tcp_entries([kept]))
+        agent = start_up(stack, path)
+        pin = agent.wait_for(r"(sha256:[0-9a-f]{64})").group(1)
+        _, kept_local = stack.connector(key, "box", kept, "--pin", pin)
+
+        write_config(stack, key, tcp_entries([kept]) + f"[[tcp]]\nport = {published}\n"
+                     f"public-port = {self.tcp_public}\n\n[[udp]]\nport = {dns}\n"
+                     f"public-port = {self.udp_public}\n")
+        agent.popen.send_signal(signal.SIGHUP)
+        wait_count(agent, r"reloaded: 2 entries started, 0 stopped, 1 unchanged", 1)
+        agent.wait_for(rf"public port 127\.0\.0\.1:{self.tcp_public} -> port {published}")
+        agent.wait_for(rf"public UDP port 127\.0\.0\.1:{self.udp_public} -> UDP port {dns}")
+        self.assertEqual(exchange(self.tcp_public, b"MARKER public\n"), b"public\n")
+        answer = dns_query(self.udp_public, NAME)
+        self.assertEqual([a.payload.dottedQuad() for a in answer.answers], [ADDRESS])
+
+        write_config(stack, key, tcp_entries([kept]))
+        agent.popen.send_signal(signal.SIGHUP)
+        wait_count(agent, r"reloaded: 0 entries started, 2 stopped, 1 unchanged", 1)
+        stack.relay.wait_for(r"agent box \(account alice\) updated: ports \d+, UDP ports none")
+        with self.assertRaises(ConnectionRefusedError):
+            exchange(self.tcp_public, b"MARKER gone\n")
+        self.assertEqual(exchange(kept_local, b"MARKER kept\n"), b"kept\n")
         self.assertEqual(stack.relay.output().count("agent box (account alice) connected"), 1)

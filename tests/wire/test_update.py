@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr.wire.messages import AGENT_FEATURES, INSPECT, HttpShare, MessageError, TcpShare, welcome
+from nfltr.wire.udp import UdpShare
 from nfltr.wire.update import (
     FEATURE,
     MAX_SEQ,
@@ -47,6 +48,19 @@ class UpdateTests(SynchronousTestCase):
         http = [HttpShare("blog", 3000, INSPECT, plain=True)]
         update = parse_update(json.loads(json.dumps(update_message(MAX_SEQ, tcp, http))))
         self.assertEqual((update.seq, update.tcp, update.http), (MAX_SEQ, tuple(tcp), tuple(http)))
+        self.assertIsNone(update.udp)
+
+    def test_udp(self) -> None:
+        """
+        The UDP ports travel when given, an empty list included (none left).
+        """
+        udp = [UdpShare(53, 20053), UdpShare(5353)]
+        for shares in (udp, []):
+            message = json.loads(json.dumps(update_message(1, [], [], shares)))
+            self.assertEqual(parse_update(message).udp, tuple(shares))
+        error = self.assertRaises(MessageError, parse_update,
+                                  {"seq": 1, "udp": [{"port": 53}, {"port": 53}]})
+        self.assertIn("twice", str(error))
 
     def test_bad(self) -> None:
         """
@@ -61,7 +75,7 @@ class UpdateTests(SynchronousTestCase):
             error = self.assertRaises(MessageError, parse_update, {"type": "update", **message})
             self.assertIn(words, str(error))
 
-    @given(st.dictionaries(st.sampled_from(["seq", "tcp", "http", "type"]), JSON))
+    @given(st.dictionaries(st.sampled_from(["seq", "tcp", "http", "udp", "type"]), JSON))
     def test_onlyMessageError(self, message: dict[str, Any]) -> None:
         """
         Whatever a peer sends, reading it raises nothing but L{MessageError}.
@@ -82,6 +96,16 @@ class UpdatedTests(SynchronousTestCase):
         """
         shares = [{"name": "a", "url": "https://a.example/"}]
         self.assertEqual(parse_updated(updated_message(4, shares)), Updated(4, tuple(shares)))
+
+    def test_publicPorts(self) -> None:
+        """
+        Done with public ports: kept, keyed as in the welcome; anything but
+        a list under those keys is left out.
+        """
+        ports = {"public_ports": [{"port": 22, "public_port": 20001}],
+                 "public_udp_ports": [{"port": 53, "public_port": 20053}]}
+        self.assertEqual(parse_updated(updated_message(4, [], ports)).ports, ports)
+        self.assertEqual(parse_updated({"seq": 1, "public_ports": 3}).ports, {})
 
     def test_refused(self) -> None:
         """
