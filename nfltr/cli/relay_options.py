@@ -19,7 +19,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from twisted.internet.endpoints import serverFromString
 from twisted.python import usage
 
 from nfltr.cli.api_options import API_RELAY_OPTIONS, api_limits
@@ -55,6 +54,7 @@ from nfltr.relay.config import (
     default_data_dir,
 )
 from nfltr.relay.port_ranges import PortRangeError, parse_port_ranges
+from nfltr.relay.reuseport import server_endpoint
 from nfltr.relay.tls_port import check_share_domain
 from nfltr.ssh import SSHConfig, SSHConfigError
 from nfltr.store import InvalidRedisURL, RedisAddress, parse_redis_url
@@ -127,7 +127,7 @@ def check_endpoint(spec: str, option: str) -> str:
     if spec.split(":", 1)[0].strip().lower() == "onion":
         raise usage.UsageError(f"{option} {spec!r}: {ONION_ENDPOINT_HINT}")
     try:
-        serverFromString(None, spec)
+        server_endpoint(None, spec, DEFAULT_BACKLOG)
     except (ValueError, TypeError, KeyError, IndexError, OSError) as e:
         raise usage.UsageError(f"{option} {spec!r}: not a usable endpoint: {e}") from None
     return spec

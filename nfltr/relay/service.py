@@ -46,7 +46,6 @@ from twisted.internet.defer import (
     gatherResults,
     maybeDeferred,
 )
-from twisted.internet.endpoints import serverFromString
 from twisted.internet.error import CannotListenError
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -74,7 +73,6 @@ from nfltr.tor import OnionKeyError
 from nfltr.udp import DatagramCounts
 
 from .announce import announce, describe
-from .backlog import with_backlog
 from .certs import RelayCertificate
 from .config import RelayConfig, database_path, state_file_path
 from .leases import ILeases, Leases
@@ -86,6 +84,7 @@ from .proxy_front import proxy_front
 from .public_listener import public_ports
 from .public_udp import public_udp_ports
 from .relay_json import RelayInfo, remove_state_file, write_state_file
+from .reuseport import server_endpoint
 from .revocation import RevocationListener, RevocationPoller
 from .shared_leases import SharedLeases
 from .shares import ShareRegistry
@@ -514,10 +513,11 @@ class RelayService(Service):
 
     def _endpoint(self, spec: str) -> Any:
         """
-        The listener of endpoint string C{spec}, with the relay's listen
-        backlog unless C{spec} names one (L{nfltr.relay.backlog}).
+        The listener of endpoint string C{spec} (C{reuseport:}, or
+        Twisted's), with the relay's listen backlog unless C{spec} names one
+        (L{nfltr.relay.reuseport}).
         """
-        return serverFromString(self.reactor, with_backlog(spec, self.config.backlog))
+        return server_endpoint(self.reactor, spec, self.config.backlog)
 
     def _tlsFactory(self, relay: Relay, creator: Any) -> SNIRouterFactory:
         shares = self.shares if self.replica is None else self.replica.shareRoutes(self.shares)

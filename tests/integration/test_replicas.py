@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shutil
+import socket
 import subprocess
 import urllib.request
 
@@ -251,3 +253,64 @@ class SSHAcrossReplicasTests(ReplicasCase):
         body = self.curl(str(first.data / "tls" / "share-ca.crt"), "blog.localhost", port,
                          f"https://blog.localhost:{port}/bytes/{MiB}")
         self.assertEqual(body, web_pattern(MiB))
+
+
+class SharedPortTests(ReplicasCase):
+    """
+    The three replicas listen on one TLS port (C{--tls reuseport:PORT}):
+    the kernel spreads visitors over them.
+    """
+
+    #: Requests made, each on a new connection: the chance that all land on
+    #: the replica holding the share is 3 ** -REQUESTS.
+    REQUESTS = 16
+
+    def setUp(self) -> None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.shared = sock.getsockname()[1]
+        super().setUp()
+
+    def replicaArgs(self, i: int) -> tuple[str, ...]:
+        return ("--tls", f"reuseport:{self.shared}:interface=127.0.0.1")
+
+    def prepare(self, i: int) -> None:
+        """
+        Replicas behind one address share the relay CA and the share CA
+        (docs/replicas.md): the first replica's, copied before the others
+        first start.
+        """
+        if i == 0:
+            return
+        source = self.replicas[0].data / "tls"
+        target = self.tmp / f"replica{i}" / "relay" / "tls"
+        target.mkdir(parents=True)
+        for name in ("ca.crt", "ca.key", "share-ca.crt", "share-ca.key"):
+            shutil.copy2(source / name, target / name)
+
+    def test_spreadOverReplicas(self) -> None:
+        """
+        Every replica listens on the shared port; an e2ee share held by
+        replica 0 answers every request through it intact, those that
+        landed elsewhere carried over the replica link; a connector through
+        the shared port reaches a TCP agent whichever replica it lands on.
+        """
+        for stack in self.replicas:
+            self.assertEqual(stack.address, f"127.0.0.1:{self.shared}")
+        first = self.replicas[0]
+        key = first.key("alice")
+        first.http_agent(key, "blog", first.web_service())
+        ca = str(first.data / "tls" / "share-ca.crt")
+        for _ in range(self.REQUESTS):
+            body = self.curl(ca, "blog.localhost", self.shared,
+                             f"https://blog.localhost:{self.shared}/bytes/{MiB}")
+            self.assertEqual(body, web_pattern(MiB))
+        forwarded = [self.metric(stack, 'nfltr_replica_sessions_forwarded_total{kind="share"}')
+                     for stack in self.replicas]
+        self.assertGreater(sum(forwarded[1:]), 0, forwarded)
+        service = first.service()
+        _, pin = first.agent(key, "web", service)
+        assert pin is not None
+        for stack in self.replicas:
+            _, local = stack.connector(key, "web", service, "--pin", pin)
+            self.assertEqual(exchange(local, b"MARKER shared\n"), b"shared\n")
