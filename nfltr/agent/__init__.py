@@ -19,7 +19,8 @@ from ._options import (
 )
 from ._relays import IRelayChoice, RelayAddresses, ShuffledNames
 from ._secrets import read_secret_file
-from ._service import AgentService, AgentSessions, AgentSetup, prepare_agent
+from ._service import AgentService, AgentSetup, prepare_agent
+from ._sessions import AgentSessions
 from ._settings import (
     DEFAULT_RELAY,
     KEY_ENV,

@@ -37,11 +37,13 @@ from nfltr.wire.udp import UDP_FEATURE
 from nfltr.wire.update import FEATURE, UPDATED, parse_updated, update_message
 
 from ._public_ports import public_port_lines
+from ._sessions import agent_sessions
 from ._shares import ShareServer
 from ._udp import OLD_RELAY_UDP
 
 if TYPE_CHECKING:
-    from ._service import AgentService, AgentSessions, AgentSetup
+    from ._service import AgentService, AgentSetup
+    from ._sessions import AgentSessions
 
 _log = Logger()
 
@@ -92,8 +94,6 @@ class EntryUpdater:
         if self.pending is not None:
             self.waiting = setup
             return True
-        from ._service import agent_sessions
-
         service = self.service
         previous = self._state()
         servers: dict[str, ShareServer] = {}
