@@ -237,7 +237,7 @@ class Capture:
             r._body = _keep(r._body, data, room)
 
     def response(self, status: int, headers: Sequence[tuple[bytes, bytes]]) -> None:
-        self._responded(status, _fields(headers))
+        self._responded(status, _fields(headers, self.record._ring.headCap))
 
     def responseHead(self, status: int, head: bytes) -> None:
         cap = self.record._ring.headCap
@@ -277,8 +277,18 @@ class Capture:
                                   "at": r._ring.clock() - r.started})
 
 
-def _fields(headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-    return list(islice(headers, MAX_HEADERS))
+def _fields(headers: Iterable[tuple[bytes, bytes]], cap: int) -> list[tuple[bytes, bytes]]:
+    """
+    At most L{MAX_HEADERS} of C{headers}, those that fit in C{cap} bytes
+    as header lines.
+    """
+    kept = list(islice(headers, MAX_HEADERS))
+    room = cap
+    for i, (name, value) in enumerate(kept):
+        room -= len(name) + len(value) + 4  # ": " and CRLF
+        if room < 0:
+            return kept[:i]
+    return kept
 
 
 def _shown(head: Head, secret: frozenset[bytes]) -> list[tuple[str, str]]:
@@ -332,7 +342,8 @@ class Ring:
         """
         Keep a new exchange (the oldest goes when the ring is full).
         """
-        record = Exchange(self, self._next, method, target, _fields(headers), visitor, replay)
+        record = Exchange(self, self._next, method, target, _fields(headers, self.headCap),
+                          visitor, replay)
         self._next += 1
         self.exchanges.append(record)
         return record
