@@ -240,8 +240,11 @@ class Capture:
         self._responded(status, _fields(headers, self.record._ring.headCap))
 
     def responseHead(self, status: int, head: bytes) -> None:
-        cap = self.record._ring.headCap
-        self._responded(status, head if len(head) <= cap else cut_head(head, cap))
+        r = self.record
+        ring = r._ring
+        r.status = status
+        r._responseHead = head if len(head) <= ring.headCap else cut_head(head, ring.headCap)
+        r.firstByte = ring.clock() - r.started
 
     def _responded(self, status: int, head: Head) -> None:
         r = self.record
@@ -255,7 +258,10 @@ class Capture:
         r.responseSize = size + len(data)
         room = r._ring.bodyCap - size
         if room > 0:
-            r._responseBody = _keep(r._responseBody, data, room)
+            if not size and len(data) <= room and type(data) is bytes:
+                r._responseBody = data  # the usual case: one piece, kept as it is
+            else:
+                r._responseBody = _keep(r._responseBody, data, room)
 
     def ended(self, outcome: str) -> None:
         r = self.record
