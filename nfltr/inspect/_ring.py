@@ -69,6 +69,9 @@ class Body:
         self.size = size
 
     def json(self) -> dict[str, Any]:
+        """
+        The body for the API: as text, its size, whether it was cut.
+        """
         return {"text": self.kept.decode("utf-8", "replace"), "size": self.size,
                 "truncated": self.size > len(self.kept)}
 
@@ -112,6 +115,10 @@ class Exchange:
         or C{switched}.
     @ivar requestSize: bytes of the request's body, all counted.
     @ivar responseSize: bytes of the response's body, all counted.
+
+    The heads and bodies as kept are private (C{_head}, C{_responseHead},
+    C{_body}, C{_responseBody}): written by its L{Capture} only, read only
+    through the views below, which redact.
     """
 
     __slots__ = ("_body", "_frames", "_head", "_method", "_responseBody", "_responseHead",
@@ -213,6 +220,9 @@ class Exchange:
         return query in text
 
     def __repr__(self) -> str:
+        """
+        Its number, method, target and status: no header, no body.
+        """
         return f"<Exchange {self.ident} {self.method} {self.target!r} {self.status}>"
 
 
