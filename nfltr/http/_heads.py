@@ -83,6 +83,8 @@ class RequestHead:
 
     @ivar length: the body's framing: a byte count (0 or more), or
         L{CHUNKED}.
+    @ivar raw: the head's bytes as they came (the empty line included),
+        when it was read from bytes.
     """
 
     method: bytes
@@ -90,6 +92,7 @@ class RequestHead:
     version: bytes
     headers: Headers
     length: int
+    raw: bytes = b""
 
     @property
     def keepAlive(self) -> bool:
@@ -185,7 +188,8 @@ def parseRequestHead(head: bytes) -> RequestHead:
     headers = _fields(lines[1:], HTTPStatus.BAD_REQUEST)
     version = match.group("version")
     length = _requestLength(headers, version)
-    return RequestHead(match.group("method"), match.group("target"), version, headers, length)
+    return RequestHead(match.group("method"), match.group("target"), version, headers, length,
+                       head)
 
 
 def _requestLength(headers: Headers, version: bytes) -> int:

@@ -414,8 +414,8 @@ class StreamExchange:
             request.last or response.length == UNTIL_CLOSE
             or (not response.reusable and (len(self.pending) > 1 or self.state == BODY))
         )
-        self.io.toVisitor(forwardedHead(response, raw, self._visitorCloses))
-        self._tap.response(response.status, response.headers)
+        self.io.toVisitor(sent := forwardedHead(response, raw, self._visitorCloses))
+        self._tap.responseHead(response.status, sent)
         self._response = response
         if response.length == CHUNKED:
             self._responseChunks = ChunkedBody()
@@ -440,7 +440,7 @@ class StreamExchange:
                 return b""
             self._started = True
             self.io.toVisitor(head)
-            self._tap.response(response.status, response.headers)
+            self._tap.responseHead(response.status, head)
             self._tap.ended(SWITCHED)
             self._switch(rest)
             return b""

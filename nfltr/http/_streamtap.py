@@ -5,7 +5,8 @@ path (L{nfltr.http._stream}): L{StreamTap} keeps one capture per request
 awaiting its response, in the order of the stream path's own, and tells
 each what passes.  The stream path copies bytes as they came, so the bodies
 a capture is told of are as they went: a chunked body with its chunk
-lines.  Header names go as they came (the tap lowercases what it keeps).
+lines.  Heads go as the bytes that came and went (the tap reads their
+fields when it needs them); the proxy's own answers go as fields.
 L{NoTap} does nothing, for a proxy nobody inspects.
 """
 
@@ -39,6 +40,11 @@ class NoTap:
         """
 
     def response(self, status: int, headers: Sequence[tuple[bytes, bytes]]) -> None:
+        """
+        Nothing.
+        """
+
+    def responseHead(self, status: int, head: bytes) -> None:
         """
         Nothing.
         """
@@ -78,8 +84,7 @@ class StreamTap(NoTap):
         """
         A request head was read: it awaits its response (or L{refused}).
         """
-        self._captures.append(self._tap.opened(head.method, head.target,
-                                               head.headers, visitor))
+        self._captures.append(self._tap.openedHead(head.method, head.target, head.raw, visitor))
 
     def refused(self, status: int, headers: Sequence[tuple[bytes, bytes]]) -> None:
         """
@@ -105,6 +110,14 @@ class StreamTap(NoTap):
         capture = self._captures[0] if self._captures else None
         if capture is not None:
             capture.response(status, headers)
+
+    def responseHead(self, status: int, head: bytes) -> None:
+        """
+        The oldest request's response head went to the visitor, as C{head}.
+        """
+        capture = self._captures[0] if self._captures else None
+        if capture is not None:
+            capture.responseHead(status, head)
 
     def responseBody(self, data: bytes) -> None:
         """

@@ -12,6 +12,12 @@ and of its end: complete, aborted (the connection cut mid-way), or switched
 (a C{101}: what follows is no longer HTTP, and the raw bytes each way are
 told as they pass).  The tap owns what it keeps:
 it must bound it.
+
+The stream path (L{nfltr.http._stream}) has each head as one bytes object
+already: it tells the tap of it as it is (L{IExchangeTap.openedHead},
+L{ICapture.responseHead}), and the tap reads its fields only if it needs
+them; the other paths tell the fields their parser made.  What is told may
+be kept as it is: bytes and the sequences given are not changed afterwards.
 """
 
 from __future__ import annotations
@@ -34,6 +40,12 @@ class ICapture(Interface):
     def response(status: int, headers: Sequence[tuple[bytes, bytes]]) -> None:
         """
         The head of the response that went to the visitor.
+        """
+
+    def responseHead(status: int, head: bytes) -> None:
+        """
+        The head of the response that went to the visitor, as it went: its
+        status line, header lines and the empty line.
         """
 
     def responseBody(data: bytes) -> None:
@@ -67,6 +79,15 @@ class IExchangeTap(Interface):
         """
         A request's head, as the visitor sent it; the capture to tell the
         rest to, or L{None} to hear no more of it.
+        """
+
+    def openedHead(
+        method: bytes, target: bytes, head: bytes, visitor: str | None,
+    ) -> ICapture | None:
+        """
+        A request's head as the visitor sent it (its request line, header
+        lines and the empty line), with the method and target read from it;
+        as L{opened}.
         """
 
 

@@ -6,9 +6,11 @@ off): every request and response through the share, seen where the agent
 sees plaintext (in C{e2ee} it ends the visitor's TLS; in C{inspect} the
 relay hands it the HTTP), kept on the user's machine only, in memory.
 
-  - L{nfltr.inspect._ring}: what is kept (a ring of exchanges, bodies
-    capped, secrets redacted), as a tap on the share's proxy
+  - L{nfltr.inspect._ring}: what is kept (a ring of exchanges, heads and
+    bodies capped), as a tap on the share's proxy
     (L{nfltr.http.IExchangeTap});
+  - L{nfltr.inspect._redact}: kept heads read when shown, secrets
+    redacted;
   - L{nfltr.inspect._site}: the page and its JSON API (list, filter,
     detail, replay), and who may use them;
   - L{nfltr.inspect._replay}: sending a kept request to the service again.
@@ -23,11 +25,11 @@ import ipaddress
 import secrets
 from typing import Any
 
-from ._ring import BODY_CAP, RING_SIZE, Ring
+from ._ring import BODY_CAP, HEAD_CAP, RING_SIZE, Ring
 from ._site import Inspector, InspectorSite, QuietSite
 
-__all__ = ["BODY_CAP", "RING_SIZE", "Inspector", "InspectorSite", "Ring", "inspector_site",
-           "is_loopback"]
+__all__ = ["BODY_CAP", "HEAD_CAP", "RING_SIZE", "Inspector", "InspectorSite", "Ring",
+           "inspector_site", "is_loopback"]
 
 #: What the inspector says in passthrough mode.
 PASSTHROUGH_NOTE = ("passthrough share: the service ends the visitors' TLS, so the agent sees "

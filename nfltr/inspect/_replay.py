@@ -23,7 +23,7 @@ from twisted.python.failure import Failure
 from twisted.web.client import Agent, FileBodyProducer, ResponseDone
 from twisted.web.http_headers import Headers
 
-from ._ring import REDACTION, Exchange, Ring
+from ._ring import REDACTION, Capture, Exchange, Ring
 
 #: The largest body an edit may give.
 MAX_REPLAY_BODY = 1024 * 1024
@@ -45,11 +45,11 @@ class _Collect(Protocol):
     Reads a response body into a kept exchange's body, bounded.
     """
 
-    def __init__(self, record: Exchange, ring: Ring, done: Deferred[None]) -> None:
-        self.record, self.ring, self.done = record, ring, done
+    def __init__(self, capture: Capture, done: Deferred[None]) -> None:
+        self.capture, self.done = capture, done
 
     def dataReceived(self, data: bytes) -> None:
-        self.record.responseBody.add(data, self.ring.bodyCap)
+        self.capture.responseBody(data)
 
     def connectionLost(self, reason: Failure = Failure(ResponseDone())) -> None:  # noqa: B008
         self.done.callback(None)
@@ -104,11 +104,13 @@ async def replay(
     @param host: the C{Host} to send (L{None}: the request's own).
     """
     method, target, headers, body = edited(record, edits)
-    original = next((v for n, v in record.rawHeaders if n.lower() == b"host"), None)
-    hostValue = host if host is not None else (original or f"127.0.0.1:{port}".encode())
+    original = next((v for n, v in record.headers if n == "host"), None)
+    hostValue = host if host is not None else (
+        original or f"127.0.0.1:{port}").encode("latin-1", "replace")
     raw = [(n.encode("latin-1"), v.encode("latin-1")) for n, v in headers]
     new = ring.record(method, target, [(b"host", hostValue), *raw], "replay", replay=True)
-    new.body.add(body, ring.bodyCap)
+    capture = Capture(new)
+    capture.requestBody(body)
     sent = Headers()
     sent.addRawHeader(b"host", hostValue)
     for name, value in raw:
@@ -120,16 +122,12 @@ async def replay(
     try:
         response = await request
     except Exception:  # noqa: BLE001 - any failure to reach the service ends the replay
-        new.outcome, new.took = "aborted", ring.clock() - new.started
+        capture.ended("aborted")
         return new
-    new.status = response.code
-    new.firstByte = ring.clock() - new.started
-    new.rawResponseHeaders = [
-        (name, REDACTION if name.lower() in ring.secret else value)
-        for name, values in response.headers.getAllRawHeaders() for value in values
-    ]
+    capture.response(response.code, [(name, value) for name, values
+                                 in response.headers.getAllRawHeaders() for value in values])
     done: Deferred[None] = Deferred()
-    response.deliverBody(_Collect(new, ring, done))
+    response.deliverBody(_Collect(capture, done))
     await done
-    new.outcome, new.took = "complete", ring.clock() - new.started
+    capture.ended("complete")
     return new

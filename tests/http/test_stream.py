@@ -417,3 +417,63 @@ class StreamOnlyTests(SynchronousTestCase):
         responses = parseResponses(received(visitor), methods, False)
         expected = [b"" if m == b"HEAD" else m + b"/%d" % i for i, m in enumerate(methods)]
         self.assertEqual([body for _, body, _ in responses], expected)
+
+
+class _HeadTap:
+    """
+    An L{nfltr.http.IExchangeTap} that records the heads it is told of.
+    """
+
+    def __init__(self) -> None:
+        self.heard: list[tuple[Any, ...]] = []
+
+    def opened(self, *args: Any) -> _HeadTap:
+        self.heard.append(("opened", *args))
+        return self
+
+    def openedHead(self, method: bytes, target: bytes, head: bytes, visitor: Any) -> _HeadTap:
+        self.heard.append(("openedHead", method, target, head))
+        return self
+
+    def response(self, status: int, headers: Any) -> None:
+        self.heard.append(("response", status))
+
+    def responseHead(self, status: int, head: bytes) -> None:
+        self.heard.append(("responseHead", status, head))
+
+    def requestBody(self, data: bytes) -> None:
+        pass
+
+    def responseBody(self, data: bytes) -> None:
+        pass
+
+    def ended(self, outcome: str) -> None:
+        self.heard.append(("ended", outcome))
+
+    def switchedData(self, fromVisitor: bool, data: bytes) -> None:
+        pass
+
+
+class TapHeadTests(SynchronousTestCase):
+    """
+    The stream path tells a tap of each head as bytes: the request's as it
+    came, the response's as it went to the visitor.
+    """
+
+    def test_heads(self) -> None:
+        """
+        A request head goes to the tap whole, as the visitor sent it; a
+        response head as the visitor got it (written again here, saying
+        C{close}, since the visitor asked for it).
+        """
+        tap = _HeadTap()
+        h = Harness(fixed(b"ok", extra=b"X-App: yes\r\n"), stream=True)
+        h.factory.tap = tap
+        sent = request(headers=b"X-Odd-Case: Value\r\nConnection: close\r\n")
+        visitor, _ = h.visit(sent)
+        opened, response, ended = tap.heard
+        self.assertEqual(opened, ("openedHead", b"GET", b"/", sent))
+        self.assertEqual(response[:2], ("responseHead", 200))
+        self.assertTrue(received(visitor).startswith(response[2]))
+        self.assertIn(b"Connection: close\r\n", response[2])
+        self.assertEqual(ended, ("ended", "complete"))

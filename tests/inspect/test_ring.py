@@ -9,7 +9,7 @@ from __future__ import annotations
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface.verify import verifyObject
 
-from nfltr.http import COMPLETE, IExchangeTap
+from nfltr.http import COMPLETE, ICapture, IExchangeTap
 from nfltr.inspect import Ring
 from nfltr.inspect._ring import REDACTION
 from nfltr.wire.policy import Denial
@@ -30,9 +30,90 @@ class RingTests(SynchronousTestCase):
 
     def test_interface(self) -> None:
         """
-        The ring is an L{IExchangeTap}.
+        The ring is an L{IExchangeTap}, its captures are L{ICapture}s.
         """
-        self.assertTrue(verifyObject(IExchangeTap, Ring(lambda: 0.0)))
+        ring = Ring(lambda: 0.0)
+        self.assertTrue(verifyObject(IExchangeTap, ring))
+        self.assertTrue(verifyObject(ICapture, ring.opened(b"GET", b"/", [], None)))
+        self.assertTrue(verifyObject(ICapture, ring.openedHead(b"GET", b"/", b"", None)))
+
+    def assertHidden(self, ring: Ring, *secrets: str) -> None:
+        """
+        None of C{secrets} is in any view of any kept exchange.
+        """
+        views = [repr(ring.listing())]
+        for kept in ring.exchanges:
+            views += [repr(kept), repr(kept.json()), repr(kept.headers),
+                      repr(kept.responseHeaders)]
+        for secret in secrets:
+            for view in views:
+                self.assertNotIn(secret, view)
+
+    def test_redactedAnyCase(self) -> None:
+        """
+        Secret headers in any case, with a tab before the value, are
+        redacted in every view of the exchange; the others shown.
+        """
+        h, ring = self.harness()
+        h.visit(request(headers=b"AUTHORIZATION: Bearer s3cret\r\ncOoKiE:\ta=b\r\n"
+                        b"x-HOOK-secret: 42\r\nX-Plain: shown\r\n"))
+        [kept] = ring.exchanges
+        headers = dict(kept.headers)
+        for name in ("authorization", "cookie", "x-hook-secret"):
+            self.assertEqual(headers[name], REDACTION.decode())
+        self.assertEqual(headers["x-plain"], "shown")
+        self.assertHidden(ring, "s3cret", "a=b", "42")
+
+    def test_foldedResponse(self) -> None:
+        """
+        A service's C{Set-Cookie} folded over two lines is redacted whole.
+        """
+        h = Harness(fixed(b"ok", extra=b"Set-Cookie: s=1;\r\n  folded-secret\r\n"))
+        ring = Ring(h.clock.seconds)
+        h.factory.tap = ring
+        h.visit(request())
+        [kept] = ring.exchanges
+        self.assertEqual(kept.status, 200)
+        self.assertEqual(dict(kept.responseHeaders).get("set-cookie"), REDACTION.decode())
+        self.assertHidden(ring, "folded-secret", "s=1")
+
+    def test_headCapped(self) -> None:
+        """
+        Of a head larger than the cap, the fields that fit are kept and
+        shown; those past it are not kept (a secret among them neither).
+        """
+        h, _ = self.harness()
+        ring = Ring(h.clock.seconds, headCap=100)
+        h.factory.tap = ring
+        long = b"".join(b"X-Filler-%d: %s\r\n" % (i, b"f" * 20) for i in range(10))
+        h.visit(request(headers=long + b"Cookie: past-the-cap\r\n"))
+        [kept] = ring.exchanges
+        names = [n for n, _ in kept.headers]
+        self.assertTrue(0 < len(names) < 5, names)
+        self.assertEqual(names[0], "host")
+        self.assertEqual(kept.status, 200)
+        self.assertHidden(ring, "past-the-cap")
+        self.assertEqual(kept.json()["method"], "GET")
+
+    def test_bodiesCapped(self) -> None:
+        """
+        Bodies that come in many pieces are kept up to the cap, their whole
+        size counted; a body of one piece larger than the cap too.
+        """
+        h, ring = self.harness(body=b"0123456789abcdef", readSize=3)
+        visitor, _ = h.visit(request(b"POST", body=b"ABCDEFGHIJKLMNOPQRSTUVWXYZ"))
+        h.send(visitor, request(b"POST", body=b"tiny"))
+        first, second = ring.exchanges
+        self.assertEqual(first.body.json(), {"text": "ABCDEFGH", "size": 26, "truncated": True})
+        self.assertEqual(first.responseBody.json(),
+                         {"text": "01234567", "size": 16, "truncated": True})
+        self.assertEqual(second.body.json(), {"text": "tiny", "size": 4, "truncated": False})
+        ring = Ring(h.clock.seconds, bodyCap=8)
+        capture = ring.openedHead(b"POST", b"/", b"POST / HTTP/1.1\r\n\r\n", None)
+        capture.requestBody(b"x" * 100)
+        capture.requestBody(b"y" * 100)
+        [kept] = ring.exchanges
+        self.assertEqual(kept.body.json(), {"text": "x" * 8, "size": 200, "truncated": True})
 
     def test_keptRedacted(self) -> None:
         """

@@ -37,6 +37,24 @@ def kept(ring: Ring, method: bytes = b"POST", target: bytes = b"/hook",
     return capture.record
 
 
+#: A request head as the stream path keeps it, its secrets in odd case.
+RAW_HEAD = (b"POST /raw HTTP/1.1\r\nHost: share.test\r\nAUTHORIZATION: Bearer zq-token\r\n"
+            b"cOoKiE: zq-cookie\r\nX-Note: kept\r\nContent-Length: 4\r\n\r\n")
+
+
+def keptRaw(ring: Ring) -> Any:
+    """
+    An exchange kept in C{ring} as the stream path would have told it.
+    """
+    capture = ring.openedHead(b"POST", b"/raw", RAW_HEAD, "198.51.100.1:5")
+    capture.requestBody(b"data")
+    capture.responseHead(200, b"HTTP/1.1 200 OK\r\nSET-COOKIE: zq-session\r\n"
+                              b"Content-Length: 2\r\n\r\n")
+    capture.responseBody(b"ok")
+    capture.ended("complete")
+    return capture.record
+
+
 class SiteTests(SynchronousTestCase):
     """
     The inspector's page and API.
@@ -84,6 +102,23 @@ class SiteTests(SynchronousTestCase):
         self.assertEqual(json.loads(self.call("GET", "/api/requests?q=nothing").body)["requests"],
                          [])
         self.assertEqual(self.call("GET", "/api/requests/99").status, 404)
+
+    def test_rawHeadRedacted(self) -> None:
+        """
+        An exchange kept as raw heads shows its fields in the API with the
+        secrets redacted, in any case; nothing of them in any answer.
+        """
+        record = keptRaw(self.ring)
+        listed = self.call("GET", "/api/requests")
+        detail = self.call("GET", f"/api/requests/{record.ident}")
+        data = json.loads(detail.body)
+        self.assertEqual(data["headers"], [["host", "share.test"], ["authorization", "[redacted]"],
+                                           ["cookie", "[redacted]"], ["x-note", "kept"],
+                                           ["content-length", "4"]])
+        self.assertEqual(dict(data["response_headers"])["set-cookie"], "[redacted]")
+        self.assertEqual((data["method"], data["target"]), ("POST", "/raw"))
+        for answer in (listed, detail):
+            self.assertNotIn(b"zq-", answer.body)
 
     def test_foreignHost(self) -> None:
         """
@@ -184,3 +219,21 @@ class ReplayTests(TestCase):
         self.assertEqual(headers[b"host"], b"share.test")
         self.assertEqual(edited.status, 200)
         self.assertEqual([e["replay"] for e in ring.listing()], [True, True, False])
+
+    async def test_replayRawHead(self) -> None:
+        """
+        A replay of an exchange kept as raw heads sends none of its
+        secrets, whatever their case, and its own C{Host}.
+        """
+        service = Recorder()
+        port = reactor.listenTCP(0, server.Site(service), interface="127.0.0.1")
+        self.addCleanup(port.stopListening)
+        ring = Ring(reactor.seconds)
+        new = await replay(reactor, ring, keptRaw(ring), {}, port.getHost().port, None)
+        method, uri, headers, body = service.seen[0]
+        self.assertEqual((method, uri, body, headers[b"host"], headers[b"x-note"]),
+                         (b"POST", b"/raw", b"data", b"share.test", b"kept"))
+        self.assertNotIn(b"authorization", headers)
+        self.assertNotIn(b"cookie", headers)
+        self.assertNotIn(b"zq-", b"".join(headers.values()))
+        self.assertNotIn("zq-", repr(new.json()))
