@@ -169,7 +169,8 @@ class Replica:
             "--replica-listen", loopback_port(self.link),
             "--replica-address", f"127.0.0.1:{self.proxy.port}",
             "--presence-ttl", str(c.presence_ttl), "--drain-timeout", str(c.drain_timeout),
-            *ssh, *NO_SOURCE_LIMITS, tls=loopback_port(self.tls), admin=loopback_port(self.admin),
+            "--log-level", c.log_level, *ssh, *NO_SOURCE_LIMITS, tls=loopback_port(self.tls),
+            admin=loopback_port(self.admin),
         )
 
     def start(self) -> None:
@@ -213,9 +214,10 @@ class Cluster:
 
     def __init__(
         self, tmp: Path, procs: Processes, count: int, *, ssh: bool, presence_ttl: float,
-        drain_timeout: float,
+        drain_timeout: float, log_level: str = "warn",
     ) -> None:
         self.tmp = tmp
+        self.log_level = log_level
         self.procs = procs
         self.presence_ttl = presence_ttl
         self.drain_timeout = drain_timeout

@@ -109,6 +109,8 @@ def _fault_rows(faults: Sequence[Fault], visits: Sequence[Visit],
             "failed_elsewhere": len(elsewhere),
             "failed_by_path": dict(Counter(v.path for v in failed).most_common()),
             "errors": _errors(failed), "notes": list(fault.notes),
+            "elsewhere_by_path": dict(Counter(v.path for v in elsewhere).most_common()),
+            "errors_elsewhere": _errors(elsewhere),
         })
     return rows
 
@@ -184,6 +186,7 @@ def _resource_lines(resources: dict[str, Any]) -> list[str]:
         rows.append([name, *row["rss_kib"], *row["fds"], "yes" if row["restarted"] else "no"])
     rest = {name: row for name, row in resources["processes"].items()
             if name.startswith(("agent ", "connector "))}
+    notes: list[str] = []
     for group in ("agent ", "connector "):
         mine = [row for name, row in rest.items() if name.startswith(group)]
         if mine:
@@ -191,11 +194,20 @@ def _resource_lines(resources: dict[str, Any]) -> list[str]:
                          sum(r["rss_kib"][0] for r in mine), sum(r["rss_kib"][1] for r in mine),
                          sum(r["fds"][0] for r in mine), sum(r["fds"][1] for r in mine),
                          sum(r["restarted"] for r in mine)])
+    for group in ("agent ", "connector "):
+        mine = {name: row for name, row in rest.items() if name.startswith(group)}
+        if mine:
+            name = max(mine, key=lambda n: (mine[n]["fds"][1] - mine[n]["fds"][0],
+                                            mine[n]["rss_kib"][1] - mine[n]["rss_kib"][0]))
+            row = mine[name]
+            notes.append(f"The {group.strip()} that grew most: {name}, "
+                         f"{row['fds'][1] - row['fds'][0]:+d} descriptors, "
+                         f"{row['rss_kib'][1] - row['rss_kib'][0]:+d} KiB.")
     keys = resources["redis_keys"]
     lines = _table(["process", "RSS start (KiB)", "RSS end (KiB)", "fds start", "fds end",
                     "restarted since"], rows)
-    return [*lines, f"Redis keys: {keys[0]} at the start, {keys[1]} at the end (snapshots at "
-            f"{resources['start']:.0f} s and {resources['end']:.0f} s).", ""]
+    return [*lines, *notes, f"Redis keys: {keys[0]} at the start, {keys[1]} at the end "
+            f"(snapshots at {resources['start']:.0f} s and {resources['end']:.0f} s).", ""]
 
 
 def markdown(summary: dict[str, Any], skipped: dict[str, str] | None = None) -> str:
@@ -231,6 +243,10 @@ def markdown(summary: dict[str, Any], skipped: dict[str, str] | None = None) -> 
                     [[f"{row['start']:.0f}", row["fault"], _number(row["undone_after"]),
                       _number(row["recovery"]), row["failed_visits"], row["failed_elsewhere"],
                       "; ".join(row["notes"])] for row in summary["faults"]])
+    elsewhere = [f"- {row['fault']} at {row['start']:.0f} s: {e}"
+                 for row in summary["faults"] for e in row["errors_elsewhere"]]
+    if elsewhere:
+        lines += ["Failures elsewhere:", "", *elsewhere, ""]
     lines += ["Growth (the snapshot before the first fault against the last):", ""]
     lines += _resource_lines(summary["resources"])
     complaints = summary.get("complaints") or []

@@ -44,7 +44,7 @@ DEFAULT_JSON = ROOT / "docs" / "benchmarks" / "soak.json"
 #: The link's liveness with the default preset (5 s + 10 s): a SIGSTOP held past it is noticed.
 LIVENESS = 15.0
 #: --quick: its duration, interval, hold, agents and drain timeout.
-QUICK = {"duration": 75.0, "interval": 14.0, "hold": 3.0, "agents": 5, "drain_timeout": 5.0}
+QUICK = {"duration": 75.0, "interval": 14.0, "hold": 3.0, "agents": 5, "drain_timeout": 2.0}
 
 
 def _log(text: str) -> None:
@@ -70,6 +70,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--drain-timeout", type=float, default=10.0, help="the replicas' own")
     parser.add_argument("--warmup-timeout", type=float, default=60.0,
                         help="seconds every path has to answer once before the first fault")
+    parser.add_argument("--log-level", default="warn", help="the replicas' own")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument("--json", type=Path, default=None,
                         help="where the results go (default: docs/benchmarks/soak.json; "
@@ -110,7 +111,8 @@ class Soak:
     def __init__(self, args: argparse.Namespace, tmp: Path, procs: Processes) -> None:
         self.args = args
         self.cluster = Cluster(tmp, procs, args.replicas, ssh=True,
-                               presence_ttl=args.presence_ttl, drain_timeout=args.drain_timeout)
+                               presence_ttl=args.presence_ttl, drain_timeout=args.drain_timeout,
+                               log_level=args.log_level)
         _log(f"redis on {self.cluster.redis.port}, replicas {self.cluster.addresses()}")
         self.fleet = Fleet(tmp, procs, self.cluster, args.agents)
         _log(f"{len(self.fleet.visits)} paths; skipped: {self.fleet.skipped or 'none'}")

@@ -235,6 +235,8 @@ class ReportTests(SynchronousTestCase):
         kill, redis = self.summary()["faults"]
         self.assertEqual((kill["failed_visits"], kill["failed_elsewhere"]), (2, 1))
         self.assertEqual(kill["failed_by_path"], {"tcp r0": 1, "tcp r1": 1})
+        self.assertEqual(kill["elsewhere_by_path"], {"tcp r1": 1})
+        self.assertEqual(kill["errors_elsewhere"], ["1 x refused"])
         self.assertEqual((kill["recovery"], kill["recovery_after_undone"]), (3.0, 2.0))
         self.assertEqual(kill["notes"], ["a note"])
         self.assertIsNone(redis["recovery"])
@@ -273,7 +275,9 @@ class ReportTests(SynchronousTestCase):
         self.assertIn("| replica 0 | 1000 | 1200 | 30 | 31 | yes |", text)
         self.assertIn("| 1 agents (sum) | 100 | 100 | 9 | 9 | 0 |", text)
         self.assertIn("Redis keys: 20 at the start, 21 at the end", text)
+        self.assertIn("The agent that grew most: agent soak-tcp-0, +0 descriptors, +0 KiB.", text)
         self.assertIn("- ssh-W: skipped (not installed: ssh)", text)
+        self.assertIn("- kill r0 at 10 s: 1 x refused", text)
 
     def test_depends(self) -> None:
         """
