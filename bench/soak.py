@@ -173,6 +173,8 @@ class Soak:
         summary["skipped"] = self.fleet.skipped
         summary["samples"] = self.samples
         summary["complaints"] = self.cluster.procs.complaints()
+        summary["exited"] = [proc.name for proc in self.cluster.procs.all
+                             if proc.popen.poll() is not None]
         return summary
 
 

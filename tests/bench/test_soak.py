@@ -268,7 +268,10 @@ class ReportTests(SynchronousTestCase):
         The Markdown report has a row per path, per kind and per fault, the
         resources, and the skipped paths with their reason.
         """
-        text = markdown(self.summary(), {"ssh-W": "not installed: ssh"})
+        summary = self.summary()
+        summary["exited"] = ["agent soak-tcp-0"]
+        text = markdown(summary, {"ssh-W": "not installed: ssh"})
+        self.assertIn("Processes that exited on their own: agent soak-tcp-0.", text)
         self.assertIn("| tcp r0 | 1 | 1 | 50.00 % | 2 | 1 |", text)
         self.assertIn("| kill | 1 | 2 | 3.0 | 3.0 | 0 |", text)
         self.assertIn("| 10 | kill r0 | 1.0 | 3.0 | 2 | 1 | a note |", text)
