@@ -176,7 +176,16 @@ class Visitors:
             self.visits.append(Visit(name, start, end, error))
             self._stop.wait(max(0.0, self.pace - (end - start)))
 
+    def halt(self) -> None:
+        """
+        Start no more visits.
+        """
+        self._stop.set()
+
     def stop(self) -> None:
+        """
+        Start no more visits, and wait for those under way.
+        """
         self._stop.set()
         for thread in self._threads:
             thread.join(self.timeout + 5)

@@ -20,11 +20,13 @@ Every process runs in a process group of its own and is stopped on exit,
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -184,22 +186,42 @@ def soak(args: argparse.Namespace) -> dict[str, Any] | None:
     """
     tmp = Path(tempfile.mkdtemp(prefix="nfltr-soak-"))
     procs = Processes()
-    cluster: Cluster | None = None
+    run: Soak | None = None
     try:
         run = Soak(args, tmp, procs)
-        cluster = run.cluster
         return run.run()
     except BenchError as e:
         _log(f"soak failed: {e}")
         return None
     finally:
-        if cluster is not None:
-            cluster.close()
-        procs.stop_all()
+        if run is not None:
+            run.visitors.halt()
+            run.cluster.close()
+        stop_together(procs)
         if args.keep:
             _log(f"kept {tmp}")
         else:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def stop_together(procs: Processes, grace: float = 15.0) -> None:
+    """
+    SIGTERM every process group at once (thawed first), SIGKILL those still
+    there after C{grace} seconds.
+    """
+    for sig in (signal.SIGCONT, signal.SIGTERM):
+        for proc in procs.all:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)
+    deadline = time.monotonic() + grace
+    for proc in procs.all:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.popen.wait(max(0.1, deadline - time.monotonic()))
+    for proc in procs.all:
+        if proc.popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+    procs.stop_all()
 
 
 def main(argv: list[str] | None = None) -> int:
