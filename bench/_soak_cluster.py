@@ -17,9 +17,7 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 
 from nfltr.cli.processes import nfltr_command, wait_for_file
@@ -276,15 +274,3 @@ class Cluster:
                 replica.signal(signal.SIGCONT)
             replica.proxy.close()
 
-
-def wait_until(check: Callable[[], bool], timeout: float, step: float = 0.2) -> bool:
-    """
-    Poll C{check()} until true or C{timeout} seconds passed; whether it
-    became true.
-    """
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(step)
-    return False

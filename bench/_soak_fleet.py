@@ -29,7 +29,6 @@ from tests.integration.test_shares import make_tls_service_cert
 from ._soak_cluster import Cluster, Processes, Replica, retire
 from ._soak_visits import VisitFunction, share_visit, ssh_w, tcp_echo
 from ._stack import Proc
-from ._system import BenchError
 
 SHARE_MODES = ("e2ee", "inspect", "passthrough")
 #: The transports of the TCP agents and connectors (paths C{tcp} and C{ws}).
@@ -192,11 +191,3 @@ class Fleet:
         """
         return {proc.name: proc.pid for proc in self.procs.all if proc.popen.poll() is None}
 
-
-def check_started(procs: Processes) -> None:
-    """
-    @raise BenchError: a process of the soak exited while it started.
-    """
-    for proc in procs.all:
-        if proc.popen.poll() is not None:
-            raise BenchError(f"{proc.name} exited; it printed:\n{proc.tail()}")
