@@ -19,6 +19,8 @@ from ._soak_visits import Visit
 
 #: Distinct failure messages listed per path outside fault windows, and per fault.
 MAX_ERRORS = 5
+#: Failed visits listed one by one per fault (in the JSON).
+MAX_LISTED = 20
 
 
 def windows(faults: Sequence[Fault], end: float) -> list[tuple[float, float]]:
@@ -111,6 +113,9 @@ def _fault_rows(faults: Sequence[Fault], visits: Sequence[Visit],
             "errors": _errors(failed), "notes": list(fault.notes),
             "elsewhere_by_path": dict(Counter(v.path for v in elsewhere).most_common()),
             "errors_elsewhere": _errors(elsewhere),
+            # The first of them, each as path, start (s) and error; a rolling restart's steps.
+            "elsewhere": [[v.path, round(v.start, 2), v.error] for v in elsewhere[:MAX_LISTED]],
+            "steps": [[replica, round(start, 2)] for replica, start in fault.steps],
         })
     return rows
 

@@ -237,6 +237,7 @@ class ReportTests(SynchronousTestCase):
         self.assertEqual(kill["failed_by_path"], {"tcp r0": 1, "tcp r1": 1})
         self.assertEqual(kill["elsewhere_by_path"], {"tcp r1": 1})
         self.assertEqual(kill["errors_elsewhere"], ["1 x refused"])
+        self.assertEqual(kill["elsewhere"], [["tcp r1", 10.2, "refused"]])
         self.assertEqual((kill["recovery"], kill["recovery_after_undone"]), (3.0, 2.0))
         self.assertEqual(kill["notes"], ["a note"])
         self.assertIsNone(redis["recovery"])
