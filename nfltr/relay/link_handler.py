@@ -54,13 +54,7 @@ from nfltr.wire.messages import (
     parse_dialer_hello,
     welcome,
 )
-from nfltr.wire.resume import (
-    RESUMABLE,
-    RESUME_UNSUPPORTED,
-    agent_resumes,
-    client_welcome,
-    parse_client_resume_target,
-)
+from nfltr.wire.resume import agent_resumes, client_welcome, parse_client_resume_target
 from nfltr.wire.udp import PUBLIC_UDP_PORTS, UdpShare, parse_udp_shares
 from nfltr.wire.update import UPDATE
 
@@ -449,9 +443,7 @@ class RelayLinkHandler(LinkHandler):
     def _welcomeClient(self, key: KeyInfo) -> None:
         self.key, self.state = key, CLIENT_READY
         self.relay.directory.addLink(key.keyid, self)
-        # A replica of a cluster does not offer resumption yet: its sessions may go through
-        # another replica, which does not route them (nfltr.wire.resume).
-        self._send(client_welcome(key.account, resume=self.relay.remote is None))
+        self._send(client_welcome(key.account))
         self.log.debug(
             "client (account {account}) connected from {peer}",
             account=key.account, peer=self._peer(),
@@ -535,10 +527,12 @@ class RelayLinkHandler(LinkHandler):
     def _routeResumable(self, session: LinkSession, kind: str, name: str, port: int) -> None:
         # Nothing is kept: the token in the session's first bytes is the agent's to check.
         assert self.key is not None
-        if self.relay.remote is not None and self.relay.directory.agent(name) is None:
-            # Through another replica: not yet; a new session falls back to tcp:.
-            session.refuse(*((ErrorCode.REFUSED, RESUME_UNSUPPORTED) if kind == RESUMABLE
-                             else (NOT_FOUND_CODE, NOT_FOUND_REASON)))
+        remote = self.relay.remote
+        if remote is not None and self.relay.directory.agent(name) is None:
+            assert self.hello is not None
+            # Held by another replica, or by none, as for tcp: (the holding replica checks
+            # this client's key and whether its agent resumes sessions).
+            remote.routeTCP(session, self.hello.key, self.key.account, name, port, kind)
             return
         try:
             end = self.relay.tcp.openResumable(self.key.account, kind, name, port,

@@ -60,6 +60,8 @@ class HolderTests(SynchronousTestCase):
             self.holder().openSession("tcp:22", object())
         with self.assertRaises(LinkUnavailable):
             self.holder(None).openSession("tcp:22", object())
+        with self.assertRaises(LinkUnavailable):
+            self.holder(None).openSession("resume:22", object())
 
 
 class TargetTests(SynchronousTestCase):
@@ -67,13 +69,26 @@ class TargetTests(SynchronousTestCase):
     The replica link's TCP target.
     """
 
-    @given(NAMES, st.integers(1, 65535))
-    def test_roundTrip(self, name: str, port: int) -> None:
+    @given(st.sampled_from(["tcp", "rtcp", "resume"]), NAMES, st.integers(1, 65535))
+    def test_roundTrip(self, kind: str, name: str, port: int) -> None:
         """
-        What is written is read back.
+        What is written is read back, for each kind of client session (plain, resumable, a
+        resumption).
         """
-        self.assertEqual(parse_replica_tcp_target(replica_tcp_target(name, port, KEY)),
-                         (name, port, KEY))
+        self.assertEqual(parse_replica_tcp_target(replica_tcp_target(name, port, KEY, kind)),
+                         (kind, name, port, KEY))
+
+    def test_kinds(self) -> None:
+        """
+        The kinds are spelled as on a client's link, after C{replica-}; no other kind is
+        written.
+        """
+        self.assertEqual(replica_tcp_target("web", 22, KEY), f"replica-tcp:web:22:{KEY}")
+        self.assertEqual(replica_tcp_target("web", 22, KEY, "rtcp"), f"replica-rtcp:web:22:{KEY}")
+        self.assertEqual(replica_tcp_target("web", 22, KEY, "resume"),
+                         f"replica-resume:web:22:{KEY}")
+        with self.assertRaises(ValueError):
+            replica_tcp_target("web", 22, KEY, "share")
 
     @given(st.text(max_size=80))
     def test_anyText(self, text: str) -> None:
@@ -92,6 +107,8 @@ class TargetTests(SynchronousTestCase):
         shown as they are.
         """
         self.assertEqual(without_key(replica_tcp_target("web", 22, KEY)), "replica-tcp:web:22")
+        self.assertEqual(without_key(replica_tcp_target("web", 22, KEY, "resume")),
+                         "replica-resume:web:22")
         self.assertEqual(without_key("share:blog@1.2.3.4:5"), "share:blog@1.2.3.4:5")
 
     def test_others(self) -> None:
@@ -101,9 +118,11 @@ class TargetTests(SynchronousTestCase):
         """
         self.assertIsNone(parse_replica_tcp_target("tcp:web:22"))
         self.assertIsNone(parse_replica_tcp_target("share:blog@1.2.3.4:5"))
-        with self.assertRaises(MessageError) as caught:
-            parse_replica_tcp_target(f"replica-tcp:web:x:{KEY}")
-        self.assertNotIn(KEY, str(caught.exception))
+        self.assertIsNone(parse_replica_tcp_target("rtcp:web:22"))
+        for kind in ("tcp", "rtcp", "resume"):
+            with self.assertRaises(MessageError) as caught:
+                parse_replica_tcp_target(f"replica-{kind}:web:x:{KEY}")
+            self.assertNotIn(KEY, str(caught.exception))
 
 
 class VisitorAddressTests(SynchronousTestCase):
