@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from twisted.internet.interfaces import IProtocol, ITransport
 from zope.interface import Attribute, Interface
 
+from nfltr.wire.resume import PLAIN
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -216,7 +218,7 @@ class IRemoteRoutes(Interface):
     """
 
     def routeTCP(session: LinkSession, key: str, account: str, name: str, port: int,
-                 kind: str = "tcp") -> None:
+                 kind: str = PLAIN) -> None:
         """
         Route C{session}, a client's (of C{account}, logged in with C{key})
         to C{name}:C{port}, an agent this replica does not hold: accept it

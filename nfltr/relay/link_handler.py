@@ -54,7 +54,7 @@ from nfltr.wire.messages import (
     parse_dialer_hello,
     welcome,
 )
-from nfltr.wire.resume import agent_resumes, client_welcome, parse_client_resume_target
+from nfltr.wire.resume import PLAIN, agent_resumes, client_welcome, parse_client_resume_target
 from nfltr.wire.udp import PUBLIC_UDP_PORTS, UdpShare, parse_udp_shares
 from nfltr.wire.update import UPDATE
 
@@ -494,11 +494,13 @@ class RelayLinkHandler(LinkHandler):
             route_udp(self.relay.directory, self.relay.tcp, self.key.account, session)
             return
         try:
+            # tcp:, or rtcp: and resume: (resumable sessions: nothing is kept, the token in a
+            # resume's first bytes is the agent's to check).
             resumable = parse_client_resume_target(session.target)
             if resumable is not None:
-                self._routeResumable(session, *resumable)
-                return
-            name, port = parse_client_target(session.target)
+                kind, name, port = resumable
+            else:
+                kind, (name, port) = PLAIN, parse_client_target(session.target)
         except MessageError as e:
             session.refuse(ErrorCode.REFUSED, str(e))
             return
@@ -507,12 +509,15 @@ class RelayLinkHandler(LinkHandler):
         if remote is not None and self.relay.directory.agent(name) is None:
             assert self.hello is not None
             # Held by another replica, or by none: the directory says (the replica that holds
-            # it checks this client's key itself).
-            remote.routeTCP(session, self.hello.key, self.key.account, name, port)
+            # it checks this client's key itself, and whether its agent resumes sessions).
+            remote.routeTCP(session, self.hello.key, self.key.account, name, port, kind)
             return
+        route, account = self.relay.tcp, self.key.account
         try:
-            end = self.relay.tcp.openTCP(self.key.account, name, port, "client link lost",
-                                         client=self._peer())
+            if kind == PLAIN:
+                end = route.openTCP(account, name, port, "client link lost", client=self._peer())
+            else:
+                end = route.openResumable(account, kind, name, port, "client link lost")
         except RouteRefused as e:
             session.refuse(e.code, e.reason)
             return
@@ -523,24 +528,6 @@ class RelayLinkHandler(LinkHandler):
         link = self.link
         return link is not None and link.peerHello is not None and agent_resumes(
             link.peerHello.app)
-
-    def _routeResumable(self, session: LinkSession, kind: str, name: str, port: int) -> None:
-        # Nothing is kept: the token in the session's first bytes is the agent's to check.
-        assert self.key is not None
-        remote = self.relay.remote
-        if remote is not None and self.relay.directory.agent(name) is None:
-            assert self.hello is not None
-            # Held by another replica, or by none, as for tcp: (the holding replica checks
-            # this client's key and whether its agent resumes sessions).
-            remote.routeTCP(session, self.hello.key, self.key.account, name, port, kind)
-            return
-        try:
-            end = self.relay.tcp.openResumable(self.key.account, kind, name, port,
-                                               "client link lost")
-        except RouteRefused as e:
-            session.refuse(e.code, e.reason)
-            return
-        session.accept(end)
 
     def _send(self, message: dict[str, Any]) -> None:
         if self.link is None or self._linkDown():

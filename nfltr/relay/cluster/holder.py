@@ -38,18 +38,17 @@ from nfltr.wire.messages import (
     is_port_text,
     parse_agent_target,
 )
-from nfltr.wire.resume import RESUMABLE, RESUMING, parse_agent_resume_target
+from nfltr.wire.resume import PLAIN, RESUMABLE, RESUMING, parse_agent_resume_target
 
 from ..interfaces import REPLICA, HolderFigures, IAgentHolder
 
-TCP = "tcp"
-REPLICA_TCP = f"replica-{TCP}"
+REPLICA_TCP = f"replica-{PLAIN}"
 #: The kinds of client sessions a replica link carries (C{tcp}, and the resumable C{rtcp} and
 #: C{resume}), by their replica target's kind.
-REPLICA_KINDS = {f"replica-{kind}": kind for kind in (TCP, RESUMABLE, RESUMING)}
+REPLICA_KINDS = {f"replica-{kind}": kind for kind in (PLAIN, RESUMABLE, RESUMING)}
 
 
-def replica_tcp_target(name: str, port: int, key: str, kind: str = TCP) -> str:
+def replica_tcp_target(name: str, port: int, key: str, kind: str = PLAIN) -> str:
     """
     The target of a client's session (of C{kind}: C{tcp}, C{rtcp}, C{resume}) to C{name}'s
     C{port} on the replica that holds it, with the client's API key.
@@ -129,7 +128,7 @@ class ReplicaHolder:
             if self.key is None:
                 raise LinkUnavailable("a TCP session across replicas needs the client's key")
             resumable = parse_agent_resume_target(target)
-            kind, port = resumable if resumable is not None else (TCP, parse_agent_target(target))
+            kind, port = resumable if resumable is not None else (PLAIN, parse_agent_target(target))
             forwarded = replica_tcp_target(self.name, port, self.key, kind)
         session = self.link.openSession(forwarded, protocol, firstBytes)
         session.target = without_key(forwarded)  # what getHost() and reprs show

@@ -48,11 +48,12 @@ from nfltr.wire.messages import (
     MessageError,
     parse_share_target,
 )
+from nfltr.wire.resume import PLAIN
 
 from ..agents import Relay
 from ..link_handler import held_note
 from ..tcp_route import AGENT_UNAVAILABLE, RouteRefused, SessionEnd
-from .holder import TCP, parse_replica_tcp_target, without_key
+from .holder import parse_replica_tcp_target, without_key
 
 CANNOT_CHECK = "the replica that holds the agent cannot check API keys now; try again later"
 REPLICA_LINK_LOST = "replica link lost"
@@ -140,7 +141,7 @@ class ReplicaLinkHandler(LinkHandler):
                 return
             route = self.relay.tcp
             try:
-                if kind == TCP:
+                if kind == PLAIN:
                     end = route.openTCP(info.account, name, port, REPLICA_LINK_LOST)
                 else:
                     end = route.openResumable(info.account, kind, name, port, REPLICA_LINK_LOST)

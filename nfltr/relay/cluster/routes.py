@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.integration.test_replicas -*-
+# -*- test-case-name: tests.relay.cluster.test_replica_link,tests.integration.test_replicas -*-
 """
 The forwarding replica's side: visitors of agents and shares this replica
 does not hold, carried over the replica link to the replica the directory
@@ -48,6 +48,7 @@ from nfltr.wire.messages import (
     PASSTHROUGH,
     share_target,
 )
+from nfltr.wire.resume import PLAIN
 
 from ..agents import Relay
 from ..counters import AGENT_UNAVAILABLE as UNAVAILABLE_OUTCOME
@@ -55,7 +56,6 @@ from ..counters import NOT_FOUND, ROUTED, SHARE, TCP
 from ..directory import AgentEntry
 from ..interfaces import IRemoteRoutes, IShareRoutes
 from ..tcp_route import AGENT_UNAVAILABLE, RouteRefused
-from .holder import TCP as TCP_KIND
 from .holder import ReplicaHolder
 from .peers import Peers
 from .presence import AgentPresence, RedisPresence, SharePresence
@@ -85,7 +85,7 @@ class RemoteRoutes:
         self.clock = clock
 
     def routeTCP(self, session: LinkSession, key: str, account: str, name: str,
-                 port: int, kind: str = TCP_KIND) -> None:
+                 port: int, kind: str = PLAIN) -> None:
         """
         Route a client's session (of C{account}, which logged in with
         C{key}; of C{kind}: C{tcp}, C{rtcp}, C{resume}) to C{name}:C{port},
@@ -108,7 +108,7 @@ class RemoteRoutes:
                                plain=record.plain, resumes=True)
             route = self.relay.tcp
             try:
-                if kind == TCP_KIND:
+                if kind == PLAIN:
                     end = route.openEntry(entry, port, "client link lost")
                 else:
                     end = route.openResumableEntry(entry, kind, port, "client link lost")
