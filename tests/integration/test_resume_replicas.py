@@ -60,17 +60,18 @@ class ResumeAcrossReplicasTests(AcrossReplicasCase):
             client.stop()
         raise AssertionError(f"no connector on the wanted replica in {PLACEMENT_TRIES} tries")
 
-    def killHolder(self, together: bool) -> None:
+    def killReplica(self, together: bool, agents: bool = True) -> None:
         """
         L{TRANSFERS} echo transfers of L{SIZE} bytes each way, the second half on its way when
-        the agent's replica is killed (SIGKILL); the agent (and the connector, if it was
-        there) redial the other replica, the presence record names it, and every transfer
-        completes byte-exact with a clean end of stream.  The echo service ends its echo only
-        at the clean end the agent passes on, so a service connection reset by the agent
-        would leave its transfer short.
+        a replica is killed (SIGKILL): the agent's if C{agents}, else the connector's (on
+        the other replica); the ends that were on it redial the other replica, the presence
+        record names the agent's replica, and every transfer completes byte-exact with a
+        clean end of stream.  The echo service ends its echo only at the clean end the agent
+        passes on, so a service connection reset by the agent would leave its transfer short.
         """
         agent, client, local, held = self.tunnel(together)
-        other = 1 - held
+        killed = held if agents else 1 - held
+        other = 1 - killed
         gate = threading.Event()
         transfers = [EchoTransfer(local, SIZE, gate) for _ in range(TRANSFERS)]
         for transfer in transfers:
@@ -78,29 +79,28 @@ class ResumeAcrossReplicasTests(AcrossReplicasCase):
         poll_until(lambda: all(t.got >= SIZE // 2 for t in transfers), RECOVERY_TIMEOUT,
                    "the first half of every echo")
         gate.set()
-        os.killpg(self.replicas[held].relay.popen.pid, signal.SIGKILL)
-        killed = time.monotonic()
+        os.killpg(self.replicas[killed].relay.popen.pid, signal.SIGKILL)
+        start = time.monotonic()
         cut = [t.got for t in transfers]
         self.assertTrue(all(got < SIZE for got in cut), f"done before the kill: {cut}")
-        moved = agent.wait_for(r"reconnected to the relay at (\S+)", BACK_WITHIN).group(1)
-        self.assertEqual(self.holder(moved), other)
-        if together:
-            moved = client.wait_for(r"reconnected to the relay at (\S+)", BACK_WITHIN).group(1)
-            self.assertEqual(self.holder(moved), other)
+        for end, moves in ((agent, agents), (client, together or not agents)):
+            if moves:
+                moved = end.wait_for(r"reconnected to the relay at (\S+)", BACK_WITHIN)
+                self.assertEqual(self.holder(moved.group(1)), other)
         self.presenceOn(other)
-        back = time.monotonic() - killed
+        back = time.monotonic() - start
         assert_all_exact(self, transfers, [client, agent])
-        done = time.monotonic() - killed
-        print(f"\nreplica killed: the agent was announced on the other {back:.2f} s after the "
-              f"kill; {TRANSFERS} transfers done {done:.2f} s after it (bytes echoed at the "
-              f"kill: {', '.join(map(str, cut))})")
+        done = time.monotonic() - start
+        print(f"\n{'the agent' if agents else 'the connector'}'s replica killed: the presence "
+              f"record named the live replica {back:.2f} s after the kill; {TRANSFERS} transfers "
+              f"done {done:.2f} s after it (bytes echoed at the kill: {', '.join(map(str, cut))})")
 
     def test_bothOnKilledReplica(self) -> None:
         """
         The agent and the connector on one replica, which is killed: both redial the other
         replica, where the sessions resume; every transfer completes byte-exact.
         """
-        self.killHolder(together=True)
+        self.killReplica(together=True)
 
     def test_acrossReplicaLink(self) -> None:
         """
@@ -109,4 +109,13 @@ class ResumeAcrossReplicasTests(AcrossReplicasCase):
         replica and the connector's resumptions, refused while the agent is not back (the
         dead replica does not answer), reach it there; every transfer completes byte-exact.
         """
-        self.killHolder(together=False)
+        self.killReplica(together=False)
+
+    def test_connectorsReplicaKilled(self) -> None:
+        """
+        The agent on one replica, the connector on the other, which is killed: the connector
+        redials the agent's replica (its sessions no longer cross the replica link) and
+        resumes there; the agent's sessions, reset by its replica when the replica link was
+        lost, were suspended meanwhile; every transfer completes byte-exact.
+        """
+        self.killReplica(together=False, agents=False)
