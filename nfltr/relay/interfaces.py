@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from twisted.internet.interfaces import IProtocol, ITransport
 from zope.interface import Attribute, Interface
 
+from nfltr.wire.resume import PLAIN
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -215,10 +217,12 @@ class IRemoteRoutes(Interface):
     says which), for the clients of this one.
     """
 
-    def routeTCP(session: LinkSession, key: str, account: str, name: str, port: int) -> None:
+    def routeTCP(session: LinkSession, key: str, account: str, name: str, port: int,
+                 kind: str = PLAIN) -> None:
         """
         Route C{session}, a client's (of C{account}, logged in with C{key})
         to C{name}:C{port}, an agent this replica does not hold: accept it
         spliced to a session at the replica that holds it, or refuse it in
-        the one TCP route's words; now or later.
+        the one TCP route's words; now or later.  C{kind}: C{tcp}, or a
+        resumable session's C{rtcp} or C{resume} (L{nfltr.wire.resume}).
         """

@@ -53,13 +53,7 @@ from nfltr.wire.messages import (
     parse_dialer_hello,
     welcome,
 )
-from nfltr.wire.resume import (
-    RESUMABLE,
-    RESUME_UNSUPPORTED,
-    agent_resumes,
-    client_welcome,
-    parse_client_resume_target,
-)
+from nfltr.wire.resume import PLAIN, agent_resumes, client_welcome, parse_client_resume_target
 from nfltr.wire.udp import PUBLIC_UDP_PORTS, UdpShare, parse_udp_shares
 from nfltr.wire.update import UPDATE
 
@@ -449,9 +443,7 @@ class RelayLinkHandler(LinkHandler):
     def _welcomeClient(self, key: KeyInfo) -> None:
         self.key, self.state = key, CLIENT_READY
         self.relay.directory.addLink(key.keyid, self)
-        # A replica of a cluster does not offer resumption yet: its sessions may go through
-        # another replica, which does not route them (nfltr.wire.resume).
-        self._send(client_welcome(key.account, resume=self.relay.remote is None))
+        self._send(client_welcome(key.account))
         self.log.debug(
             "client (account {account}) connected from {peer}",
             account=key.account, peer=self._peer(),
@@ -502,11 +494,13 @@ class RelayLinkHandler(LinkHandler):
             route_udp(self.relay.directory, self.relay.tcp, self.key.account, session)
             return
         try:
+            # tcp:, or rtcp: and resume: (resumable sessions: nothing is kept, the token in a
+            # resume's first bytes is the agent's to check).
             resumable = parse_client_resume_target(session.target)
             if resumable is not None:
-                self._routeResumable(session, *resumable)
-                return
-            name, port = parse_client_target(session.target)
+                kind, name, port = resumable
+            else:
+                kind, (name, port) = PLAIN, parse_client_target(session.target)
         except MessageError as e:
             session.refuse(ErrorCode.REFUSED, str(e))
             return
@@ -515,12 +509,15 @@ class RelayLinkHandler(LinkHandler):
         if remote is not None and self.relay.directory.agent(name) is None:
             assert self.hello is not None
             # Held by another replica, or by none: the directory says (the replica that holds
-            # it checks this client's key itself).
-            remote.routeTCP(session, self.hello.key, self.key.account, name, port)
+            # it checks this client's key itself, and whether its agent resumes sessions).
+            remote.routeTCP(session, self.hello.key, self.key.account, name, port, kind)
             return
+        route, account = self.relay.tcp, self.key.account
         try:
-            end = self.relay.tcp.openTCP(self.key.account, name, port, "client link lost",
-                                         client=self._peer())
+            if kind == PLAIN:
+                end = route.openTCP(account, name, port, "client link lost", client=self._peer())
+            else:
+                end = route.openResumable(account, kind, name, port, "client link lost")
         except RouteRefused as e:
             session.refuse(e.code, e.reason)
             return
@@ -531,22 +528,6 @@ class RelayLinkHandler(LinkHandler):
         link = self.link
         return link is not None and link.peerHello is not None and agent_resumes(
             link.peerHello.app)
-
-    def _routeResumable(self, session: LinkSession, kind: str, name: str, port: int) -> None:
-        # Nothing is kept: the token in the session's first bytes is the agent's to check.
-        assert self.key is not None
-        if self.relay.remote is not None and self.relay.directory.agent(name) is None:
-            # Through another replica: not yet; a new session falls back to tcp:.
-            session.refuse(*((ErrorCode.REFUSED, RESUME_UNSUPPORTED) if kind == RESUMABLE
-                             else (NOT_FOUND_CODE, NOT_FOUND_REASON)))
-            return
-        try:
-            end = self.relay.tcp.openResumable(self.key.account, kind, name, port,
-                                               "client link lost")
-        except RouteRefused as e:
-            session.refuse(e.code, e.reason)
-            return
-        session.accept(end)
 
     def _send(self, message: dict[str, Any]) -> None:
         if self.link is None or self._linkDown():

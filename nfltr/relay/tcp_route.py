@@ -152,6 +152,16 @@ class TCPRoute:
         if entry is None:
             self.counters.session(TCP, NOT_FOUND)
             raise RouteRefused(NOT_FOUND_CODE, NOT_FOUND_REASON)
+        return self.openResumableEntry(entry, kind, port, lostReason)
+
+    def openResumableEntry(
+        self, entry: AgentEntry, kind: str, port: int, lostReason: str,
+    ) -> SpliceEnd:
+        """
+        Open a resumable session or a resumption to port C{port} of the agent C{entry} (found
+        under the ownership rule: here by L{openResumable}, or for an agent another replica
+        holds by L{nfltr.relay.cluster.routes}); see L{openResumable}.
+        """
         if not entry.resumes or port in entry.addressed:
             raise RouteRefused(ErrorCode.REFUSED, RESUME_UNSUPPORTED)
         return self.openOn(entry.holder, agent_resume_target(kind, port), SessionEnd(lostReason))

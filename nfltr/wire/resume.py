@@ -32,6 +32,8 @@ RESUME_UNSUPPORTED = "the agent does not resume sessions"
 RESUME_REFUSED = "resume refused"
 #: The target kinds: a new resumable session, and the resumption of a suspended one.
 RESUMABLE, RESUMING = "rtcp", "resume"
+#: The kind of a plain (not resumable) session's target, for code that routes all three.
+PLAIN = "tcp"
 
 
 def offers_resume(welcome: dict[str, Any]) -> bool:

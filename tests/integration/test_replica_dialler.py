@@ -29,15 +29,11 @@ BACK_WITHIN = 10.0
 PRESENCE_WITHIN = 5.0
 
 
-class AgentsAcrossReplicasTests(ReplicasCase):
+class AcrossReplicasCase(ReplicasCase):
     """
-    Three replicas sharing one relay CA, so an agent trusts all three with
-    one C{--ca}; an agent and a connector given all three addresses.
+    Replicas sharing one relay CA, so an agent trusts all of them with one
+    C{--ca}; where an agent is, as it says and as the directory says.
     """
-
-    presenceTTL = "3"
-    #: The agents' and connectors' --transport.
-    transport = "auto"
 
     def prepare(self, i: int) -> None:
         """
@@ -54,23 +50,6 @@ class AgentsAcrossReplicasTests(ReplicasCase):
 
     def addresses(self) -> str:
         return ",".join(stack.address for stack in self.replicas)
-
-    def startAgent(self) -> tuple[Process, int, int]:
-        """
-        An agent C{web} of alice given every replica's address; it, the index
-        of the replica it connected to, and its test service's port.
-        """
-        first = self.replicas[0]
-        self.key = first.key("alice")
-        service = first.service()
-        agent = first.start(
-            nfltr("tcp", str(service), "--name", "web", "--e2ee", "false",
-                  "--state-dir", str(self.tmp / "agent-web"),
-                  "--relay", self.addresses(), "--ca", first.ca, "--transport", self.transport),
-            "agent web", {"NFLTR_KEY": self.key},
-        )
-        where = agent.wait_for(r"connected to the relay at (\S+)").group(1)
-        return agent, self.holder(where), service
 
     def holder(self, where: str) -> int:
         return [stack.address for stack in self.replicas].index(where)
@@ -91,6 +70,34 @@ class AgentsAcrossReplicasTests(ReplicasCase):
         """
         eventually(lambda: self.presence() == self.ids[i], PRESENCE_WITHIN,
                    f"the presence record names replica {i}")
+
+
+class AgentsAcrossReplicasTests(AcrossReplicasCase):
+    """
+    Three replicas sharing one relay CA; an agent and a connector given all
+    three addresses.
+    """
+
+    presenceTTL = "3"
+    #: The agents' and connectors' --transport.
+    transport = "auto"
+
+    def startAgent(self) -> tuple[Process, int, int]:
+        """
+        An agent C{web} of alice given every replica's address; it, the index
+        of the replica it connected to, and its test service's port.
+        """
+        first = self.replicas[0]
+        self.key = first.key("alice")
+        service = first.service()
+        agent = first.start(
+            nfltr("tcp", str(service), "--name", "web", "--e2ee", "false",
+                  "--state-dir", str(self.tmp / "agent-web"),
+                  "--relay", self.addresses(), "--ca", first.ca, "--transport", self.transport),
+            "agent web", {"NFLTR_KEY": self.key},
+        )
+        where = agent.wait_for(r"connected to the relay at (\S+)").group(1)
+        return agent, self.holder(where), service
 
     def connect(self, through: int, service: int) -> int:
         """

@@ -47,6 +47,8 @@ class ReplicasCase(SynchronousTestCase):
     #: undo the record test_everyReplica forges, comes 100 s after the start, after its last
     #: look-up.
     presenceTTL = "300"
+    #: How many replicas to start.
+    replicaCount = REPLICAS
 
     def setUp(self) -> None:
         tmp, self.redis = start_redis_process(self)
@@ -56,7 +58,7 @@ class ReplicasCase(SynchronousTestCase):
         self.assertEqual(done.returncode, 0, done.stderr)
         self.replicas: list[RedisStack] = []
         self.ids: list[str] = []
-        for i in range(REPLICAS):
+        for i in range(self.replicaCount):
             self.prepare(i)
             listen = ("--replica-listen", "tcp:0:interface=127.0.0.1")
             stack = RedisStack(tmp / f"replica{i}", self.redis.url, *listen,
@@ -82,14 +84,18 @@ class ReplicasCase(SynchronousTestCase):
     def forwarded(self) -> int:
         """
         An agent on replica 0 and a connector to it through replica 1
-        (C{self.connector}); the connector's local port.
+        (C{self.connector}); the connector's local port.  Its sessions are
+        plain ones (C{--resume-timeout 0}): the fault tests show how a fault
+        ends them; resumable ones survive a replica's death
+        (L{tests.integration.test_resume_replicas}).
         """
         first, second = self.replicas[0], self.replicas[1]
         key = first.key("alice")
         service = first.service()
         _, pin = first.agent(key, "web", service)
         assert pin is not None
-        self.connector, local = second.connector(key, "web", service, "--pin", pin)
+        self.connector, local = second.connector(key, "web", service, "--pin", pin,
+                                                 "--resume-timeout", "0")
         return local
 
     def curl(self, ca: str, host: str, port: int, *args: str) -> bytes:

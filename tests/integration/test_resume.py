@@ -12,7 +12,9 @@ import signal
 import socket
 import threading
 
-from .harness import StackTestCase, exchange
+from twisted.trial.unittest import SynchronousTestCase
+
+from .harness import Process, StackTestCase, exchange
 from .test_faults import RECOVERY_TIMEOUT, first_lines, poll_until, restart_relay
 
 KiB = 1024
@@ -88,6 +90,22 @@ class EchoTransfer:
                 f"error {self.error}")
 
 
+def assert_all_exact(case: SynchronousTestCase, transfers: list[EchoTransfer],
+                     ends: list[Process]) -> None:
+    """
+    Every transfer ended without an error, with a clean end of stream, byte-exact (sha256);
+    on a failure, the last lines of the C{ends} (the connector and the agent) are printed.
+    """
+    for transfer in transfers:
+        transfer.join()
+    for transfer in transfers:
+        if transfer.error is not None:  # what the two ends said, for the failure
+            print("\n".join(line for end in ends for line in list(end.lines)[-30:]))
+        case.assertIsNone(transfer.error, transfer.describe())
+        case.assertTrue(transfer.eof, transfer.describe())
+        case.assertTrue(transfer.exact(), transfer.describe())
+
+
 class ResumeTests(StackTestCase):
     """
     Sessions through tcp-connect outlive the relay between them.
@@ -133,14 +151,7 @@ class ResumeTests(StackTestCase):
         return transfers
 
     def assertAllExact(self, transfers: list[EchoTransfer]) -> None:
-        for transfer in transfers:
-            transfer.join()
-        for transfer in transfers:
-            if transfer.error is not None:  # what the two ends said, for the failure
-                print("\n".join([*list(self.client.lines)[-30:], *list(self.agent.lines)[-30:]]))
-            self.assertIsNone(transfer.error, transfer.describe())
-            self.assertTrue(transfer.eof, transfer.describe())
-            self.assertTrue(transfer.exact(), transfer.describe())
+        assert_all_exact(self, transfers, [self.client, self.agent])
 
     def test_relayKilled(self) -> None:
         """

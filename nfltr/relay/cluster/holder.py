@@ -12,6 +12,11 @@ C{docs/link-protocol.md}):
     TCP C{<port>}, with the client's API key, which the holding replica
     checks itself (L{nfltr.relay.cluster.listener}): the account a replica
     or a presence record claims is never taken on trust;
+  - C{replica-rtcp:...} and C{replica-resume:...}, the same fields: a
+    connector's resumable session and the resumption of one
+    (L{nfltr.wire.resume}), which the holding replica opens as C{rtcp:<port>}
+    and C{resume:<port>} on the agent's link (it alone knows whether the
+    agent resumes sessions); nothing about them is kept on either replica;
   - C{share:<name>@<visitor>}: a share visitor's raw bytes (e2ee,
     passthrough), as a relay opens it on an agent's link.
 """
@@ -33,29 +38,36 @@ from nfltr.wire.messages import (
     is_port_text,
     parse_agent_target,
 )
+from nfltr.wire.resume import PLAIN, RESUMABLE, RESUMING, parse_agent_resume_target
 
 from ..interfaces import REPLICA, HolderFigures, IAgentHolder
 
-REPLICA_TCP = "replica-tcp"
+REPLICA_TCP = f"replica-{PLAIN}"
+#: The kinds of client sessions a replica link carries (C{tcp}, and the resumable C{rtcp} and
+#: C{resume}), by their replica target's kind.
+REPLICA_KINDS = {f"replica-{kind}": kind for kind in (PLAIN, RESUMABLE, RESUMING)}
 
 
-def replica_tcp_target(name: str, port: int, key: str) -> str:
+def replica_tcp_target(name: str, port: int, key: str, kind: str = PLAIN) -> str:
     """
-    The target of a client's session to C{name}'s C{port} on the replica
-    that holds it, with the client's API key.
+    The target of a client's session (of C{kind}: C{tcp}, C{rtcp}, C{resume}) to C{name}'s
+    C{port} on the replica that holds it, with the client's API key.
     """
-    return f"{REPLICA_TCP}:{check_name(name)}:{check_port(port)}:{key}"
+    if f"replica-{kind}" not in REPLICA_KINDS:
+        raise ValueError(f"not a client session kind: {kind}")
+    return f"replica-{kind}:{check_name(name)}:{check_port(port)}:{key}"
 
 
-def parse_replica_tcp_target(target: str) -> tuple[str, int, str] | None:
+def parse_replica_tcp_target(target: str) -> tuple[str, str, int, str] | None:
     """
-    The agent, port and key of a replica TCP target; L{None} if C{target}
-    is not one.
+    The kind (C{tcp}, C{rtcp}, C{resume}), agent, port and key of a replica TCP target;
+    L{None} if C{target} is not one.
 
     @raise MessageError: a replica TCP target that does not parse.
     """
-    kind, _, rest = target.partition(":")
-    if kind != REPLICA_TCP:
+    prefix, _, rest = target.partition(":")
+    kind = REPLICA_KINDS.get(prefix)
+    if kind is None:
         return None
     try:
         name, port, key = rest.split(":")
@@ -63,8 +75,8 @@ def parse_replica_tcp_target(target: str) -> tuple[str, int, str] | None:
         name = port = key = ""
     if not is_port_text(port) or not key:
         # Never the key itself in the message: it is a secret.
-        raise MessageError(f"bad target '{REPLICA_TCP}:{peerText(name)}:...'")
-    return check_name(name), check_port(int(port)), key
+        raise MessageError(f"bad target '{prefix}:{peerText(name)}:...'")
+    return kind, check_name(name), check_port(int(port)), key
 
 
 def without_key(target: str) -> str:
@@ -72,7 +84,7 @@ def without_key(target: str) -> str:
     C{target} with a replica TCP target's key left out: what a session shows
     once it is open (the key is a secret; it travels only in the OPEN).
     """
-    if not target.startswith(f"{REPLICA_TCP}:"):
+    if target.partition(":")[0] not in REPLICA_KINDS:
         return target
     return target.rsplit(":", 1)[0]
 
@@ -103,8 +115,9 @@ class ReplicaHolder:
 
     def openSession(self, target: str, protocol: Any, firstBytes: bytes = b"") -> LinkSession:
         """
-        Open C{target} (C{tcp:PORT}, C{share:NAME@VISITOR}) at the holding
-        replica, as the replica link's target for it.
+        Open C{target} (C{tcp:PORT}, C{rtcp:PORT}, C{resume:PORT},
+        C{share:NAME@VISITOR}) at the holding replica, as the replica link's
+        target for it.
 
         @raise LinkUnavailable: the link cannot open one now, or C{target}
             cannot be carried (a TCP session without a key).
@@ -114,7 +127,9 @@ class ReplicaHolder:
         else:
             if self.key is None:
                 raise LinkUnavailable("a TCP session across replicas needs the client's key")
-            forwarded = replica_tcp_target(self.name, parse_agent_target(target), self.key)
+            resumable = parse_agent_resume_target(target)
+            kind, port = resumable if resumable is not None else (PLAIN, parse_agent_target(target))
+            forwarded = replica_tcp_target(self.name, port, self.key, kind)
         session = self.link.openSession(forwarded, protocol, firstBytes)
         session.target = without_key(forwarded)  # what getHost() and reprs show
         return session

@@ -12,6 +12,10 @@ It decides for itself, as for a visitor of its own:
     (L{Relay.tcp}) applies the ownership rule with the key's account, so
     another account's client is refused in the same words as on one relay,
     whatever the forwarding replica or a presence record said;
+  - C{replica-rtcp:...} and C{replica-resume:...}: the same check, then the
+    one TCP route's resumable sessions (L{nfltr.wire.resume}), which open
+    C{rtcp:<port>} or C{resume:<port>} on the agent's link, or refuse them
+    for an agent that does not resume sessions;
   - C{share:<name>@<visitor>}: only a share published here (never one the
     directory says is elsewhere: no second hop), as this replica's TLS port
     would route it: e2ee and passthrough through its backend (the share's
@@ -44,6 +48,7 @@ from nfltr.wire.messages import (
     MessageError,
     parse_share_target,
 )
+from nfltr.wire.resume import PLAIN
 
 from ..agents import Relay
 from ..link_handler import held_note
@@ -127,15 +132,19 @@ class ReplicaLinkHandler(LinkHandler):
         else:
             session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
 
-    def _tcp(self, session: LinkSession, name: str, port: int, key: str) -> None:
+    def _tcp(self, session: LinkSession, kind: str, name: str, port: int, key: str) -> None:
         d = self.relay.verifyKey(key)
 
         def verified(info: KeyInfo | None) -> None:
             if info is None or info.revoked or self.relay.directory.isRevoked(info.keyid):
                 session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
                 return
+            route = self.relay.tcp
             try:
-                end = self.relay.tcp.openTCP(info.account, name, port, REPLICA_LINK_LOST)
+                if kind == PLAIN:
+                    end = route.openTCP(info.account, name, port, REPLICA_LINK_LOST)
+                else:
+                    end = route.openResumable(info.account, kind, name, port, REPLICA_LINK_LOST)
             except RouteRefused as e:
                 session.refuse(e.code, e.reason)
                 return

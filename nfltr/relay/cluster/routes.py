@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.integration.test_replicas -*-
+# -*- test-case-name: tests.relay.cluster.test_replica_link,tests.integration.test_replicas -*-
 """
 The forwarding replica's side: visitors of agents and shares this replica
 does not hold, carried over the replica link to the replica the directory
@@ -10,7 +10,10 @@ says holds them.
     is refused here, in the one TCP route's words); the session is opened
     through a L{ReplicaHolder} by the one TCP route
     (L{nfltr.relay.tcp_route.TCPRoute.openEntry}) and carries the client's
-    key, which the holding replica checks again.
+    key, which the holding replica checks again.  A resumable session
+    (C{rtcp}) or a resumption (C{resume}) goes the same way
+    (L{nfltr.relay.tcp_route.TCPRoute.openResumableEntry}); whether the
+    agent resumes sessions is the holding replica's to say.
   - L{ClusterShareRoutes}: the TLS port's routing table: this replica's
     shares first; any other name is spliced to L{RemoteShareBackend}, which
     looks the share up and forwards the visitor's raw bytes, in every mode:
@@ -45,6 +48,7 @@ from nfltr.wire.messages import (
     PASSTHROUGH,
     share_target,
 )
+from nfltr.wire.resume import PLAIN
 
 from ..agents import Relay
 from ..counters import AGENT_UNAVAILABLE as UNAVAILABLE_OUTCOME
@@ -81,10 +85,11 @@ class RemoteRoutes:
         self.clock = clock
 
     def routeTCP(self, session: LinkSession, key: str, account: str, name: str,
-                 port: int) -> None:
+                 port: int, kind: str = PLAIN) -> None:
         """
         Route a client's session (of C{account}, which logged in with
-        C{key}) to C{name}:C{port}, held by another replica or by none.
+        C{key}; of C{kind}: C{tcp}, C{rtcp}, C{resume}) to C{name}:C{port},
+        held by another replica or by none.
         """
         d = self.presence.agent(name)
 
@@ -98,10 +103,15 @@ class RemoteRoutes:
 
         def opened(link: LinkProtocol, record: AgentPresence) -> None:
             holder = ReplicaHolder(link, name, key, self.clock.seconds())
+            # Resumes: the holding replica refuses a resumable session its agent cannot take.
             entry = AgentEntry(name, record.account, "", record.ports, holder,
-                               plain=record.plain)
+                               plain=record.plain, resumes=True)
+            route = self.relay.tcp
             try:
-                end = self.relay.tcp.openEntry(entry, port, "client link lost")
+                if kind == PLAIN:
+                    end = route.openEntry(entry, port, "client link lost")
+                else:
+                    end = route.openResumableEntry(entry, kind, port, "client link lost")
             except RouteRefused as e:
                 session.refuse(e.code, e.reason)
                 return

@@ -1,8 +1,9 @@
 """
 Tests for the replica link's pieces that need no second process: the
-replica holder (L{nfltr.relay.cluster.holder}), its targets, and the
+replica holder (L{nfltr.relay.cluster.holder}), its targets, the
 visitor addresses the holding replica reads
-(L{nfltr.relay.cluster.listener}).  The whole path, with real processes,
+(L{nfltr.relay.cluster.listener}), and resumable sessions forwarded from
+one replica to another (L{nfltr.relay.cluster.routes}).  The whole path, with real processes,
 is C{tests.integration.test_replicas}.
 """
 
@@ -11,21 +12,35 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 from twisted.internet.address import IPv4Address, IPv6Address
-from twisted.internet.task import Clock
+from twisted.internet.defer import Deferred, fail, succeed
+from twisted.internet.task import Clock, deferLater
+from twisted.test.iosim import FakeTransport, connect
 from twisted.trial.unittest import SynchronousTestCase
+from zope.interface import implementer
 from zope.interface.verify import verifyObject
 
-from nfltr.link import DIALER
-from nfltr.link.twisted import LinkHandler, LinkProtocol, LinkUnavailable
+from nfltr.link import DIALER, LISTENER, ErrorCode
+from nfltr.link.twisted import LinkHandler, LinkProtocol, LinkSession, LinkUnavailable
+from nfltr.relay.agents import Relay
 from nfltr.relay.cluster.holder import (
     ReplicaHolder,
     parse_replica_tcp_target,
     replica_tcp_target,
     without_key,
 )
-from nfltr.relay.cluster.listener import visitor_address
+from nfltr.relay.cluster.listener import ReplicaLinkHandler, visitor_address
+from nfltr.relay.cluster.peers import Peers, PeerUnreachable
+from nfltr.relay.cluster.presence import RedisPresence
+from nfltr.relay.cluster.routes import RemoteRoutes
 from nfltr.relay.interfaces import KINDS, REPLICA, HolderFigures, IAgentHolder
-from nfltr.wire.messages import MessageError
+from nfltr.relay.tcp_route import AGENT_UNAVAILABLE
+from nfltr.resume.twisted import is_final
+from nfltr.store import IPresenceTable
+from nfltr.wire.messages import MessageError, TcpShare, agent_hello
+from nfltr.wire.resume import RESUME_UNSUPPORTED, offers_resume, resumable_target, resume_target
+from tests.link.twisted_helpers import RecordingHandler
+from tests.relay.helpers import RelayHarness, lost_reason
+from tests.relay.test_link_handler import A2_KEY, A_KEY, Recorder
 
 KEY = "nfltr_0123456789ab_" + "A" * 43
 NAMES = st.from_regex(r"[a-z0-9](?:[a-z0-9-]{0,20}[a-z0-9])?", fullmatch=True)
@@ -60,6 +75,8 @@ class HolderTests(SynchronousTestCase):
             self.holder().openSession("tcp:22", object())
         with self.assertRaises(LinkUnavailable):
             self.holder(None).openSession("tcp:22", object())
+        with self.assertRaises(LinkUnavailable):
+            self.holder(None).openSession("resume:22", object())
 
 
 class TargetTests(SynchronousTestCase):
@@ -67,13 +84,26 @@ class TargetTests(SynchronousTestCase):
     The replica link's TCP target.
     """
 
-    @given(NAMES, st.integers(1, 65535))
-    def test_roundTrip(self, name: str, port: int) -> None:
+    @given(st.sampled_from(["tcp", "rtcp", "resume"]), NAMES, st.integers(1, 65535))
+    def test_roundTrip(self, kind: str, name: str, port: int) -> None:
         """
-        What is written is read back.
+        What is written is read back, for each kind of client session (plain, resumable, a
+        resumption).
         """
-        self.assertEqual(parse_replica_tcp_target(replica_tcp_target(name, port, KEY)),
-                         (name, port, KEY))
+        self.assertEqual(parse_replica_tcp_target(replica_tcp_target(name, port, KEY, kind)),
+                         (kind, name, port, KEY))
+
+    def test_kinds(self) -> None:
+        """
+        The kinds are spelled as on a client's link, after C{replica-}; no other kind is
+        written.
+        """
+        self.assertEqual(replica_tcp_target("web", 22, KEY), f"replica-tcp:web:22:{KEY}")
+        self.assertEqual(replica_tcp_target("web", 22, KEY, "rtcp"), f"replica-rtcp:web:22:{KEY}")
+        self.assertEqual(replica_tcp_target("web", 22, KEY, "resume"),
+                         f"replica-resume:web:22:{KEY}")
+        with self.assertRaises(ValueError):
+            replica_tcp_target("web", 22, KEY, "share")
 
     @given(st.text(max_size=80))
     def test_anyText(self, text: str) -> None:
@@ -92,6 +122,8 @@ class TargetTests(SynchronousTestCase):
         shown as they are.
         """
         self.assertEqual(without_key(replica_tcp_target("web", 22, KEY)), "replica-tcp:web:22")
+        self.assertEqual(without_key(replica_tcp_target("web", 22, KEY, "resume")),
+                         "replica-resume:web:22")
         self.assertEqual(without_key("share:blog@1.2.3.4:5"), "share:blog@1.2.3.4:5")
 
     def test_others(self) -> None:
@@ -101,9 +133,11 @@ class TargetTests(SynchronousTestCase):
         """
         self.assertIsNone(parse_replica_tcp_target("tcp:web:22"))
         self.assertIsNone(parse_replica_tcp_target("share:blog@1.2.3.4:5"))
-        with self.assertRaises(MessageError) as caught:
-            parse_replica_tcp_target(f"replica-tcp:web:x:{KEY}")
-        self.assertNotIn(KEY, str(caught.exception))
+        self.assertIsNone(parse_replica_tcp_target("rtcp:web:22"))
+        for kind in ("tcp", "rtcp", "resume"):
+            with self.assertRaises(MessageError) as caught:
+                parse_replica_tcp_target(f"replica-{kind}:web:x:{KEY}")
+            self.assertNotIn(KEY, str(caught.exception))
 
 
 class VisitorAddressTests(SynchronousTestCase):
@@ -119,3 +153,154 @@ class VisitorAddressTests(SynchronousTestCase):
         self.assertEqual(visitor_address("[::1]:80"), IPv6Address("TCP", "::1", 80))
         for bad in ("host:80", "10.1.2.3", "", "[::1]:x"):
             self.assertIsNone(visitor_address(bad))
+
+
+@implementer(IPresenceTable)
+class _Records:
+    """
+    Presence records in memory: C{agent:web} names replica C{a} (acme's, port 3000).
+    """
+
+    def __init__(self) -> None:
+        self.records = {("agent", "web"): {"replica": "a", "account": "acme", "ports": "3000"}}
+
+    def announce(self, kind: str, name: str, fields: dict[str, str], ttl: float,
+                 replica: str, claim: bool) -> Deferred[bool]:
+        return succeed(True)
+
+    def withdraw(self, kind: str, name: str, replica: str) -> Deferred[bool]:
+        return succeed(True)
+
+    def lookup(self, kind: str, name: str) -> Deferred[dict[str, str] | None]:
+        return succeed(self.records.get((kind, name)))
+
+
+class _Holding(ReplicaLinkHandler):
+    """
+    The holding replica's handler, recording the targets it was asked to open.
+    """
+
+    def __init__(self, relay: Relay, targets: list[str]) -> None:
+        super().__init__(relay)
+        self.targets = targets
+
+    def sessionRequested(self, session: LinkSession) -> None:
+        self.targets.append(session.target)
+        super().sessionRequested(session)
+        self.targets.append(session.target)
+
+
+class ResumableAcrossReplicasTests(SynchronousTestCase):
+    """
+    A connector's C{rtcp:} and C{resume:} sessions on replica C{b} for an agent replica C{a}
+    holds: carried over the replica link (L{RemoteRoutes}, L{ReplicaHolder}) and opened on
+    the agent's link by the holding replica (L{ReplicaLinkHandler}), which alone decides.
+    """
+
+    def setUp(self) -> None:
+        self.holding = RelayHarness()
+        self.forwarding = RelayHarness(self.holding.store, clock=self.holding.clock)
+        self.keyA = self.holding.store.addKey(A_KEY, "acme")
+        self.keyA2 = self.holding.store.addKey(A2_KEY, "acme")
+        self.agentSide = RecordingHandler(lambda s: Recorder())
+        self.reachable = True
+        #: Each forwarded session's target as it came and as it shows once handled.
+        self.targets: list[str] = []
+        clock = self.holding.clock
+        peers = Peers(lambda replica: succeed("127.0.0.1:1"), self.dial, 1, clock)
+        presence = RedisPresence(_Records(), "b", clock)
+        self.forwarding.relay.remote = RemoteRoutes(self.forwarding.relay, presence, peers, clock)
+
+    def dial(self, address: str, handler: LinkHandler) -> Deferred[LinkProtocol]:
+        """
+        The forwarding replica's dial: a replica link to the holding replica's handler.
+        """
+        clock = self.holding.clock
+        if not self.reachable:
+            # As a dial fails: later, not in the call.
+            return deferLater(clock, 1, lambda: fail(PeerUnreachable("no answer")))
+        dialer = LinkProtocol(DIALER, handler, clock, appHello={"role": "replica"})
+        listener = LinkProtocol(LISTENER, _Holding(self.holding.relay, self.targets), clock)
+        self.holding.pumps.append(connect(
+            listener, FakeTransport(listener, isServer=True), dialer,
+            FakeTransport(dialer, isServer=False), greet=False, clock=clock))
+        self.holding.run()
+        return dialer.whenEstablished()
+
+    def agent(self, resumes: bool) -> None:
+        app = agent_hello(self.keyA, "web", [TcpShare(3000)])
+        if resumes:
+            app["resume"] = True
+        self.holding.dial(app, self.agentSide)
+
+    def open(self, target: str, first: bytes = b"") -> Recorder:
+        """
+        Open C{target} from a connector of acme on the forwarding replica, which offers
+        resumption; pump both replicas until quiet.
+        """
+        client = self.forwarding.client(self.keyA2)
+        self.assertTrue(offers_resume(client.controls[0]))
+        recorder = Recorder()
+        client.link.openSession(target, recorder, first)
+        self.pump()
+        return recorder
+
+    def pump(self) -> None:
+        """
+        Pump both replicas' links, and let time pass, until nothing moves.
+        """
+        for _ in range(100):
+            self.forwarding.run()
+            self.holding.run()
+            self.holding.clock.advance(1)
+            if not any(pump.pump() for pump in [*self.forwarding.pumps, *self.holding.pumps]):
+                break
+
+    def test_forwarded(self) -> None:
+        """
+        C{rtcp:web:3000} and C{resume:web:3000} on replica C{b} reach the agent on replica
+        C{a} as C{rtcp:3000} and C{resume:3000}, first bytes included, and bytes pass both
+        ways; the replica link carried them as C{replica-rtcp:} and C{replica-resume:}, the
+        key out of what an open session shows.
+        """
+        self.agent(resumes=True)
+        first = self.open(resumable_target("web", 3000), b"hello")
+        resumed = self.open(resume_target("web", 3000), b"resume")
+        self.assertEqual([s.target for s in self.agentSide.sessions],
+                         ["rtcp:3000", "resume:3000"])
+        agentEnds = [s.protocol for s in self.agentSide.sessions]
+        self.assertEqual([end.received for end in agentEnds], [b"hello", b"resume"])
+        agentEnds[0].transport.write(b"back")
+        self.pump()
+        self.assertEqual(first.received, b"back")
+        self.assertIsNone(first.lost)
+        self.assertIsNone(resumed.lost)
+        self.assertEqual(self.targets, [
+            f"replica-rtcp:web:3000:{self.keyA2}", "replica-rtcp:web:3000",
+            f"replica-resume:web:3000:{self.keyA2}", "replica-resume:web:3000",
+        ])
+
+    def test_agentWithoutResume(self) -> None:
+        """
+        An agent on the holding replica that does not resume sessions: the holding replica
+        refuses the forwarded C{rtcp:} session, and the connector is told in its words (it
+        falls back to C{tcp:}).
+        """
+        self.agent(resumes=False)
+        recorder = self.open(resumable_target("web", 3000))
+        self.assertEqual(lost_reason(recorder.lost), (ErrorCode.REFUSED, RESUME_UNSUPPORTED))
+        self.assertEqual(self.agentSide.sessions, [])
+
+    def test_holderUnreachable(self) -> None:
+        """
+        A resume for an agent whose replica does not answer (it was killed; its presence
+        record is still there) is reset with C{GOING_AWAY}: not a final end, so the connector
+        keeps the session suspended and tries again.
+        """
+        self.agent(resumes=True)
+        self.reachable = False
+        recorder = self.open(resume_target("web", 3000), b"resume")
+        assert recorder.lost is not None
+        self.assertEqual(lost_reason(recorder.lost), (ErrorCode.GOING_AWAY, AGENT_UNAVAILABLE))
+        self.assertFalse(is_final(recorder.lost))
+        self.assertEqual(self.agentSide.sessions, [])
