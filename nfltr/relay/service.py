@@ -435,15 +435,18 @@ class RelayService(Service):
 
     def _drain(self, relay: Relay, timeout: float, lock: Path) -> Deferred[Any]:
         """
-        Drain the links and the SSH connections side by side: sessions and channels in flight
-        may finish within C{timeout}, nothing new starts.  Meanwhile a successor that takes
-        the data directory's C{lock} gets the admin address.
+        Drain the links, the SSH connections and a replica's replica links side by side
+        (L{nfltr.relay.cluster.node.Replica.stop}: the others stop routing here at once):
+        sessions and channels in flight may finish within C{timeout}, nothing new starts.
+        Meanwhile a successor that takes the data directory's C{lock} gets the admin address.
         """
         watch = SuccessorWatch(self.reactor, lock, self._closeAdmin)
         watch.start()
         drains = [relay.closeAll(timeout)]
         if self.sshFactory is not None:
             drains.append(self.sshFactory.drain(timeout))
+        if self.replica is not None:  # its replica links drain side by side too
+            drains.append(self.replica.stop(timeout))
         return gatherResults(drains).addBoth(_passing(watch.stop))
 
     def _claim(self, dataDir: Path) -> tuple[OwnerLock, int | None]:

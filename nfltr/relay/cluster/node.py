@@ -78,6 +78,7 @@ class Replica:
         self.routes: RemoteRoutes | None = None
         self.counters = ReplicaCounters()
         self._port: Any = None
+        self._stopping: Deferred[Any] | None = None
         self._accepted: set[LinkProtocol] = set()
 
     async def start(self, listen: Listen) -> None:
@@ -127,8 +128,13 @@ class Replica:
     def stop(self, timeout: float) -> Deferred[Any]:
         """
         Withdraw from the directory, stop listening, drain the replica links
-        (sessions in flight have C{timeout} seconds).
+        (sessions in flight have C{timeout} seconds).  Called again, it
+        waits for the first call's stop.
         """
+        if self._stopping is not None:
+            waiter: Deferred[Any] = Deferred()
+            self._stopping.addBoth(_passing(lambda: waiter.callback(None)))
+            return waiter
 
         async def stop() -> None:
             await self.presence.stop()
@@ -139,7 +145,8 @@ class Replica:
                 drains.append(self.peers.close(timeout))
             await gatherResults(drains)
 
-        return Deferred.fromCoroutine(stop())
+        self._stopping = Deferred.fromCoroutine(stop())
+        return self._stopping
 
 
 class _Accepted(ReplicaLinkHandler):
@@ -196,3 +203,11 @@ def replaced_elsewhere(relay: Relay) -> Callable[[str, str], None]:
             holder.refuse(RefusalReason.CONFLICT, REPLACED)
 
     return lost
+
+
+def _passing(call: Callable[[], object]) -> Callable[[Any], Any]:
+    def run(result: Any) -> Any:
+        call()
+        return result
+
+    return run

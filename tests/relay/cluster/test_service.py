@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from twisted.internet import reactor
+from twisted.internet.defer import Deferred
+from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
 from nfltr.relay.cluster.config import ReplicaConfig
@@ -82,3 +84,26 @@ class ReplicaServiceTests(TestCase):
                 await service.whenReady()
             self.assertIn(words, str(caught.exception))
             await service.stopService()
+
+    async def test_drainSideBySide(self) -> None:
+        """
+        A stopping replica withdraws from the directory and drains its
+        replica links while its agents' links drain, not after them: one
+        drain timeout in all, not two.
+        """
+        service = self.service()
+        service.startService()
+        await service.whenReady()
+        replica = service.replica
+        key = f"nfltr:presence:{REPLICA}:{replica.id}"
+        links: Deferred[None] = Deferred()
+        self.patch(service.relay, "closeAll", lambda timeout: links)
+        stopped = service.stopService()
+        for _ in range(200):
+            if await redis_command(self.redis, "HGET", key, "address") is None:
+                break
+            await deferLater(reactor, 0.01)
+        self.assertIsNone(await redis_command(self.redis, "HGET", key, "address"))
+        self.assertFalse(stopped.called)
+        links.callback(None)
+        await stopped
