@@ -283,7 +283,8 @@ def http_option(port: str | int, values: Mapping[str, Any],
         raise ConfigError(str(e)) from None
     plain = parse_bool(values.get("plain-http") or "false", "--plain-http")
     policy = _policy(values, environ)
-    option = check_http_option(checked, values.get("mode"), values.get("host-header"), plain)
+    option = check_http_option(checked, values.get("mode"), values.get("host-header"), plain,
+                               values.get("service-protocol"))
     proxy = proxy_version(values.get("proxy-protocol"))
     if proxy is not None:
         option = replace(option, proxy_protocol=proxy)

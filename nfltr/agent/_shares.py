@@ -73,6 +73,8 @@ if TYPE_CHECKING:
     from nfltr.http import BackendPool, HTTPProxyFactory
 
 REWRITE, PRESERVE = "rewrite", "preserve"
+#: C{--service-protocol}: HTTP/1.1, or HTTP/2 in cleartext with prior knowledge.
+HTTP1, H2C = "http1", "h2c"
 SHARE_KEY_FILE = "share.key"
 SHARE_CA_FILE = "share-ca.crt"
 _HOST = re.compile(r"[A-Za-z0-9.\-]+(:[0-9]{1,5})?|\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?")
@@ -101,6 +103,8 @@ class HttpOption:
     #: What it keeps: requests, and bytes of each body (L{nfltr.agent._inspect_ui}).
     inspect_keep: tuple[int, int] = (100, 16 * 1024)
     name: str | None = None
+    #: What the proxy speaks to the service: L{HTTP1} or L{H2C}.
+    service_protocol: str = HTTP1
 
     def host(self) -> bytes | None:
         """
@@ -114,13 +118,25 @@ class HttpOption:
 
 
 def check_http_option(
-    port: int, mode: str | None, host_header: str | None, plain: bool = False
+    port: int, mode: str | None, host_header: str | None, plain: bool = False,
+    service_protocol: str | None = None,
 ) -> HttpOption:
     """
-    Check C{--mode}, C{--host-header} and C{--plain-http}.
+    Check C{--mode}, C{--host-header}, C{--plain-http} and
+    C{--service-protocol}.
 
     @raise ConfigError: what is wrong.
     """
+    protocol = service_protocol or HTTP1
+    if protocol not in (HTTP1, H2C):
+        raise ConfigError(f"--service-protocol {protocol!r}: use {HTTP1} or {H2C}")
+    if protocol == H2C and (mode or E2EE) != E2EE:
+        raise ConfigError(
+            "--service-protocol h2c: only for --mode e2ee (in inspect the relay speaks "
+            "HTTP/1.1 to the agent; in passthrough the service ends TLS and chooses itself)")
+    if protocol == H2C and plain:
+        raise ConfigError("--service-protocol h2c: not with --plain-http (its visitors speak "
+                          "HTTP/1.1)")
     mode = mode or E2EE
     if mode not in MODES:
         raise ConfigError(f"--mode {mode!r}: use one of {', '.join(MODES)}")
@@ -133,7 +149,7 @@ def check_http_option(
         raise ConfigError(f"--host-header: a {mode} share's HTTP is not read by the agent")
     if plain and mode == PASSTHROUGH:
         raise ConfigError("--plain-http: a passthrough share's service speaks TLS only")
-    return HttpOption(port, mode, host, plain)
+    return HttpOption(port, mode, host, plain, service_protocol=protocol)
 
 
 def check_policy(option: HttpOption, policy: SharePolicy) -> HttpOption:
@@ -199,7 +215,7 @@ class ShareServer:
             gate = policy.gate if option.mode == E2EE else None
             self.proxy = HTTPProxyFactory(
                 self.pool, reactor, host=option.host(), forwarded=option.mode == E2EE, gate=gate,
-                h2=option.mode == E2EE,
+                h2=option.mode == E2EE, h2c=option.service_protocol == H2C,
             )
             # Sessions of the relay's own proxy: the relay added the visitor headers.
             self.relayed = HTTPProxyFactory(
@@ -303,6 +319,8 @@ class ShareServer:
         """
         if self.pool is not None:
             self.pool.close()
+        if self.proxy is not None:
+            self.proxy.close()
 
 
 class _PortBackend:

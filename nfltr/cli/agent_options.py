@@ -141,6 +141,12 @@ HTTP_OPTIONS: tuple[Option, ...] = (
         "visitor's), or a value",
     ),
     Option(
+        "service-protocol", "PROTOCOL",
+        "what the proxy speaks to the service in e2ee and inspect: http1 (default: HTTP/1.1) "
+        "or h2c (HTTP/2 in cleartext with prior knowledge, for gRPC: only HTTP/2 visitors "
+        "are served)",
+    ),
+    Option(
         "basic-auth", "USER:PASS",
         "visitors must log in with this user and password (HTTP Basic; browsers prompt); "
         "better, set NFLTR_BASIC_AUTH or give --basic-auth-file: other users can read "

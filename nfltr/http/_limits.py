@@ -120,6 +120,11 @@ H2_MAX_STREAM_BUFFER = 64 * 1024
 #: The window each stream opens with for the visitor's request body
 #: (SETTINGS_INITIAL_WINDOW_SIZE).
 H2_INITIAL_WINDOW = 64 * 1024
+#: h2c connections to the service (C{--service-protocol h2c}) a pool holds.
+H2_SERVICE_CONNECTIONS = 4
+#: Streams one h2c connection to the service carries at once (fewer if the
+#: service says so).
+H2_SERVICE_STREAMS = 100
 
 
 @dataclass(frozen=True)
@@ -149,6 +154,11 @@ class H2Limits:
         the visitor's window before the service connection is paused.
     @ivar initial_window: each stream's window for request bytes; they are
         acknowledged once written to the service.
+    @ivar service_connections: h2c connections to the service a pool holds
+        (C{--service-protocol h2c}); a stream finding them all full is
+        answered C{503}.
+    @ivar service_streams: streams each h2c connection to the service
+        carries at once (fewer if the service says so).
     """
 
     max_concurrent_streams: int = H2_MAX_CONCURRENT_STREAMS
@@ -160,18 +170,22 @@ class H2Limits:
     rate_window: float = H2_RATE_WINDOW
     max_stream_buffer: int = H2_MAX_STREAM_BUFFER
     initial_window: int = H2_INITIAL_WINDOW
+    service_connections: int = H2_SERVICE_CONNECTIONS
+    service_streams: int = H2_SERVICE_STREAMS
 
     def __post_init__(self) -> None:
         for name in ("max_concurrent_streams", "max_header_list_size", "max_header_block_size",
                      "max_header_block_frames", "max_resets", "max_control_frames",
-                     "max_stream_buffer", "initial_window"):
+                     "max_stream_buffer", "initial_window", "service_connections",
+                     "service_streams"):
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise ValueError(f"{name} must be a positive integer, not {value!r}")
         if not self.rate_window > 0:
             raise ValueError(f"rate_window must be positive, not {self.rate_window!r}")
-        if self.initial_window > 2**31 - 1:
-            raise ValueError("initial_window must be at most 2**31 - 1")
+        for name in ("initial_window", "max_stream_buffer"):
+            if getattr(self, name) > 2**31 - 1:
+                raise ValueError(f"{name} must be at most 2**31 - 1")
 
 
 #: The HTTP/2 defaults.
