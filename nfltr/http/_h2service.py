@@ -120,6 +120,61 @@ class _Out:
     done: bool = False
 
 
+class GoAwayFilter:
+    """
+    Takes the C{GOAWAY} frames out of what the service sends (h2 would
+    close its connection at once, the streams the service still finishes
+    included: RFC 9113 section 6.8 lets them finish).  The other frames'
+    bytes pass as they came; a C{GOAWAY}'s debug data is skipped, not held.
+    """
+
+    def __init__(self) -> None:
+        self._head = bytearray()
+        self._pass = 0
+        self._goAway: bytearray | None = None
+        self._left = 0
+
+    def feed(self, data: bytes) -> tuple[bytes, list[int]]:
+        """
+        The bytes for h2, and the last stream ids of the C{GOAWAY}s found.
+        """
+        out, found, view = bytearray(), [], memoryview(data)
+        while view:
+            if self._pass:
+                taken = min(self._pass, len(view))
+                out += view[:taken]
+                self._pass -= taken
+            elif self._goAway is not None:
+                taken = min(self._left, len(view))
+                self._goAway += view[:max(0, min(taken, 8 - len(self._goAway)))]
+                self._left -= taken
+                if not self._left:
+                    found.append(int.from_bytes(self._goAway[:4], "big") & 0x7FFFFFFF)
+                    self._goAway = None
+            else:
+                taken = min(_FRAME_HEAD - len(self._head), len(view))
+                self._head += view[:taken]
+                if len(self._head) == _FRAME_HEAD:
+                    self._frame(out, found)
+            view = view[taken:]
+        return bytes(out), found
+
+    def _frame(self, out: bytearray, found: list[int]) -> None:
+        head, self._head = bytes(self._head), bytearray()
+        length = int.from_bytes(head[:3], "big")
+        if head[3] != _GOAWAY:
+            out += head
+            self._pass = length
+        elif length < _GOAWAY_SIZE:
+            found.append(0)  # malformed: nothing was taken
+            self._pass, self._goAway = 0, None
+        else:
+            self._goAway, self._left = bytearray(), length
+
+
+_FRAME_HEAD, _GOAWAY, _GOAWAY_SIZE = 9, 0x7, 8
+
+
 class ServiceH2:
     """
     One h2c connection to the service; see the module.
@@ -134,6 +189,7 @@ class ServiceH2:
         self.conn.decoder.max_header_list_size = limits.max_header_list_size
         self.streams: dict[int, _Out] = {}
         self.draining = False
+        self._goAways = GoAwayFilter()
 
     @property
     def room(self) -> int:
@@ -218,8 +274,9 @@ class ServiceH2:
         if not data:
             self.lost()
             return
+        data, goAways = self._goAways.feed(data)
         try:
-            events = self.conn.receive_data(data)
+            events = self.conn.receive_data(data) if data else []
         except H2Error:
             self._flush()
             self.lost()
@@ -227,6 +284,10 @@ class ServiceH2:
             return
         for event in events:
             self._event(event)
+        for last in goAways:
+            self._goAway(last)
+        if self.draining and not self.streams:
+            self.io.closeService()
         self._flush()
 
     def lost(self) -> None:
@@ -243,8 +304,8 @@ class ServiceH2:
             sid = getattr(event, "stream_id", None) or 0
             for each in [sid] if sid else list(self.streams):
                 self._pump(each)
-        elif isinstance(event, ConnectionTerminated):
-            self._goAway(event.last_stream_id)
+        elif isinstance(event, ConnectionTerminated):  # h2 found the service broken
+            self._goAway(0)
         elif isinstance(event, DataReceived):
             sid, counted = event.stream_id or 0, event.flow_controlled_length or 0
             out = self.streams.get(sid)
@@ -272,12 +333,10 @@ class ServiceH2:
             del self.streams[sid]
             out.user.reset(event.error_code or ErrorCodes.CANCEL)
 
-    def _goAway(self, last: int | None) -> None:
+    def _goAway(self, last: int) -> None:
         self.draining = True
-        for sid in [s for s in self.streams if last is None or s > last]:
+        for sid in [s for s in self.streams if s > last]:
             self.streams.pop(sid).user.reset(ErrorCodes.REFUSED_STREAM)
-        if not self.streams:
-            self.io.closeService()
 
     def _pump(self, sid: int) -> None:
         """
