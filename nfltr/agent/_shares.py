@@ -53,6 +53,7 @@ from nfltr.tls import (
     write_atomically,
 )
 from nfltr.wire.constants import PASSTHROUGH_NO_CREDENTIALS
+from nfltr.wire.h2limits import DEFAULT_H2_LIMITS, H2Limits
 from nfltr.wire.messages import (
     E2EE,
     INSPECT,
@@ -105,6 +106,8 @@ class HttpOption:
     name: str | None = None
     #: What the proxy speaks to the service: L{HTTP1} or L{H2C}.
     service_protocol: str = HTTP1
+    #: HTTP/2's limits where the agent ends TLS (e2ee).
+    h2_limits: H2Limits = DEFAULT_H2_LIMITS
 
     def host(self) -> bytes | None:
         """
@@ -216,6 +219,7 @@ class ShareServer:
             self.proxy = HTTPProxyFactory(
                 self.pool, reactor, host=option.host(), forwarded=option.mode == E2EE, gate=gate,
                 h2=option.mode == E2EE, h2c=option.service_protocol == H2C,
+                h2limits=option.h2_limits,
             )
             # Sessions of the relay's own proxy: the relay added the visitor headers.
             self.relayed = HTTPProxyFactory(

@@ -147,6 +147,11 @@ HTTP_OPTIONS: tuple[Option, ...] = (
         "are served)",
     ),
     Option(
+        "h2-limits", "LIMITS",
+        "HTTP/2 limits of an e2ee share (the agent ends TLS), NAME=VALUE,... (see "
+        "docs/shares.md): max-concurrent-streams, max-resets, service-connections, ...",
+    ),
+    Option(
         "basic-auth", "USER:PASS",
         "visitors must log in with this user and password (HTTP Basic; browsers prompt); "
         "better, set NFLTR_BASIC_AUTH or give --basic-auth-file: other users can read "
