@@ -133,10 +133,10 @@ def check_http_option(
     protocol = service_protocol or HTTP1
     if protocol not in (HTTP1, H2C):
         raise ConfigError(f"--service-protocol {protocol!r}: use {HTTP1} or {H2C}")
-    if protocol == H2C and (mode or E2EE) != E2EE:
+    if protocol == H2C and mode == PASSTHROUGH:
         raise ConfigError(
-            "--service-protocol h2c: only for --mode e2ee (in inspect the relay speaks "
-            "HTTP/1.1 to the agent; in passthrough the service ends TLS and chooses itself)")
+            "--service-protocol h2c: not for passthrough (the service ends TLS and chooses "
+            "the protocol with the visitor itself)")
     if protocol == H2C and plain:
         raise ConfigError("--service-protocol h2c: not with --plain-http (its visitors speak "
                           "HTTP/1.1)")
@@ -218,7 +218,7 @@ class ShareServer:
             gate = policy.gate if option.mode == E2EE else None
             self.proxy = HTTPProxyFactory(
                 self.pool, reactor, host=option.host(), forwarded=option.mode == E2EE, gate=gate,
-                h2=option.mode == E2EE, h2c=option.service_protocol == H2C,
+                h2=option.mode == E2EE, h2c=option.mode == E2EE and option.service_protocol == H2C,
                 h2limits=option.h2_limits,
             )
             # Sessions of the relay's own proxy: the relay added the visitor headers.
@@ -238,10 +238,13 @@ class ShareServer:
         # The credentials' digests go to the relay only where it checks them.
         relayChecks = option.mode == INSPECT or option.plain
         policy = option.policy if relayChecks else option.policy.without_secrets()
+        h2c = None
+        if option.mode == INSPECT and option.service_protocol == H2C:
+            h2c = (option.host() or b"").decode("ascii")  # the relay sends it as :authority
         return HttpShare(
             self.name, option.port, option.mode, csr, option.plain, policy,
             option.policy.kinds, agent_enforces=option.mode == E2EE,
-            addressed=option.proxy_protocol is not None,
+            addressed=option.proxy_protocol is not None, h2c_host=h2c,
         )
 
     def welcomed(self, answer: dict[str, Any]) -> None:
@@ -279,12 +282,20 @@ class ShareServer:
         elif mode == INSPECT:
             self.serveRelayed(session)
         else:
-            local, remote = splice_local()
-            local.header = header_writer(self.option.proxy_protocol, visitor)
-            session.accept(remote)
-            d = self.connector.connect(self.option.port, local)
-            remote.onLost = lambda reason: d.cancel()
-            d.addErrback(self._failed, session)
+            self._splice(session, visitor)
+
+    def _splice(self, session: LinkSession, visitor: str | None) -> None:
+        """
+        The session's bytes to and from a connection to the service of its
+        own, as they are (with a PROXY header first if the share writes
+        them).
+        """
+        local, remote = splice_local()
+        local.header = header_writer(self.option.proxy_protocol, visitor)
+        session.accept(remote)
+        d = self.connector.connect(self.option.port, local)
+        remote.onLost = lambda reason: d.cancel()
+        d.addErrback(self._failed, session)
 
     def serveRelayed(self, session: LinkSession, visitor: str | None = None) -> None:
         """
@@ -294,6 +305,10 @@ class ShareServer:
         """
         if self.relayed is None or not (self.option.mode == INSPECT or self.option.plain):
             session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
+            return
+        if self.option.service_protocol == H2C:
+            # The relay speaks h2c in it (the hello said so): the service's own.
+            self._splice(session, visitor)
             return
         session.accept(self.relayed.proxyFor(None, self._visitorBackend(visitor)))
 

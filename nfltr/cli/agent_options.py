@@ -142,7 +142,7 @@ HTTP_OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "service-protocol", "PROTOCOL",
-        "what the proxy speaks to the service in e2ee and inspect: http1 (default: HTTP/1.1) "
+        "what the share's proxy speaks to the service in e2ee and inspect: http1 (default) "
         "or h2c (HTTP/2 in cleartext with prior knowledge, for gRPC: only HTTP/2 visitors "
         "are served)",
     ),

@@ -381,6 +381,8 @@ class ShareRegistry:
             LinkSessionBackend(share.name, link, self.counters), self.clock,
             gate=_gate(share, self.inspectRate, self.clock, members), hosts=[ca.fqdn(share.name)],
             backendFor=self._visitorBackend(share, link), h2=True, h2limits=self.h2limits,
+            # An h2c service: HTTP/2 in the sessions, which the agent splices to it.
+            h2c=share.h2c_host is not None, host=(share.h2c_host or "").encode() or None,
         )
         if self._operatorCovers(ca, share.name):
             assert self.operator is not None

@@ -163,3 +163,13 @@ class E2EEGRPCTests(GRPCBehaviour, StackTestCase):
     skip = "grpcio is not installed (a test extra)" if grpc is None else None
     mode = "e2ee"
 
+
+
+class InspectGRPCTests(GRPCBehaviour, StackTestCase):
+    """
+    gRPC through an inspect share: the relay ends TLS and speaks h2c in
+    its sessions to the agent, which splices them to the service.
+    """
+
+    skip = "grpcio is not installed (a test extra)" if grpc is None else None
+    mode = "inspect"

@@ -60,14 +60,14 @@ class AgentOptionTests(SynchronousTestCase):
 
     def test_serviceProtocol(self) -> None:
         """
-        C{http1} by default; C{h2c} for e2ee only, not with plain HTTP; any
-        other value refused.
+        C{http1} by default; C{h2c} for e2ee and inspect, not passthrough nor
+        with plain HTTP; any other value refused.
         """
         self.assertEqual(http_option(3000, {}, {}).service_protocol, "http1")
-        self.assertEqual(http_option(3000, {"service-protocol": "h2c"}, {}).service_protocol,
-                         "h2c")
+        for mode in ("e2ee", "inspect"):
+            option = http_option(3000, {"service-protocol": "h2c", "mode": mode}, {})
+            self.assertEqual(option.service_protocol, "h2c")
         for values in ({"service-protocol": "h2"},
-                       {"service-protocol": "h2c", "mode": "inspect"},
                        {"service-protocol": "h2c", "mode": "passthrough"},
                        {"service-protocol": "h2c", "plain-http": "true"}):
             self.assertRaises(ConfigError, http_option, 3000, values, {})
