@@ -222,6 +222,14 @@ class H2CProxyProtocol(H2ProxyProtocol):
         if not self._closing:
             self.transport.resumeProducing()
 
+    def toVisitor(self, data: bytes) -> None:
+        """
+        Write to the visitor: a byte moved (a long stream whose visitor
+        says nothing for a while is not idle).
+        """
+        self.moved()
+        super().toVisitor(data)
+
     def openService(self, stream: int) -> None:
         """
         A connection with room for C{stream}.

@@ -199,6 +199,45 @@ class H2CTests(SynchronousTestCase):
         self.assertEqual(len(harness.backend.servers), 1)
         self.assertIn(1, proxy.streams)
 
+    def test_requestWindowFollowsService(self) -> None:
+        """
+        Request bytes open the visitor's window only once the service's
+        window took them: a service that does not read holds the visitor's
+        upload, the proxy holding at most the stream's window; once it
+        reads, the whole body arrives.
+        """
+        body = bytes(range(256)) * 4096
+        harness = self.start(lambda service, sid: service.respond(sid, b"done"))
+        self.visitor.get()
+        harness.network.run()
+        service = harness.backend.servers[0]
+        service.autoAck = False
+        sid = self.visitor.get(b"/up", b"POST", body)
+        harness.network.run()
+        got = len(service.bodies[3])
+        self.assertLessEqual(got, 65535)
+        unsent = len(self.visitor.sending[sid][0])
+        self.assertLessEqual(len(body) - unsent - got, 65535)  # what the proxy holds
+        service.autoAck = True
+        service.conn.acknowledge_received_data(got, 3)
+        service.flush()
+        harness.network.run()
+        self.assertEqual(bytes(service.bodies[3]), body)
+        self.assertEqual(bytes(self.visitor.bodies[sid]), b"done")
+
+    def test_rapidReset(self) -> None:
+        """
+        The visitor's limits hold on an h2c share: streams reset while in
+        flight past max_resets end the connection with ENHANCE_YOUR_CALM.
+        """
+        harness = self.start(lambda service, sid: None, h2limits=H2Limits(max_resets=5))
+        for _ in range(10):
+            sid = self.visitor.get(b"/slow", b"POST", b"x")
+            self.visitor.conn.reset_stream(sid, ErrorCodes.CANCEL)
+        self.visitor.flush()
+        harness.network.run()
+        self.assertEqual(self.visitor.goaway, ErrorCodes.ENHANCE_YOUR_CALM)
+
     def test_visitorResetCancels(self) -> None:
         """
         A visitor's RST_STREAM cancels the service's stream.
