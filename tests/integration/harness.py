@@ -215,9 +215,11 @@ class StackTestCase(SynchronousTestCase):
     """
 
     relay_command: list[str] | None = None
+    #: More options of the relay.
+    relay_extra: tuple[str, ...] = ()
 
     def setUp(self) -> None:
-        self.stack = Stack(Path(self.mktemp()).absolute(), self.relay_command)
+        self.stack = Stack(Path(self.mktemp()).absolute(), self.relay_command, self.relay_extra)
         self.addCleanup(self.stack.close)
 
 
