@@ -140,6 +140,7 @@ class H2CExchange(H2Exchange):
         if stream.capture is not None and data:
             stream.capture.requestBody(data)
         self._ack(sid, counted - len(data))  # padding: nothing to wait for
+        stream.unacked += len(data)  # until the service's window took it
         up = self.up.get(sid)
         if up is None:
             stream.queued.append(data)
@@ -168,9 +169,24 @@ class H2CExchange(H2Exchange):
     def _drop(self, sid: int) -> None:
         self._heads.pop(sid, None)
         up = self.up.pop(sid, None)
+        stream = self.streams.get(sid)
+        if stream is not None:
+            self._giveBack(stream, up)
         if up is not None:
             up[0].reset(up[1])
         super()._drop(sid)
+
+    def _giveBack(self, stream: _Stream, up: tuple[ServiceH2, int] | None) -> None:
+        """
+        A stream ends before its bytes went on: the connections' windows
+        (the visitor's, the service's) get back what it held, or each
+        stream cut short would shrink them for good.
+        """
+        self._ack(stream.id, stream.unacked)
+        stream.unacked = 0
+        if up is not None and stream.out:
+            up[0].consumed(up[1], len(stream.out))
+        stream.out.clear()
 
     def visitorFull(self, full: bool) -> None:
         """
@@ -236,6 +252,9 @@ class H2CExchange(H2Exchange):
         C{counted} request bytes of C{sid} went to the service.
         """
         with self._guard():
+            stream = self.streams.get(sid)
+            if stream is not None:
+                stream.unacked -= counted
             self._ack(sid, counted)
             self._flush()
 
@@ -319,10 +338,11 @@ class H2CExchange(H2Exchange):
         visitor's is reset with the same code (C{502} before a response).
         """
         with self._guard():
-            self.up.pop(sid, None)
+            up = self.up.pop(sid, None)
             stream = self.streams.pop(sid, None)
             if stream is None or self.closed:
                 return
+            self._giveBack(stream, up)
             if stream.capture is not None:
                 stream.capture.ended(ABORTED)
             self.io.releaseService(sid, False)

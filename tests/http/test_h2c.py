@@ -45,6 +45,8 @@ class H2Service(Protocol):
         self.trailers: dict[int, dict[bytes, bytes]] = {}
         self.reset: dict[int, int] = {}
         self.autoAck = True
+        #: With C{autoAck}, streams' windows are opened too (else only the connection's).
+        self.streamAck = True
 
     def connectionMade(self) -> None:
         self.conn.initiate_connection()
@@ -56,9 +58,11 @@ class H2Service(Protocol):
                 self.heads[event.stream_id] = dict(event.headers)
             elif isinstance(event, DataReceived):
                 self.bodies.setdefault(event.stream_id, bytearray()).extend(event.data)
-                if self.autoAck:
+                if self.autoAck and self.streamAck:
                     self.conn.acknowledge_received_data(event.flow_controlled_length,
                                                         event.stream_id)
+                elif self.autoAck:  # the connection's window only
+                    self.conn.increment_flow_control_window(event.flow_controlled_length)
             elif isinstance(event, TrailersReceived):
                 self.trailers[event.stream_id] = dict(event.headers)
             elif isinstance(event, StreamEnded):
@@ -237,6 +241,57 @@ class H2CTests(SynchronousTestCase):
         self.visitor.flush()
         harness.network.run()
         self.assertEqual(self.visitor.goaway, ErrorCodes.ENHANCE_YOUR_CALM)
+
+    def test_resetsGiveResponseWindowsBack(self) -> None:
+        """
+        Streams the visitor resets while response bytes are held for them
+        (its window shut) give the service connection's window back: after
+        more such streams than it has room for, the next is still served.
+        """
+        limits = H2Limits(max_stream_buffer=16 * 1024, service_streams=4)
+
+        def answer(service: H2Service, sid: int) -> None:
+            service.conn.send_headers(sid, [(b":status", b"200")])
+            size = min(service.conn.local_flow_control_window(sid), 16 * 1024)
+            service.conn.send_data(sid, b"x" * size, end_stream=size < 16 * 1024)
+
+        self.visitor.window = 1024
+        harness = self.start(answer, h2limits=limits)
+        for _ in range(12):
+            self.visitor.autoAck = False
+            sid = self.visitor.get()
+            harness.network.run()
+            self.visitor.conn.reset_stream(sid, ErrorCodes.CANCEL)
+            self.visitor.flush()
+            harness.network.run()
+        self.visitor.autoAck = True
+        sid = self.visitor.get()
+        harness.network.run()
+        self.assertTrue(self.visitor.bodies.get(sid))
+
+    def test_resetsGiveRequestWindowsBack(self) -> None:
+        """
+        Streams the visitor resets while request bytes wait for the
+        service's window give the visitor connection's window back: after
+        more such streams than it has room for, the next upload still goes.
+        """
+        harness = self.start(lambda service, sid: service.respond(sid, b"done"),
+                             h2limits=H2Limits(max_concurrent_streams=4))
+        self.visitor.get()
+        harness.network.run()
+        service = harness.backend.servers[0]
+        service.streamAck = False
+        for _ in range(12):
+            sid = self.visitor.get(b"/up", b"POST", b"y" * 100_000)
+            harness.network.run()
+            self.visitor.conn.reset_stream(sid, ErrorCodes.CANCEL)
+            self.visitor.sending.pop(sid, None)
+            self.visitor.flush()
+            harness.network.run()
+        service.streamAck = True
+        sid = self.visitor.get(b"/up", b"POST", b"z" * 1000)
+        harness.network.run()
+        self.assertEqual(bytes(self.visitor.bodies[sid]), b"done")
 
     def test_visitorResetCancels(self) -> None:
         """
