@@ -270,11 +270,16 @@ class HTTP1Refused(Protocol):
     """
 
     transport: Any
+    answered = False
 
-    def connectionMade(self) -> None:
+    def dataReceived(self, data: bytes) -> None:
         """
-        Answer at once: nothing the visitor sends goes anywhere.
+        Answer the first bytes (a request's): nothing the visitor sends goes
+        anywhere.
         """
+        if self.answered:
+            return
+        self.answered = True
         self.transport.write(
             b"HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset=utf-8\r\n"
             b"Content-Length: %d\r\nConnection: close\r\n\r\n%s"
