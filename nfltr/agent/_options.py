@@ -17,7 +17,9 @@ from typing import Any
 
 from nfltr.resume import DEFAULT_RESUME_TIMEOUT, check_resume_timeout
 from nfltr.tls import TICKET_LIFETIME
+from nfltr.wire.h2limits import parse_h2_limits
 from nfltr.wire.messages import (
+    E2EE,
     MAX_HTTP_SHARES,
     MAX_SHARES,
     NAME_PATTERN,
@@ -283,10 +285,20 @@ def http_option(port: str | int, values: Mapping[str, Any],
         raise ConfigError(str(e)) from None
     plain = parse_bool(values.get("plain-http") or "false", "--plain-http")
     policy = _policy(values, environ)
-    option = check_http_option(checked, values.get("mode"), values.get("host-header"), plain)
+    option = check_http_option(checked, values.get("mode"), values.get("host-header"), plain,
+                               values.get("service-protocol"))
     proxy = proxy_version(values.get("proxy-protocol"))
     if proxy is not None:
         option = replace(option, proxy_protocol=proxy)
+    limits = values.get("h2-limits")
+    if limits is not None:
+        if option.mode != E2EE:
+            raise ConfigError("--h2-limits: the agent ends TLS in e2ee only (an inspect share's "
+                              "are the relay's --h2-limits)")
+        try:
+            option = replace(option, h2_limits=parse_h2_limits(limits))
+        except ValueError as e:
+            raise ConfigError(f"--h2-limits: {e}") from None
     idle = values.get("idle-expiry")
     if idle is not None:
         option = replace(option, idle_expiry=parse_idle_expiry(idle))

@@ -53,6 +53,7 @@ from nfltr.tls import (
     write_atomically,
 )
 from nfltr.wire.constants import PASSTHROUGH_NO_CREDENTIALS
+from nfltr.wire.h2limits import DEFAULT_H2_LIMITS, H2Limits
 from nfltr.wire.messages import (
     E2EE,
     INSPECT,
@@ -73,6 +74,8 @@ if TYPE_CHECKING:
     from nfltr.http import BackendPool, HTTPProxyFactory
 
 REWRITE, PRESERVE = "rewrite", "preserve"
+#: C{--service-protocol}: HTTP/1.1, or HTTP/2 in cleartext with prior knowledge.
+HTTP1, H2C = "http1", "h2c"
 SHARE_KEY_FILE = "share.key"
 SHARE_CA_FILE = "share-ca.crt"
 _HOST = re.compile(r"[A-Za-z0-9.\-]+(:[0-9]{1,5})?|\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?")
@@ -101,6 +104,10 @@ class HttpOption:
     #: What it keeps: requests, and bytes of each body (L{nfltr.agent._inspect_ui}).
     inspect_keep: tuple[int, int] = (100, 16 * 1024)
     name: str | None = None
+    #: What the proxy speaks to the service: L{HTTP1} or L{H2C}.
+    service_protocol: str = HTTP1
+    #: HTTP/2's limits where the agent ends TLS (e2ee).
+    h2_limits: H2Limits = DEFAULT_H2_LIMITS
 
     def host(self) -> bytes | None:
         """
@@ -114,13 +121,25 @@ class HttpOption:
 
 
 def check_http_option(
-    port: int, mode: str | None, host_header: str | None, plain: bool = False
+    port: int, mode: str | None, host_header: str | None, plain: bool = False,
+    service_protocol: str | None = None,
 ) -> HttpOption:
     """
-    Check C{--mode}, C{--host-header} and C{--plain-http}.
+    Check C{--mode}, C{--host-header}, C{--plain-http} and
+    C{--service-protocol}.
 
     @raise ConfigError: what is wrong.
     """
+    protocol = service_protocol or HTTP1
+    if protocol not in (HTTP1, H2C):
+        raise ConfigError(f"--service-protocol {protocol!r}: use {HTTP1} or {H2C}")
+    if protocol == H2C and mode == PASSTHROUGH:
+        raise ConfigError(
+            "--service-protocol h2c: not for passthrough (the service ends TLS and chooses "
+            "the protocol with the visitor itself)")
+    if protocol == H2C and plain:
+        raise ConfigError("--service-protocol h2c: not with --plain-http (its visitors speak "
+                          "HTTP/1.1)")
     mode = mode or E2EE
     if mode not in MODES:
         raise ConfigError(f"--mode {mode!r}: use one of {', '.join(MODES)}")
@@ -133,7 +152,7 @@ def check_http_option(
         raise ConfigError(f"--host-header: a {mode} share's HTTP is not read by the agent")
     if plain and mode == PASSTHROUGH:
         raise ConfigError("--plain-http: a passthrough share's service speaks TLS only")
-    return HttpOption(port, mode, host, plain)
+    return HttpOption(port, mode, host, plain, service_protocol=protocol)
 
 
 def check_policy(option: HttpOption, policy: SharePolicy) -> HttpOption:
@@ -199,7 +218,8 @@ class ShareServer:
             gate = policy.gate if option.mode == E2EE else None
             self.proxy = HTTPProxyFactory(
                 self.pool, reactor, host=option.host(), forwarded=option.mode == E2EE, gate=gate,
-                h2=option.mode == E2EE,
+                h2=option.mode == E2EE, h2c=option.mode == E2EE and option.service_protocol == H2C,
+                h2limits=option.h2_limits,
             )
             # Sessions of the relay's own proxy: the relay added the visitor headers.
             self.relayed = HTTPProxyFactory(
@@ -218,10 +238,13 @@ class ShareServer:
         # The credentials' digests go to the relay only where it checks them.
         relayChecks = option.mode == INSPECT or option.plain
         policy = option.policy if relayChecks else option.policy.without_secrets()
+        h2c = None
+        if option.mode == INSPECT and option.service_protocol == H2C:
+            h2c = (option.host() or b"").decode("ascii")  # the relay sends it as :authority
         return HttpShare(
             self.name, option.port, option.mode, csr, option.plain, policy,
             option.policy.kinds, agent_enforces=option.mode == E2EE,
-            addressed=option.proxy_protocol is not None,
+            addressed=option.proxy_protocol is not None, h2c_host=h2c,
         )
 
     def welcomed(self, answer: dict[str, Any]) -> None:
@@ -259,12 +282,20 @@ class ShareServer:
         elif mode == INSPECT:
             self.serveRelayed(session)
         else:
-            local, remote = splice_local()
-            local.header = header_writer(self.option.proxy_protocol, visitor)
-            session.accept(remote)
-            d = self.connector.connect(self.option.port, local)
-            remote.onLost = lambda reason: d.cancel()
-            d.addErrback(self._failed, session)
+            self._splice(session, visitor)
+
+    def _splice(self, session: LinkSession, visitor: str | None) -> None:
+        """
+        The session's bytes to and from a connection to the service of its
+        own, as they are (with a PROXY header first if the share writes
+        them).
+        """
+        local, remote = splice_local()
+        local.header = header_writer(self.option.proxy_protocol, visitor)
+        session.accept(remote)
+        d = self.connector.connect(self.option.port, local)
+        remote.onLost = lambda reason: d.cancel()
+        d.addErrback(self._failed, session)
 
     def serveRelayed(self, session: LinkSession, visitor: str | None = None) -> None:
         """
@@ -274,6 +305,10 @@ class ShareServer:
         """
         if self.relayed is None or not (self.option.mode == INSPECT or self.option.plain):
             session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
+            return
+        if self.option.service_protocol == H2C:
+            # The relay speaks h2c in it (the hello said so): the service's own.
+            self._splice(session, visitor)
             return
         session.accept(self.relayed.proxyFor(None, self._visitorBackend(visitor)))
 
@@ -303,6 +338,8 @@ class ShareServer:
         """
         if self.pool is not None:
             self.pool.close()
+        if self.proxy is not None:
+            self.proxy.close()
 
 
 class _PortBackend:

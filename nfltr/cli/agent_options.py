@@ -141,6 +141,17 @@ HTTP_OPTIONS: tuple[Option, ...] = (
         "visitor's), or a value",
     ),
     Option(
+        "service-protocol", "PROTOCOL",
+        "what the share's proxy speaks to the service in e2ee and inspect: http1 (default) "
+        "or h2c (HTTP/2 in cleartext with prior knowledge, for gRPC: only HTTP/2 visitors "
+        "are served)",
+    ),
+    Option(
+        "h2-limits", "LIMITS",
+        "HTTP/2 limits of an e2ee share (the agent ends TLS), NAME=VALUE,... (see "
+        "docs/shares.md): max-concurrent-streams, max-resets, service-connections, ...",
+    ),
+    Option(
         "basic-auth", "USER:PASS",
         "visitors must log in with this user and password (HTTP Basic; browsers prompt); "
         "better, set NFLTR_BASIC_AUTH or give --basic-auth-file: other users can read "

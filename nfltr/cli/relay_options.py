@@ -61,6 +61,7 @@ from nfltr.store import InvalidRedisURL, RedisAddress, parse_redis_url
 from nfltr.streams import AdmissionLimits
 from nfltr.tls import PKIError, subject_alt_names
 from nfltr.udp import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, DatagramLimits
+from nfltr.wire.h2limits import H2Limits, parse_h2_limits
 from nfltr.wire.messages import is_port_text
 from nfltr.wire.policy import Network
 
@@ -113,6 +114,13 @@ def limit(value: object, option: str, kind: type = int, none: bool = True) -> An
         also = " or none" if none else ""
         raise usage.UsageError(f"{option} {value}: give a number more than 0{also}")
     return number
+
+
+def _h2Limits(value: object, option: str) -> H2Limits:
+    try:
+        return parse_h2_limits(str(value or ""))
+    except ValueError as e:
+        raise usage.UsageError(f"{option}: {e}") from None
 
 
 def check_endpoint(spec: str, option: str) -> str:
@@ -378,6 +386,9 @@ RELAY_OPTIONS: tuple[Option, ...] = (
     Option("inspect-burst", None,
            "How many requests such a share may send at once after a quiet spell.", "100",
            parse=_count),
+    Option("h2-limits", None,
+           "HTTP/2 limits of inspect shares (the relay ends TLS): NAME=VALUE,... (see "
+           "docs/shares.md); unnamed ones keep their defaults.", "", parse=_h2Limits),
     Option("cert", None,
            "A certificate chain (PEM) to serve for the relay's names instead of the one it "
            "makes, e.g. a wildcard for a real domain; it also serves the inspect shares it "
@@ -521,6 +532,7 @@ def relay_config(values: Mapping[str, Any]) -> RelayConfig:
         ),
         max_agents=values["max-agents"], link_memory=values["link-memory"], cert=cert, key=key,
         inspect_rate=None if rate is None else (rate, values["inspect-burst"]),
+        h2_limits=values["h2-limits"],
         ws_echo=values["ws-echo"], ssh=values["ssh"], ssh_config=_sshConfig(values),
         backlog=values["listen-backlog"], peer_drain_timeout=values["peer-drain-timeout"],
         directory=values["directory"], replica=_replicaConfig(values),

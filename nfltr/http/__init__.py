@@ -15,6 +15,9 @@ and copies every other byte as it came, holding one service connection per
 visitor connection; the full proxy (C{stream=False}) parses and writes
 every message again with h11.
 
+HTTP/2 to visitors where a share ends TLS: L{nfltr.http.h2proxy} (HTTP/1.1
+to the service) and L{nfltr.http.h2c} (h2c to the service, for gRPC).
+
 Use: L{HTTPProxyFactory}C{(backend, clock, ...)}, then C{proxyFor(visitor)}
 for each visitor connection (or listen on the factory directly); the backend
 is an L{IBackend} or a L{BackendPool} around one.

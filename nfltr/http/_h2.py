@@ -116,7 +116,8 @@ class _Stream:
     """
 
     id: int
-    parser: h11.Connection
+    #: Reads the response (L{None}: the service speaks HTTP/2, L{nfltr.http._h2c}).
+    parser: h11.Connection | None
     chunked: bool
     queued: list[bytes] = field(default_factory=list)
     attached: bool = False
@@ -314,8 +315,17 @@ class H2Exchange:
                 capture.response(refusal[0], [(n.lower(), v) for n, v in refusal[1]])
                 capture.ended(COMPLETE)
             return
+        self._forward(sid, head, b"trailers" in commaValues(given, b"te"), ended, capture)
+
+    def _forward(self, sid: int, head: RequestHead, trailers: bool, ended: bool,
+                 capture: ICapture | None) -> None:
+        """
+        Send stream C{sid}'s request C{head}, checked, on to the service
+        (C{trailers}: the visitor takes trailers).
+        """
+        method, chunked = head.method, head.length == CHUNKED
         out, target = self._rules.headersFor(head)
-        if b"trailers" in commaValues(given, b"te"):
+        if trailers:
             out += [(b"TE", b"trailers"), (b"Connection", b"TE")]
         parser = h11.Connection(h11.CLIENT,
                                 max_incomplete_event_size=self._limits.responseHeadSize)
@@ -355,7 +365,7 @@ class H2Exchange:
         if stream is None or stream.requestEnded:
             return
         stream.requestEnded = True
-        stream.parser.send(h11.EndOfMessage())
+        _parser(stream).send(h11.EndOfMessage())
         if stream.chunked:
             lines = b"".join(b"%s: %s\r\n" % pair for pair in stream.trailers)
             self._toService(stream, b"0\r\n" + lines + b"\r\n", 0)
@@ -432,7 +442,7 @@ class H2Exchange:
             if stream is None:
                 return
             try:
-                stream.parser.receive_data(data)
+                _parser(stream).receive_data(data)
                 self._readResponse(stream)
             except h11.ProtocolError as e:
                 self._failed(stream, f"unreadable response: {e}")
@@ -451,12 +461,16 @@ class H2Exchange:
 
     def _readResponse(self, stream: _Stream) -> None:
         while stream.id in self.streams:
-            event = stream.parser.next_event()
+            event = _parser(stream).next_event()
             if event is h11.NEED_DATA or event is h11.PAUSED:
                 return
-            if isinstance(event, h11.Response):
+            if isinstance(event, h11.InformationalResponse):
                 if event.status_code == HTTPStatus.SWITCHING_PROTOCOLS:
                     raise h11.RemoteProtocolError("101 on HTTP/2")
+                # 100 Continue, 103 Early Hints: informational HEADERS (RFC 9113 section 8.1).
+                self.conn.send_headers(stream.id, [(b":status", b"%d" % event.status_code),
+                                                   *_forVisitor(event.headers)])
+            elif isinstance(event, h11.Response):
                 stream.responded = True
                 if stream.capture is not None:
                     stream.capture.response(event.status_code, list(event.headers))
@@ -512,7 +526,7 @@ class H2Exchange:
                 self._drop(stream.id)
             return
         del self.streams[stream.id]
-        parser = stream.parser
+        parser = _parser(stream)
         reusable = parser.our_state is h11.DONE and parser.their_state is h11.DONE
         self.io.releaseService(stream.id, reusable and stream.attached)
 
@@ -549,6 +563,14 @@ class H2Exchange:
         data = self.conn.data_to_send()
         if data:
             self.io.toVisitor(data)
+
+
+def _parser(stream: _Stream) -> h11.Connection:
+    """
+    The h11 parser of a stream whose service speaks HTTP/1.1.
+    """
+    assert stream.parser is not None
+    return stream.parser
 
 
 def _forVisitor(headers: Sequence[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:

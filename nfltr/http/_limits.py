@@ -1,13 +1,16 @@
 # -*- test-case-name: tests.http.test_exchange,tests.http.test_h2limits -*-
 """
 The limits of the HTTP proxy: one frozen L{HTTPLimits} with a safe default
-for each, C{None} meaning "no limit".
+for each, C{None} meaning "no limit"; those of HTTP/2 (L{H2Limits}) are
+L{nfltr.wire.h2limits}'.
 """
 
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+
+from nfltr.wire.h2limits import DEFAULT_H2_LIMITS, H2Limits
 
 #: Bytes a request head (request line and headers) may take.
 MAX_REQUEST_HEAD_SIZE = 64 * 1024
@@ -100,79 +103,6 @@ def _orMax(value: int | None) -> int:
 DEFAULT_LIMITS = HTTPLimits()
 
 
-#: Streams one HTTP/2 visitor connection may have open at once.
-H2_MAX_CONCURRENT_STREAMS = 100
-#: Bytes a decoded HTTP/2 header list may take (RFC 9113 SETTINGS_MAX_HEADER_LIST_SIZE).
-H2_MAX_HEADER_LIST_SIZE = 64 * 1024
-#: Bytes of one header block's frames (HEADERS and its CONTINUATIONs) as they come.
-H2_MAX_HEADER_BLOCK_SIZE = 128 * 1024
-#: Frames one header block may take (a HEADERS and its CONTINUATIONs).
-H2_MAX_HEADER_BLOCK_FRAMES = 32
-#: Streams in flight a visitor may reset (RST_STREAM) per window before it is cut off.
-H2_MAX_RESETS = 200
-#: SETTINGS and PING frames (not acknowledgements) a visitor may send per window.
-H2_MAX_CONTROL_FRAMES = 100
-#: The window, in seconds, the two counts above are taken over.
-H2_RATE_WINDOW = 10.0
-#: Bytes of a response the proxy holds per stream while the visitor's
-#: window is shut, before it stops reading the service connection.
-H2_MAX_STREAM_BUFFER = 64 * 1024
-#: The window each stream opens with for the visitor's request body
-#: (SETTINGS_INITIAL_WINDOW_SIZE).
-H2_INITIAL_WINDOW = 64 * 1024
-
-
-@dataclass(frozen=True)
-class H2Limits:
-    """
-    The limits of HTTP/2 to visitors (L{nfltr.http.h2proxy}).  A visitor
-    that breaks one of the connection's limits gets a C{GOAWAY} with
-    C{ENHANCE_YOUR_CALM} (a protocol error: C{PROTOCOL_ERROR}, a header
-    list too large: C{COMPRESSION_ERROR} from h2) and its connection is
-    closed; streams beyond C{max_concurrent_streams} are refused alone.
-
-    @ivar max_concurrent_streams: streams open at once (advertised, and
-        each stream over it reset with C{REFUSED_STREAM}); each takes one
-        service connection.
-    @ivar max_header_list_size: bytes of a decoded header list.
-    @ivar max_header_block_size: bytes of one header block's frames
-        (checked from the frame headers, before the bytes are held): the
-        CONTINUATION flood.
-    @ivar max_header_block_frames: frames of one header block.
-    @ivar max_resets: streams the visitor resets (RST_STREAM) while their
-        request is in flight, per C{rate_window}
-        (rapid reset).
-    @ivar max_control_frames: SETTINGS and PING frames (acknowledgements
-        not counted) per C{rate_window} (SETTINGS/PING flood).
-    @ivar rate_window: seconds the two rates are counted over.
-    @ivar max_stream_buffer: bytes of response held per stream waiting for
-        the visitor's window before the service connection is paused.
-    @ivar initial_window: each stream's window for request bytes; they are
-        acknowledged once written to the service.
-    """
-
-    max_concurrent_streams: int = H2_MAX_CONCURRENT_STREAMS
-    max_header_list_size: int = H2_MAX_HEADER_LIST_SIZE
-    max_header_block_size: int = H2_MAX_HEADER_BLOCK_SIZE
-    max_header_block_frames: int = H2_MAX_HEADER_BLOCK_FRAMES
-    max_resets: int = H2_MAX_RESETS
-    max_control_frames: int = H2_MAX_CONTROL_FRAMES
-    rate_window: float = H2_RATE_WINDOW
-    max_stream_buffer: int = H2_MAX_STREAM_BUFFER
-    initial_window: int = H2_INITIAL_WINDOW
-
-    def __post_init__(self) -> None:
-        for name in ("max_concurrent_streams", "max_header_list_size", "max_header_block_size",
-                     "max_header_block_frames", "max_resets", "max_control_frames",
-                     "max_stream_buffer", "initial_window"):
-            value = getattr(self, name)
-            if type(value) is not int or value < 1:
-                raise ValueError(f"{name} must be a positive integer, not {value!r}")
-        if not self.rate_window > 0:
-            raise ValueError(f"rate_window must be positive, not {self.rate_window!r}")
-        if self.initial_window > 2**31 - 1:
-            raise ValueError("initial_window must be at most 2**31 - 1")
-
-
-#: The HTTP/2 defaults.
-DEFAULT_H2_LIMITS = H2Limits()
+#: The HTTP/2 limits live with the vocabulary every role shares, so the
+#: command line can read them without loading the proxy.
+__all__ = ["DEFAULT_H2_LIMITS", "DEFAULT_LIMITS", "H2Limits", "HTTPLimits"]

@@ -101,10 +101,17 @@ class H2ProxyProtocol(Protocol):
     transport: Any
     log = Logger()
 
-    def __init__(self, factory: Any, source: BackendPool, visitor: str | None,
+    #: What runs the connection's HTTP/2 (L{H2Exchange} or a subclass).
+    exchangeType: type[H2Exchange] = H2Exchange
+
+    def __init__(self, factory: Any, source: BackendPool | None, visitor: str | None,
                  ownsSource: bool) -> None:
+        """
+        @param source: the pool of HTTP/1.1 service connections (L{None}
+            for a subclass that has its own).
+        """
         self.source, self.clock, self.limits = source, factory.clock, factory.limits
-        self.exchange = H2Exchange(
+        self.exchange = self.exchangeType(
             self, self.clock.seconds, visitor=visitor, host=factory.host,
             forwarded=factory.forwarded, scheme=factory.scheme, limits=factory.limits,
             h2limits=getattr(factory, "h2limits", DEFAULT_H2_LIMITS), gate=factory.gate,
@@ -145,7 +152,7 @@ class H2ProxyProtocol(Protocol):
         self.exchange.visitorLost()
         for acquiring in list(self._acquiring.values()):
             acquiring.cancel()
-        if self._ownsSource:
+        if self._ownsSource and self.source is not None:
             self.source.close()
 
     def moved(self) -> None:
@@ -211,12 +218,14 @@ class H2ProxyProtocol(Protocol):
         """
         A connection from the pool for C{stream}.
         """
+        assert self.source is not None
         acquiring = self._acquiring[stream] = self.source.acquire(False)
         acquiring.addCallbacks(self._gotService, self._noService,
                                callbackArgs=(stream,), errbackArgs=(stream,))
 
     def _gotService(self, conn: BackendConnection, stream: int) -> None:
         self._acquiring.pop(stream, None)
+        assert self.source is not None
         if self._closing or stream not in self.exchange.streams:
             self.source.release(conn, True)
             return
@@ -257,7 +266,7 @@ class H2ProxyProtocol(Protocol):
         if conn.valve is not None:
             conn.valve.resume(PEER_FULL)
             conn.valve.resume(_WINDOW)
-        if reusable:
+        if reusable and self.source is not None:
             self.source.release(conn, True)
         else:
             conn.abort()

@@ -36,6 +36,7 @@ from ._limits import DEFAULT_H2_LIMITS, DEFAULT_LIMITS, H2Limits, HTTPLimits
 from ._tap import IExchangeTap
 from .backend import BackendConnection, IBackend
 from .flow import PEER_FULL, BackendSpliceEnd, PausesBackend, TapSpliceEnd, Valve, ValveProducer
+from .h2c import H2CProxyProtocol, HTTP1Refused, ServicePool
 from .h2proxy import ALPNChooser, H2ProxyProtocol
 from .pool import BackendPool
 from .stream import StreamProxyProtocol
@@ -387,6 +388,7 @@ class HTTPProxyFactory(Factory):
         backendFor: Callable[[str | None], IBackend] | None = None,
         h2: bool = False,
         h2limits: H2Limits = DEFAULT_H2_LIMITS,
+        h2c: bool = False,
     ) -> None:
         """
         @param gate: checks each request before it is forwarded (see
@@ -405,8 +407,16 @@ class HTTPProxyFactory(Factory):
             visitor connection takes HTTP/2 (L{nfltr.http.h2proxy}) if its
             handshake chose it, HTTP/1.1 otherwise.
         @param h2limits: the limits of HTTP/2 connections.
+        @param h2c: with C{h2}, the service speaks h2c (HTTP/2 with prior
+            knowledge, L{nfltr.http.h2c}): each visitor stream is a stream
+            on a pool of h2c connections; HTTP/1.1 visitors get C{502}.
         """
         self.h2 = h2
+        #: With C{h2c}, the h2c connections shared by visitor connections.
+        self.services: ServicePool | None = None
+        if h2c:
+            shared = backend.backend if isinstance(backend, BackendPool) else backend
+            self.services = ServicePool(shared, h2limits)
         self.h2limits = h2limits
         self.backendFor = backendFor
         self.backend = backend
@@ -445,6 +455,8 @@ class HTTPProxyFactory(Factory):
         else:
             source = BackendPool(self.backend, self.clock, replace(self.limits, pool_max_idle=1))
             owns = True
+        if self.services is not None:
+            return self._h2cFor(visitor, backend)
         http1: HTTPProxyProtocol | StreamProxyProtocol
         if self.stream:
             http1 = StreamProxyProtocol(self, source, visitor, owns)
@@ -454,6 +466,27 @@ class HTTPProxyFactory(Factory):
             return http1
         return ALPNChooser(http1, lambda: H2ProxyProtocol(self, source, visitor, owns),
                            self.clock, self.limits.idle_timeout)
+
+    def _h2cFor(self, visitor: str | None, backend: IBackend | None) -> ALPNChooser:
+        """
+        A visitor connection of an h2c share: HTTP/2 on the shared pool of
+        h2c connections (a pool of its own for its own backend), C{502}
+        for HTTP/1.1.
+        """
+        services, owns = self.services, False
+        if backend is not None:
+            services, owns = ServicePool(backend, self.h2limits), True
+        assert services is not None
+        return ALPNChooser(HTTP1Refused(),
+                           lambda: H2CProxyProtocol(self, services, visitor, owns),
+                           self.clock, self.limits.idle_timeout)
+
+    def close(self) -> None:
+        """
+        Close the shared h2c connections, if any.
+        """
+        if self.services is not None:
+            self.services.close()
 
     def buildProtocol(self, addr: Any) -> HTTPProxyProtocol | StreamProxyProtocol | ALPNChooser:
         """

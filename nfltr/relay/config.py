@@ -21,6 +21,7 @@ from nfltr.link.memory import DEFAULT_LINK_MEMORY
 from nfltr.ssh import SSHConfig
 from nfltr.streams import AdmissionLimits
 from nfltr.udp import DatagramLimits
+from nfltr.wire.h2limits import DEFAULT_H2_LIMITS, H2Limits
 from nfltr.wire.policy import Network
 
 from .port_ranges import PortRanges
@@ -154,6 +155,7 @@ class RelayConfig:
     @ivar inspect_rate: HTTP requests per second, and burst, each share may
         take through the relay's HTTP proxy (C{inspect}, plain HTTP);
         L{None}: no limit.
+    @ivar h2_limits: the limits of HTTP/2 to visitors of inspect shares.
     @ivar ssh: the endpoint string of the SSH port (L{nfltr.ssh}); L{None}:
         none.
     @ivar ssh_config: its limits and options.
@@ -203,6 +205,7 @@ class RelayConfig:
     cert: Path | None = None
     key: Path | None = None
     inspect_rate: tuple[float, int] | None = None
+    h2_limits: H2Limits = DEFAULT_H2_LIMITS
     ws_echo: str | None = None
     ssh: str | None = None
     ssh_config: SSHConfig = field(default_factory=SSHConfig)

@@ -227,6 +227,7 @@ class RelayService(Service):
             self.shares.static, operator=own if config.cert is not None else None,
         )
         self.shares.inspectRate = config.inspect_rate
+        self.shares.h2limits = config.h2_limits
         revision = await self._firstRevision(store, health)
         relay = self.relay = Relay(
             store, self.reactor, self.shares, config.max_agents, self.shares.counters,

@@ -45,6 +45,7 @@ from nfltr.sni.twisted import HandOver, ISpliceBackend, Route, Splice
 from nfltr.streams import TokenBucket
 from nfltr.tls import ShareCA, ShareCertError
 from nfltr.wire import format_address
+from nfltr.wire.h2limits import DEFAULT_H2_LIMITS
 from nfltr.wire.messages import E2EE, INSPECT, OPEN, HttpShare, http_target, share_target
 from nfltr.wire.policy import Denial, SharePolicy
 
@@ -197,6 +198,8 @@ class ShareRegistry:
         self.port = HTTPS_PORT
         self.httpPort: int | None = None
         self.inspectRate: tuple[float, int] | None = None
+        #: The limits of HTTP/2 on inspect shares (the relay ends TLS).
+        self.h2limits = DEFAULT_H2_LIMITS
         self.counters = RelayCounters()
         self.static = static if static is not None else ShareRoutes()
         self._entries: dict[str, ShareEntry] = {}
@@ -377,7 +380,9 @@ class ShareRegistry:
         proxy = HTTPProxyFactory(
             LinkSessionBackend(share.name, link, self.counters), self.clock,
             gate=_gate(share, self.inspectRate, self.clock, members), hosts=[ca.fqdn(share.name)],
-            backendFor=self._visitorBackend(share, link), h2=True,
+            backendFor=self._visitorBackend(share, link), h2=True, h2limits=self.h2limits,
+            # An h2c service: HTTP/2 in the sessions, which the agent splices to it.
+            h2c=share.h2c_host is not None, host=(share.h2c_host or "").encode() or None,
         )
         if self._operatorCovers(ca, share.name):
             assert self.operator is not None

@@ -212,6 +212,10 @@ class HttpShare:
     @ivar agent_enforces: the agent checks them itself.
     @ivar addressed: the sessions of the relay's HTTP proxy name the visitor
         (C{http:NAME@ADDRESS}): the agent writes PROXY headers.
+    @ivar h2c_host: the service speaks h2c (HTTP/2 with prior knowledge):
+        the relay's proxy of an C{inspect} share speaks it in the sessions
+        C{http:NAME}, which the agent splices to the service, and sends this
+        C{:authority} (the visitor's if empty).  L{None}: HTTP/1.1.
     """
 
     name: str
@@ -223,6 +227,7 @@ class HttpShare:
     auth: tuple[str, ...] = ()
     agent_enforces: bool = False
     addressed: bool = False
+    h2c_host: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """
@@ -235,12 +240,18 @@ class HttpShare:
             data["plain"] = True
         if self.addressed:
             data["addressed"] = True
+        if self.h2c_host is not None:
+            data["h2c_host"] = self.h2c_host
         if self.policy != OPEN or self.auth or self.agent_enforces:
             data["policy"] = {
                 **self.policy.to_json(), "auth": list(self.auth),
                 "agent_enforces": self.agent_enforces,
             }
         return data
+
+
+#: An C{h2c_host}: empty, or a host name or bracketed address and maybe a port.
+_H2C_HOST = re.compile(r"(?:[A-Za-z0-9.\-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])(?::[0-9]{1,5})?|")
 
 
 def check_mode(mode: Any) -> str:
@@ -276,7 +287,13 @@ def parse_http_shares(raw: Any) -> tuple[HttpShare, ...]:
         addressed = item.get("addressed", False)
         if not isinstance(addressed, bool):
             raise MessageError("addressed must be true or false")
-        shares.append(HttpShare(name, port, mode, csr, plain, policy, auth, enforces, addressed))
+        h2c = item.get("h2c_host")
+        if h2c is not None and (mode != INSPECT or plain or not isinstance(h2c, str)
+                                or not _H2C_HOST.fullmatch(h2c)):
+            raise MessageError("h2c_host: a host[:port] (or empty), for inspect shares without "
+                               "plain HTTP only")
+        shares.append(HttpShare(name, port, mode, csr, plain, policy, auth, enforces, addressed,
+                                h2c))
     if len({s.name for s in shares}) != len(shares):
         raise MessageError("a share name is given twice")
     return tuple(shares)

@@ -12,6 +12,7 @@ from h2.connection import H2Connection
 from h2.events import (
     ConnectionTerminated,
     DataReceived,
+    InformationalResponseReceived,
     ResponseReceived,
     StreamEnded,
     StreamReset,
@@ -34,6 +35,7 @@ class H2Visitor(Protocol):
         self.conn = H2Connection(H2Configuration(client_side=True, header_encoding=None))
         self.window = window
         self.responses: dict[int, dict[bytes, bytes]] = {}
+        self.informational: dict[int, list[dict[bytes, bytes]]] = {}
         self.bodies: dict[int, bytearray] = {}
         self.trailers: dict[int, dict[bytes, bytes]] = {}
         self.ended: set[int] = set()
@@ -60,6 +62,8 @@ class H2Visitor(Protocol):
         for event in self.conn.receive_data(data):
             if isinstance(event, ResponseReceived):
                 self.responses[event.stream_id] = dict(event.headers)
+            elif isinstance(event, InformationalResponseReceived):
+                self.informational.setdefault(event.stream_id, []).append(dict(event.headers))
             elif isinstance(event, DataReceived):
                 self.bodies.setdefault(event.stream_id, bytearray()).extend(event.data)
                 if self.autoAck:

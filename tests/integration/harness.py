@@ -66,14 +66,22 @@ def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     )
 
 
+def start_module(tmp: Path, module: str, name: str, *extra: str) -> tuple[Process, int]:
+    """
+    Start a test service, C{python -m tests.integration.MODULE --port-file
+    F ...}; it and the port it wrote to F.
+    """
+    port_file = tmp / f"{module}-{time.monotonic_ns()}.port"
+    process = Process([sys.executable, "-m", f"tests.integration.{module}", "--port-file",
+                       str(port_file), *extra], name=name)
+    return process, int(wait_for_file(port_file))
+
+
 def start_service(tmp: Path, *extra: str) -> tuple[Process, int]:
     """
     Start a test service (L{tests.integration.service}); it and its port.
     """
-    port_file = tmp / f"service-{time.monotonic_ns()}.port"
-    process = Process([sys.executable, "-m", "tests.integration.service", "--port-file",
-                       str(port_file), *extra], name="service")
-    return process, int(wait_for_file(port_file))
+    return start_module(tmp, "service", "service", *extra)
 
 
 def start_web_service(tmp: Path, *extra: str) -> tuple[Process, int]:
@@ -81,10 +89,7 @@ def start_web_service(tmp: Path, *extra: str) -> tuple[Process, int]:
     Start a test web service (L{tests.integration.web_service}); it and its
     port.
     """
-    port_file = tmp / f"web-{time.monotonic_ns()}.port"
-    process = Process([sys.executable, "-m", "tests.integration.web_service", "--port-file",
-                       str(port_file), *extra], name="web service")
-    return process, int(wait_for_file(port_file))
+    return start_module(tmp, "web_service", "web service", *extra)
 
 
 class Stack:
@@ -164,6 +169,14 @@ class Stack:
         self.processes.append(process)
         return port
 
+    def grpc_service(self) -> int:
+        """
+        Start a test gRPC service (L{tests.integration.grpc_service}); its port.
+        """
+        process, port = start_module(self.tmp, "grpc_service", "grpc service")
+        self.processes.append(process)
+        return port
+
     def http_agent(self, key: str, name: str, port: int, *extra: str) -> tuple[Process, str]:
         """
         Start C{nfltr http PORT}; it and the share URL it prints.
@@ -202,9 +215,11 @@ class StackTestCase(SynchronousTestCase):
     """
 
     relay_command: list[str] | None = None
+    #: More options of the relay.
+    relay_extra: tuple[str, ...] = ()
 
     def setUp(self) -> None:
-        self.stack = Stack(Path(self.mktemp()).absolute(), self.relay_command)
+        self.stack = Stack(Path(self.mktemp()).absolute(), self.relay_command, self.relay_extra)
         self.addCleanup(self.stack.close)
 
 

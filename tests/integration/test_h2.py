@@ -33,9 +33,9 @@ STREAMING_GROWTH = 48 * MIB
 ATTACK_GROWTH = 16 * MIB
 
 
-class H2Behaviour(SharePublisher):
+class H2Client(SharePublisher):
     """
-    What a share that ends TLS does over HTTP/2.
+    Reaches a share that ends TLS over HTTP/2.
     """
 
     def curl2(self, *args: str, urls: list[str]) -> bytes:
@@ -59,6 +59,58 @@ class H2Behaviour(SharePublisher):
         The process that ends the visitors' TLS.
         """
         return (self.agent if self.mode == "e2ee" else self.stack.relay).popen.pid
+
+    def attacker(self) -> tuple[ssl.SSLSocket, H2Connection]:
+        """
+        An HTTP/2 connection to the share (ALPN h2) whose frames the test
+        writes itself.
+        """
+        context = ssl.create_default_context(cafile=self.ca)
+        context.set_alpn_protocols(["h2"])
+        raw = socket.create_connection(("127.0.0.1", self.port), timeout=30)
+        tls = context.wrap_socket(raw, server_hostname=self.host)
+        self.assertEqual(tls.selected_alpn_protocol(), "h2")
+        conn = H2Connection(H2Configuration(client_side=True))
+        conn.initiate_connection()
+        tls.sendall(conn.data_to_send())
+        return tls, conn
+
+    def assertCutOff(self, tls: ssl.SSLSocket, conn: H2Connection, frames: bytes) -> None:
+        """
+        After C{frames} the share says GOAWAY (ENHANCE_YOUR_CALM) and closes,
+        the process that ends TLS within its memory bound; another visitor
+        is served meanwhile.
+        """
+        pid = self.enderPid()
+        before = rss(pid)
+        with contextlib.suppress(OSError):  # closed on us while we wrote: as it should
+            tls.sendall(frames)
+        code, deadline = None, time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                data = tls.recv(65536)
+            except OSError:
+                break
+            if not data:
+                break
+            try:
+                events = conn.receive_data(data)
+            except Exception:  # noqa: BLE001 - the attacker's h2 may object; we only read
+                break
+            for event in events:
+                if isinstance(event, ConnectionTerminated):
+                    code = event.error_code
+        tls.close()
+        self.assertEqual(code, ErrorCodes.ENHANCE_YOUR_CALM)
+        self.assertLess(rss(pid) - before, ATTACK_GROWTH)
+        out = self.curl2(urls=[f"{self.url}bytes/{KIB}"])
+        self.assertEqual(out, pattern(KIB) + b"\n2")
+
+
+class H2Behaviour(H2Client):
+    """
+    What a share that ends TLS does over HTTP/2.
+    """
 
     def test_getAndPost(self) -> None:
         """
@@ -86,6 +138,18 @@ class H2Behaviour(SharePublisher):
         self.assertEqual(head.count("x-forwarded-for: 127.0.0.1\r\n"), 1, head)
         self.assertNotIn("192.0.2.66", head)
         self.assertTrue(head.endswith("\n2"), head)
+
+    def test_earlyHints(self) -> None:
+        """
+        A 103 Early Hints from the service reaches an HTTP/2 visitor before
+        the response, its Link header with it.
+        """
+        url = self.publish()
+        out = self.curl2("--include", urls=[f"{url}hints/bytes/6"]).decode("latin-1").lower()
+        self.assertIn("http/2 103", out)
+        self.assertIn("link: </style.css>; rel=preload", out)
+        self.assertLess(out.index("http/2 103"), out.index("http/2 200"))
+        self.assertTrue(out.endswith(pattern(6).decode("latin-1") + "\n2"), out)
 
     def test_policyPerStream(self) -> None:
         """
@@ -150,52 +214,6 @@ class H2Behaviour(SharePublisher):
         self.assertIn("200 succeeded", done.stdout, done.stdout + done.stderr)
         self.assertIn("h2", done.stdout)
 
-    def attacker(self) -> tuple[ssl.SSLSocket, H2Connection]:
-        """
-        An HTTP/2 connection to the share (ALPN h2) whose frames the test
-        writes itself.
-        """
-        context = ssl.create_default_context(cafile=self.ca)
-        context.set_alpn_protocols(["h2"])
-        raw = socket.create_connection(("127.0.0.1", self.port), timeout=30)
-        tls = context.wrap_socket(raw, server_hostname=self.host)
-        self.assertEqual(tls.selected_alpn_protocol(), "h2")
-        conn = H2Connection(H2Configuration(client_side=True))
-        conn.initiate_connection()
-        tls.sendall(conn.data_to_send())
-        return tls, conn
-
-    def assertCutOff(self, tls: ssl.SSLSocket, conn: H2Connection, frames: bytes) -> None:
-        """
-        After C{frames} the share says GOAWAY (ENHANCE_YOUR_CALM) and closes,
-        the process that ends TLS within its memory bound; another visitor
-        is served meanwhile.
-        """
-        pid = self.enderPid()
-        before = rss(pid)
-        with contextlib.suppress(OSError):  # closed on us while we wrote: as it should
-            tls.sendall(frames)
-        code, deadline = None, time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                data = tls.recv(65536)
-            except OSError:
-                break
-            if not data:
-                break
-            try:
-                events = conn.receive_data(data)
-            except Exception:  # noqa: BLE001 - the attacker's h2 may object; we only read
-                break
-            for event in events:
-                if isinstance(event, ConnectionTerminated):
-                    code = event.error_code
-        tls.close()
-        self.assertEqual(code, ErrorCodes.ENHANCE_YOUR_CALM)
-        self.assertLess(rss(pid) - before, ATTACK_GROWTH)
-        out = self.curl2(urls=[f"{self.url}bytes/{KIB}"])
-        self.assertEqual(out, pattern(KIB) + b"\n2")
-
     def test_rapidReset(self) -> None:
         """
         Requests opened and reset at once, many times: cut off.
@@ -248,3 +266,45 @@ class InspectH2Tests(H2Behaviour, StackTestCase):
 
     skip = missing("curl")
     mode = "inspect"
+
+
+class ConfiguredLimitTests(H2Client, StackTestCase):
+    """
+    The HTTP/2 limits an operator sets reach the process that ends TLS:
+    the agent's C{--h2-limits} for an e2ee share.
+    """
+
+    mode = "e2ee"
+    skip = missing("curl")
+    #: SETTINGS and PINGs within the default limit (100) but over the one set.
+    FLOOD = 20
+
+    def publishLimited(self) -> None:
+        """
+        Publish the share with a limit of 5 SETTINGS and PINGs.
+        """
+        self.publish(extra=("--h2-limits", "max-control-frames=5"))
+
+    def test_controlFramesLimit(self) -> None:
+        """
+        20 PINGs, under the default limit, are over the limit set: cut off.
+        """
+        self.publishLimited()
+        tls, conn = self.attacker()
+        self.assertCutOff(tls, conn, PingFrame(0, opaque_data=b"12345678").serialize()
+                          * self.FLOOD)
+
+
+class InspectConfiguredLimitTests(ConfiguredLimitTests):
+    """
+    The same with the relay's C{--h2-limits} for an inspect share.
+    """
+
+    mode = "inspect"
+    relay_extra = ("--h2-limits", "max-control-frames=5")
+
+    def publishLimited(self) -> None:
+        """
+        Publish the share; the relay has the limit.
+        """
+        self.publish()

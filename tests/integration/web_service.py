@@ -11,6 +11,7 @@ It listens on 127.0.0.1, port 0, writes the bound port to F, and answers:
   - C{POST /sha256}: the hex SHA-256 of the body (Content-Length bodies);
   - C{GET /headers}: the request's head, as received;
   - C{GET /ws}: a WebSocket echo (RFC 6455 framing, text and binary, close);
+  - C{GET /hints/PATH}: a C{103 Early Hints} (L{EARLY_HINTS}), then C{PATH}'s answer;
   - C{GET /page}: a small HTML page (L{PAGE}) for browsers: a title, the
     marker L{PAGE_MARKER}, and a script that writes the protocol the
     browser fetched it with (C{nextHopProtocol}) into C{<p id="protocol">}.
@@ -33,6 +34,8 @@ from .service import publish_port
 
 WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 MAX_HEAD = 64 * 1024
+#: What C{/hints/PATH} sends before its response.
+EARLY_HINTS = b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"
 PAGE_TITLE = "nfltr share page"
 PAGE_MARKER = "nfltr-page-marker-6c1f0e"
 PAGE = f"""<!doctype html>
@@ -112,6 +115,16 @@ def _response(status: str, body: bytes, close: bool,
     ).encode() + body
 
 
+def _hinted(writer: asyncio.StreamWriter, target: str) -> str:
+    """
+    For C{/hints/PATH}: write L{EARLY_HINTS}; the C{PATH} to answer.
+    """
+    if not target.startswith("/hints/"):
+        return target
+    writer.write(EARLY_HINTS)
+    return target.removeprefix("/hints")
+
+
 #: With --log FILE: every request line received is appended to it.
 REQUEST_LOG: list[str] = []
 
@@ -129,6 +142,7 @@ async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, clos
             if target == "/ws" and headers.get("upgrade", "").lower() == "websocket":
                 await _websocket(reader, writer, headers)
                 return
+            target = _hinted(writer, target)
             if method == "POST" and target == "/sha256":
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
                 answer = hashlib.sha256(body).hexdigest().encode()
@@ -139,6 +153,7 @@ async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, clos
             elif target == "/page":
                 writer.write(_response("200 OK", PAGE, close, "text/html; charset=utf-8"))
                 answer = None
+
             else:
                 writer.write(_response("404 Not Found", b"no such path\n", close))
                 answer = None

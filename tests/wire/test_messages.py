@@ -167,6 +167,23 @@ class HttpShareTests(SynchronousTestCase):
         hello = m.parse_dialer_hello(m.agent_hello("k", "web", [], shares))
         self.assertEqual(hello.http, tuple(shares))
 
+    def test_h2cHost(self) -> None:
+        """
+        An inspect share whose service speaks h2c says so with the
+        C{:authority} to send (empty: the visitor's); it round-trips, and
+        is refused on other modes, with plain HTTP, or not a host.
+        """
+        shares = [m.HttpShare("rpc", 50051, m.INSPECT, h2c_host="localhost:50051"),
+                  m.HttpShare("any", 50052, m.INSPECT, h2c_host="")]
+        hello = m.parse_dialer_hello(m.agent_hello("k", "web", [], shares))
+        self.assertEqual(hello.http, tuple(shares))
+        for bad in ({"mode": "passthrough", "h2c_host": ""},
+                    {"mode": "inspect", "plain": True, "h2c_host": ""},
+                    {"mode": "inspect", "h2c_host": "a b"},
+                    {"mode": "inspect", "h2c_host": 5}):
+            self.assertRaises(m.MessageError, m.parse_http_shares,
+                              [{"name": "rpc", "port": 1, **bad}])
+
     def test_rejections(self) -> None:
         """
         Bad names, ports, modes, a missing or superfluous request, a name

@@ -1,0 +1,132 @@
+# -*- test-case-name: tests.wire.test_h2limits -*-
+"""
+The limits of HTTP/2 where a share ends TLS (L{nfltr.http.h2proxy}, and h2c
+to the service: L{nfltr.http.h2c}): one frozen L{H2Limits} with a safe
+default for each, and L{parse_h2_limits} for the command line and the
+configuration file (C{--h2-limits NAME=VALUE,...}, the names those of
+L{H2Limits} with dashes).  Here, not in L{nfltr.http}, so an agent or relay
+reads them without loading the proxy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+#: Streams one HTTP/2 visitor connection may have open at once.
+H2_MAX_CONCURRENT_STREAMS = 100
+#: Bytes a decoded HTTP/2 header list may take (RFC 9113 SETTINGS_MAX_HEADER_LIST_SIZE).
+H2_MAX_HEADER_LIST_SIZE = 64 * 1024
+#: Bytes of one header block's frames (HEADERS and its CONTINUATIONs) as they come.
+H2_MAX_HEADER_BLOCK_SIZE = 128 * 1024
+#: Frames one header block may take (a HEADERS and its CONTINUATIONs).
+H2_MAX_HEADER_BLOCK_FRAMES = 32
+#: Streams in flight a visitor may reset (RST_STREAM) per window before it is cut off.
+H2_MAX_RESETS = 200
+#: SETTINGS and PING frames (not acknowledgements) a visitor may send per window.
+H2_MAX_CONTROL_FRAMES = 100
+#: The window, in seconds, the two counts above are taken over.
+H2_RATE_WINDOW = 10.0
+#: Bytes of a response the proxy holds per stream while the visitor's
+#: window is shut, before it stops reading the service connection.
+H2_MAX_STREAM_BUFFER = 64 * 1024
+#: The window each stream opens with for the visitor's request body
+#: (SETTINGS_INITIAL_WINDOW_SIZE).
+H2_INITIAL_WINDOW = 64 * 1024
+#: h2c connections to the service (C{--service-protocol h2c}) a pool holds.
+H2_SERVICE_CONNECTIONS = 4
+#: Streams one h2c connection to the service carries at once (fewer if the
+#: service says so).
+H2_SERVICE_STREAMS = 100
+
+
+@dataclass(frozen=True)
+class H2Limits:
+    """
+    The limits of HTTP/2 to visitors (L{nfltr.http.h2proxy}).  A visitor
+    that breaks one of the connection's limits gets a C{GOAWAY} with
+    C{ENHANCE_YOUR_CALM} (a protocol error: C{PROTOCOL_ERROR}, a header
+    list too large: C{COMPRESSION_ERROR} from h2) and its connection is
+    closed; streams beyond C{max_concurrent_streams} are refused alone.
+
+    @ivar max_concurrent_streams: streams open at once (advertised, and
+        each stream over it reset with C{REFUSED_STREAM}); each takes one
+        service connection.
+    @ivar max_header_list_size: bytes of a decoded header list.
+    @ivar max_header_block_size: bytes of one header block's frames
+        (checked from the frame headers, before the bytes are held): the
+        CONTINUATION flood.
+    @ivar max_header_block_frames: frames of one header block.
+    @ivar max_resets: streams the visitor resets (RST_STREAM) while their
+        request is in flight, per C{rate_window}
+        (rapid reset).
+    @ivar max_control_frames: SETTINGS and PING frames (acknowledgements
+        not counted) per C{rate_window} (SETTINGS/PING flood).
+    @ivar rate_window: seconds the two rates are counted over.
+    @ivar max_stream_buffer: bytes of response held per stream waiting for
+        the visitor's window before the service connection is paused.
+    @ivar initial_window: each stream's window for request bytes; they are
+        acknowledged once written to the service.
+    @ivar service_connections: h2c connections to the service a pool holds
+        (C{--service-protocol h2c}); a stream finding them all full is
+        answered C{503}.
+    @ivar service_streams: streams each h2c connection to the service
+        carries at once (fewer if the service says so).
+    """
+
+    max_concurrent_streams: int = H2_MAX_CONCURRENT_STREAMS
+    max_header_list_size: int = H2_MAX_HEADER_LIST_SIZE
+    max_header_block_size: int = H2_MAX_HEADER_BLOCK_SIZE
+    max_header_block_frames: int = H2_MAX_HEADER_BLOCK_FRAMES
+    max_resets: int = H2_MAX_RESETS
+    max_control_frames: int = H2_MAX_CONTROL_FRAMES
+    rate_window: float = H2_RATE_WINDOW
+    max_stream_buffer: int = H2_MAX_STREAM_BUFFER
+    initial_window: int = H2_INITIAL_WINDOW
+    service_connections: int = H2_SERVICE_CONNECTIONS
+    service_streams: int = H2_SERVICE_STREAMS
+
+    def __post_init__(self) -> None:
+        for name in ("max_concurrent_streams", "max_header_list_size", "max_header_block_size",
+                     "max_header_block_frames", "max_resets", "max_control_frames",
+                     "max_stream_buffer", "initial_window", "service_connections",
+                     "service_streams"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 1:
+                raise ValueError(f"{name} must be a positive integer, not {value!r}")
+        if not self.rate_window > 0:
+            raise ValueError(f"rate_window must be positive, not {self.rate_window!r}")
+        for name in ("initial_window", "max_stream_buffer"):
+            if getattr(self, name) > 2**31 - 1:
+                raise ValueError(f"{name} must be at most 2**31 - 1")
+
+
+#: The HTTP/2 defaults.
+DEFAULT_H2_LIMITS = H2Limits()
+
+
+def parse_h2_limits(text: str, base: H2Limits = DEFAULT_H2_LIMITS) -> H2Limits:
+    """
+    C{base} with the limits C{text} names changed: C{NAME=VALUE} pairs
+    separated by commas (C{max-concurrent-streams=50,rate-window=5}).
+
+    @raise ValueError: an unknown name or a bad value, saying which.
+    """
+    kinds = {f.name.replace("_", "-"): f.name for f in fields(H2Limits)}
+    changes: dict[str, Any] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        name, equals, value = part.partition("=")
+        name = name.strip().lower()
+        if not equals or name not in kinds:
+            raise ValueError(f"{part!r}: give NAME=VALUE, NAME one of {', '.join(kinds)}")
+        key = kinds[name]
+        try:
+            changes[key] = float(value) if key == "rate_window" else int(value)
+        except ValueError:
+            raise ValueError(f"{name}={value}: not a number") from None
+    try:
+        return replace(base, **changes)
+    except ValueError as e:
+        raise ValueError(str(e).replace("_", "-")) from None
