@@ -75,6 +75,7 @@ from nfltr.udp import DatagramCounts
 from .announce import announce, describe
 from .certs import RelayCertificate
 from .config import RelayConfig, database_path, state_file_path
+from .deferreds import passing
 from .leases import ILeases, Leases
 from .link_handler import Relay
 from .listener_error import ListenerError
@@ -448,7 +449,7 @@ class RelayService(Service):
             drains.append(self.sshFactory.drain(timeout))
         if self.replica is not None:  # its replica links drain side by side too
             drains.append(self.replica.stop(timeout))
-        return gatherResults(drains).addBoth(_passing(watch.stop))
+        return gatherResults(drains).addBoth(passing(watch.stop))
 
     def _claim(self, dataDir: Path) -> tuple[OwnerLock, int | None]:
         """
@@ -583,13 +584,6 @@ class RelayService(Service):
         for waiter in waiters:
             waiter.callback(None)
 
-
-def _passing(call: Callable[[], object]) -> Callable[[Any], Any]:
-    def run(result: Any) -> Any:
-        call()
-        return result
-
-    return run
 
 
 def _settled(outcome: RelayInfo | Failure) -> Deferred[RelayInfo]:

@@ -30,6 +30,7 @@ from nfltr.store import IPresenceTable
 from nfltr.tls import ClusterCA, PKIError, ReplicaTLS, tls_factory
 
 from ..agents import Relay
+from ..deferreds import passing
 from ..interfaces import IShareRoutes
 from ..names import REPLACED
 from ..store_health import StoreHealth
@@ -133,7 +134,7 @@ class Replica:
         """
         if self._stopping is not None:
             waiter: Deferred[Any] = Deferred()
-            self._stopping.addBoth(_passing(lambda: waiter.callback(None)))
+            self._stopping.addBoth(passing(lambda: waiter.callback(None)))
             return waiter
 
         async def stop() -> None:
@@ -203,11 +204,3 @@ def replaced_elsewhere(relay: Relay) -> Callable[[str, str], None]:
             holder.refuse(RefusalReason.CONFLICT, REPLACED)
 
     return lost
-
-
-def _passing(call: Callable[[], object]) -> Callable[[Any], Any]:
-    def run(result: Any) -> Any:
-        call()
-        return result
-
-    return run
