@@ -117,8 +117,8 @@ class ResumeTests(StackTestCase):
         """
         An agent sharing an echo service and a connector to it, both with C{extra} options.
         """
-        key = self.stack.key("alice")
-        service = self.stack.service()
+        self.key = key = self.stack.key("alice")
+        self.service = service = self.stack.service()
         extra = (*self.transport, *extra)
         self.agent, pin = self.stack.agent(key, "web", service, *extra)
         assert pin is not None
@@ -200,6 +200,28 @@ class ResumeTests(StackTestCase):
             self.assertFalse(transfer.eof, transfer.describe())
             self.assertIsInstance(transfer.error, ConnectionResetError, transfer.describe())
 
+
+    def test_agentKilled(self) -> None:
+        """
+        The agent killed (SIGKILL) and started again: its sessions died with it (their
+        bytes and tokens were in its memory), so the connector's resumes are refused and each
+        visitor's connection is reset, never a clean end; a new connection works through the
+        new agent.
+        """
+        self.tunnel()
+        transfers = self.transfers(release=False)
+        self.agent.popen.send_signal(signal.SIGKILL)
+        self.agent.wait_exit(RECOVERY_TIMEOUT)
+        self.stack.agent(self.key, "web", self.service, *self.transport)
+        poll_until(lambda: not any(t.threads[1].is_alive() for t in transfers),
+                   RECOVERY_TIMEOUT, "the end of every echo")
+        for transfer in transfers:
+            transfer.gate.set()
+            transfer.join()
+        for transfer in transfers:
+            self.assertFalse(transfer.eof, transfer.describe())
+            self.assertIsInstance(transfer.error, ConnectionResetError, transfer.describe())
+        self.assertEqual(exchange(self.local, b"MARKER again\n"), b"again\n")
 
     def test_agentWithoutResume(self) -> None:
         """
