@@ -62,7 +62,7 @@ http {{
 """
 TLS_SERVER = """\
     server {{
-        listen 127.0.0.1:{tls_port} ssl;
+        listen 127.0.0.1:{tls_port} ssl http2;
         root {dir}/html;
         ssl_certificate {dir}/tls/chain.pem;
         ssl_certificate_key {dir}/tls/leaf.key;

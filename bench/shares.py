@@ -106,6 +106,8 @@ WHAT_IF = {
     "full-path": ROOT / "bench" / "whatif" / "full_path",
 }
 DEFAULT_WORKLOADS = "1k-keep-1,1k-close-1,1k-keep-50,1k-close-50,1m-keep-50"
+#: The kinds of workload: keep-alive and close (wrk), h2 (h2load).
+KINDS = ("keep", "close", "h2")
 
 # wrk connects to 127.0.0.1, whatever the URL's host (which it still sends
 # as the TLS server name and in Host).
@@ -120,20 +122,32 @@ end
 class Workload:
     """
     C{SIZE-keep-N} / C{SIZE-close-N}: N connections GETting the C{SIZE}
-    file (see L{FILES}), with keep-alive or a new connection each request.
+    file (see L{FILES}), with keep-alive or a new connection each request
+    (wrk); C{SIZE-h2-N}: one HTTP/2 connection with N streams at once
+    (h2load), on the TLS paths only (nginx's plain port speaks HTTP/1.1).
     """
 
     name: str
     size: str
     keep: bool
     connections: int
+    #: Streams at once on one HTTP/2 connection (h2load); 0: HTTP/1.1 (wrk).
+    streams: int = 0
 
     @classmethod
     def parse(cls, name: str) -> Workload:
         size, kind, n = [*name.split("-"), "", ""][:3]
-        if size not in FILES or kind not in ("keep", "close") or not n.isdigit() or int(n) < 1:
+        if size not in FILES or kind not in KINDS or not n.isdigit() or int(n) < 1:
             raise ValueError(name)
+        if kind == "h2":
+            return cls(name, size, True, 1, int(n))
         return cls(name, size, kind == "keep", int(n))
+
+    def runs_on(self, path: str) -> bool:
+        """
+        Whether this workload runs on C{path}.
+        """
+        return not (self.streams and path == "http")
 
     @property
     def path(self) -> str:
@@ -142,6 +156,66 @@ class Workload:
     @property
     def body_size(self) -> int:
         return FILES[self.size][1]
+
+
+_H2LOAD_DONE = re.compile(r"finished in ([\d.]+)s, ([\d.]+) req/s")
+_H2LOAD_REQUESTS = re.compile(
+    r"requests: (\d+) total, \d+ started, (\d+) done, (\d+) succeeded, (\d+) failed, "
+    r"(\d+) errored, (\d+) timeout")
+_H2LOAD_TRAFFIC = re.compile(r"traffic: .*?\((\d+)\) total")
+_H2LOAD_LATENCY = re.compile(r"time for request:\s+([\d.]+)(us|ms|s)\s+([\d.]+)(us|ms|s)\s+"
+                             r"([\d.]+)(us|ms|s)")
+_UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
+
+
+def run_h2load(url: str, workload: Workload, seconds: int) -> dict[str, Any]:
+    """
+    h2load against C{url} over HTTP/2 (connecting to 127.0.0.1, the URL's
+    host sent as the TLS server name and C{:authority}) for C{seconds}:
+    one connection, C{workload.streams} streams at once.
+
+    @raise BenchError: it failed, or negotiated no HTTP/2.
+    """
+    port = url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1]
+    done = run_bounded([
+        "h2load", "-c1", f"-m{workload.streams}", f"-D{seconds}", "--connect-to",
+        f"127.0.0.1:{port}", url,
+    ], seconds + 30)
+    if done.returncode != 0:
+        raise BenchError(f"h2load ({done.returncode}): {done.stdout[-500:]}{done.stderr}")
+    return parse_h2load(done.stdout)
+
+
+def parse_h2load(out: str) -> dict[str, Any]:
+    """
+    What h2load printed: the requests that succeeded (2xx) and their rate
+    over its own duration, the bytes, the mean time for a request, and
+    the others (4xx/5xx, errored, timed out) as errors.
+
+    @raise BenchError: no summary, no HTTP/2, or no request succeeded.
+    """
+    finished, counts = _H2LOAD_DONE.search(out), _H2LOAD_REQUESTS.search(out)
+    if finished is None or counts is None or "Application protocol: h2" not in out:
+        raise BenchError(f"h2load: no HTTP/2 summary in {out[-500:]}")
+    seconds_run = float(finished.group(1))
+    succeeded = int(counts.group(3))
+    if succeeded == 0:
+        raise BenchError(f"h2load made no request: {out[-500:]}")
+    traffic = _H2LOAD_TRAFFIC.search(out)
+    total = int(traffic.group(1)) if traffic else 0
+    latency = _H2LOAD_LATENCY.search(out)
+    mean = float(latency.group(5)) * _UNITS_MS[latency.group(6)] if latency else None
+    errors = sum(int(counts.group(i)) for i in (4, 5, 6))
+    return {
+        "requests": succeeded, "seconds": round(seconds_run, 3),
+        "req_s": round(succeeded / seconds_run, 1), "bytes": total,
+        "mb_s": round(total / seconds_run / 1e6, 1),
+        "bytes_per_request": round(total / succeeded),
+        "errors": errors, "error_kinds": {"failed": int(counts.group(4)),
+                                          "errored": int(counts.group(5)),
+                                          "timeout": int(counts.group(6))},
+        "mean_ms": mean,
+    }
 
 
 def run_wrk(url: str, workload: Workload, seconds: int, script: Path) -> dict[str, Any]:
@@ -322,7 +396,9 @@ class Bench:
         pids = during() if during is not None else ()
         status_before = self.nginx.status()
         before = self._snapshot(roles, pids)
-        result = run_wrk(self.url(path, workload), workload, seconds, self.script)
+        url = self.url(path, workload)
+        result = (run_h2load(url, workload, seconds) if workload.streams
+                  else run_wrk(url, workload, seconds, self.script))
         time.sleep(self.args.settle)  # the teardown of the run's connections
         after = self._snapshot(roles, pids)
         status_after = self.nginx.status()
@@ -442,7 +518,7 @@ def warm_up(bench: Bench, workloads: list[Workload], paths: list[str]) -> list[d
     runs = []
     for workload in workloads:
         for path in paths:
-            if path in SHARE_PATHS:
+            if path in SHARE_PATHS and workload.runs_on(path):
                 record = bench.run_once(workload, path, bench.args.warmup)
                 bench.log(f"warm-up {describe(record)}")
                 runs.append(record)
@@ -451,11 +527,14 @@ def warm_up(bench: Bench, workloads: list[Workload], paths: list[str]) -> list[d
 
 def run_rounds(bench: Bench, workloads: list[Workload], paths: list[str]) -> list[dict[str, Any]]:
     runs: list[dict[str, Any]] = []
-    bench.cases_left = bench.args.rounds * len(workloads) * len(paths)
+    bench.cases_left = bench.args.rounds * sum(
+        1 for workload in workloads for path in paths if workload.runs_on(path))
     for n in range(1, bench.args.rounds + 1):
         for workload in workloads:
             shift = (n - 1) % len(paths)
             for path in paths[shift:] + paths[:shift]:
+                if not workload.runs_on(path):
+                    continue
                 for record in bench.measure(workload, path, f"round {n}"):
                     record["round"] = n
                     runs.append(record)
@@ -495,6 +574,8 @@ def summarize(
             b: {r["round"]: r for r in used.get((workload.name, b), [])} for b in BASELINES
         }
         for path in paths:
+            if not workload.runs_on(path):
+                continue
             everything = [r for r in runs if r["workload"] == workload.name and r["path"] == path]
             counted = [r for r in everything if r.get("counted")]
             mine = used[workload.name, path]

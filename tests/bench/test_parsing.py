@@ -14,6 +14,7 @@ from bench._nginx import nginx_conf, parse_stub_status
 from bench._system import BenchError
 from bench.peers.accounting import TICK, listening_ports, parse_smaps_rollup, parse_stat
 from bench.peers.loads import ALL, Endpoint, Load, parse_iperf, parse_wrk, wrk_command
+from bench.shares import parse_h2load
 
 SAMPLES = Path(__file__).parent / "samples"
 
@@ -176,7 +177,7 @@ class NginxTests(SynchronousTestCase):
         self.assertNotIn("ssl", plain)
         self.assertIn("master_process off", plain)
         both = nginx_conf(Path("/d"), 2, 8080, 8443)
-        self.assertIn("listen 127.0.0.1:8443 ssl;", both)
+        self.assertIn("listen 127.0.0.1:8443 ssl http2;", both)
         self.assertIn("ssl_session_tickets off", both)
         self.assertIn("master_process on", both)
 
@@ -189,3 +190,31 @@ class NginxTests(SynchronousTestCase):
         self.assertEqual(parse_stub_status(text), {"accepted": 7, "requests": 42})
         with self.assertRaises(OSError):
             parse_stub_status("<html>404</html>")
+
+
+class H2loadTests(SynchronousTestCase):
+    """
+    L{bench.shares.parse_h2load} reads h2load's summary (recorded from
+    h2load 1.52 against nginx over HTTP/2).
+    """
+
+    def test_sample(self) -> None:
+        """
+        The requests that succeeded, their rate over h2load's duration, the
+        bytes and the mean time for a request.
+        """
+        result = parse_h2load((SAMPLES / "h2load.txt").read_text())
+        self.assertEqual((result["requests"], result["errors"]), (29798, 0))
+        self.assertEqual(result["req_s"], 29798.0)
+        self.assertEqual(result["bytes"], 34535931)
+        self.assertAlmostEqual(result["mean_ms"], 0.123)
+
+    def test_failures(self) -> None:
+        """
+        Answers that are not 2xx are errors; with none that succeeded, the
+        run failed.
+        """
+        error = self.assertRaises(BenchError, parse_h2load,
+                                  (SAMPLES / "h2load-404.txt").read_text())
+        self.assertIn("no request", str(error))
+        self.assertRaises(BenchError, parse_h2load, "finished in 1.00s, 5.00 req/s")
