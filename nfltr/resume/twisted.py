@@ -245,6 +245,15 @@ class ResumableSession:
             self.upper.connectionLost(reason)
         self.onEnded(self)
 
+    @property
+    def held(self) -> int:
+        """
+        The bytes this end holds for its peer: those not acknowledged yet (at most the window)
+        and those waiting for room in it (at most what the upper protocol wrote before it was
+        paused: one read of the local connection).
+        """
+        return self.stream.retained + len(self._pending)
+
     # -- what the upper protocol writes ---------------------------------------------
 
     def _flush(self) -> None:
