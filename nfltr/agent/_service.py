@@ -52,12 +52,13 @@ from nfltr.wire.messages import (
 )
 from nfltr.wire.resume import RESUMING, parse_agent_resume_target
 
+from ._attempt import SessionAttempt
 from ._dialler import DiallerObserver, RelayDialler
 from ._expiry import IdleExpiry
 from ._extra_links import DataLinks
 from ._health import OLD_RELAY_GROUPS, service_health
 from ._inspect_ui import inspect_ui_for
-from ._local import ServiceAttempt, ServiceConnector, TcpEnd, free_local_ports, splice_local
+from ._local import ServiceConnector, free_local_ports, splice_local
 from ._log_limit import Quiet
 from ._names import agent_name, claim_name
 from ._options import AgentOptions
@@ -143,9 +144,9 @@ class AgentSessions:
             tls = None
         local.header = header_writer(self.proxyProtocol, visitor)
         session.accept(tls.wrap(remote) if tls is not None else remote)
-        attempt = _SessionAttempt(port, local, session, self)
+        attempt = SessionAttempt(port, local, session, self)
         # The session ended before the service answered: give up on it.
-        remote.onLost = attempt.cancel
+        remote.onLost = attempt.lost
         self.connector.dial(attempt)
         return True
 
@@ -191,8 +192,8 @@ class AgentSessions:
         tls = None if port in self.plain else self.tls
         local.header = header_writer(self.proxyProtocol, None)
         self.resumer.serve(session, tls.wrap(remote) if tls is not None else remote, local)
-        attempt = _SessionAttempt(port, local, session, self)
-        remote.onLost = attempt.cancel
+        attempt = SessionAttempt(port, local, session, self)
+        remote.onLost = attempt.lost
         self.connector.dial(attempt)
 
     def _server(self, target: str) -> Callable[[LinkSession], bool] | None:
@@ -237,34 +238,6 @@ class AgentSessions:
         text = self.quiet.admit(why)
         if text is not None:
             self.log.warn("{text}", text=text)
-
-
-class _SessionAttempt(ServiceAttempt):
-    """
-    The connection of a session's splice end to its service.
-    """
-
-    def __init__(
-        self, port: int, local: TcpEnd, session: LinkSession, sessions: AgentSessions
-    ) -> None:
-        super().__init__(port, local)
-        self.session: LinkSession | None = session
-        self.sessions = sessions
-
-    def failed(self, reason: Failure) -> None:
-        """
-        Reset the session.
-        """
-        assert self.session is not None
-        self.sessions.serviceFailed(self.session, self.port, reason)
-
-    def clientConnectionLost(self, connector: Any, reason: Failure) -> None:
-        """
-        The connection to the service is gone: let go of the session.  (A
-        TCP connector and its transport refer to each other, and the
-        connector to this factory, until the garbage collector frees them.)
-        """
-        self.session = None
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,13 @@ FINAL_REASONS = frozenset({RESUME_REFUSED, RESUME_UNSUPPORTED})
 FINAL_CODES = frozenset({ErrorCode.CONNECT_FAILED})
 
 
+class RecordsBroken(error.ConnectionLost):
+    """
+    The bytes from the peer are not a valid record sequence: altered on the way (by the relay,
+    or the network), or a faulty peer. The session ends for good.
+    """
+
+
 def is_final(reason: Failure) -> bool:
     """
     Whether a link session's end C{reason} ends its resumable session for good.
@@ -81,7 +88,7 @@ class LinkSide(Protocol):
         try:
             result = owner.stream.receive(data)
         except RecordError as e:
-            owner._end(Failure(error.ConnectionLost(f"bad resumable session: {e}")), rst=True)
+            owner._end(Failure(RecordsBroken(f"bad resumable session: {e}")), rst=True)
             return
         owner._fromLink(result)
 
