@@ -55,7 +55,7 @@ class SessionAttempt(ServiceAttempt):
             said = (f"{where}: its end-to-end TLS failed ({ssl_words(reason.value)}): its bytes "
                     "were altered between the connector and here; the session was reset")
         elif reason.check(RecordsBroken):
-            said = f"{where}: {reason.value.args[0]}: altered on the way; the session was reset"
+            said = f"{where}: {reason.value}: altered on the way; the session was reset"
         else:
             return
         text = self.sessions.quiet.admit(said)

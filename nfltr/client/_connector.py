@@ -94,7 +94,7 @@ def _explainTLS(reason: Failure, where: str) -> str | None:
             "bytes were altered between here and the agent; the session was reset"
         )
     if reason.check(RecordsBroken):
-        return f"{where}: {reason.value.args[0]}: altered on the way; the session was reset"
+        return f"{where}: {reason.value}: altered on the way; the session was reset"
     if reason.check(SSL.Error):
         return (
             f"{where}: TLS with the agent failed ({_sslWords(reason.value)}); an agent run "
