@@ -42,6 +42,9 @@ class RecordsBroken(error.ConnectionLost):
     or the network), or a faulty peer. The session ends for good.
     """
 
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "bad resumable session"
+
 
 def is_final(reason: Failure) -> bool:
     """
