@@ -76,9 +76,12 @@ class Tamper:
     """
     Follows the records of one direction of a link session and flips every bit of one byte
     of its C{nth} DATA record (counted from when the tamper was set, at a record boundary):
-    the byte at C{where(length)} from the record's start, its 5-byte header included.
+    the byte at C{where(length)} from the record's start, its 5-byte header included (none
+    if C{nth} is negative).
 
     @ivar done: the byte was flipped.
+    @ivar passed: the bytes of DATA payloads that went through.
+    @ivar flipped: where the byte flipped was among them.
     """
 
     def __init__(self, nth: int, where: Callable[[int], int]) -> None:
@@ -86,8 +89,11 @@ class Tamper:
         self.where = where
         self.done = False
         self._header = bytearray()
-        self._start = self._remaining = self._seen = self._position = 0
+        self._start = self._remaining = self._seen = self._position = self._kind = 0
         self._target: int | None = None
+        self._targetPassed = 0
+        self.passed = 0
+        self.flipped: int | None = None
 
     def feed(self, data: bytearray) -> None:
         """
@@ -99,6 +105,8 @@ class Tamper:
                 step = min(self._remaining, len(data) - i)
                 i += step
                 self._remaining -= step
+                if self._kind == RECORD_DATA:
+                    self.passed += step
                 continue
             if not self._header:
                 self._start = self._position + i
@@ -106,16 +114,19 @@ class Tamper:
             self._header += data[i:i + take]
             i += take
             if len(self._header) == RECORD_HEADER_SIZE:
-                kind, self._remaining = struct.unpack("!BI", self._header)
+                self._kind, self._remaining = struct.unpack("!BI", self._header)
                 self._header.clear()
-                if kind == RECORD_DATA:
+                if self._kind == RECORD_DATA:
                     if self._seen == self.nth:
-                        self._target = self._start + self.where(self._remaining)
+                        where = self.where(self._remaining)
+                        self._target = self._start + where
+                        self._targetPassed = self.passed + where - RECORD_HEADER_SIZE
                     self._seen += 1
         target = self._target
         if target is not None and not self.done and 0 <= target - self._position < len(data):
             data[target - self._position] ^= 0xFF
             self.done = True
+            self.flipped = self._targetPassed
         self._position += len(data)
 
 
