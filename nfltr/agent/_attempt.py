@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.agent.test_service -*-
+# -*- test-case-name: tests.agent.test_attempt -*-
 """
 The connection of a tunnelled session's splice end to its service (L{SessionAttempt}), and what
 the agent says when such a session's end-to-end TLS breaks after its handshake.
@@ -6,7 +6,8 @@ the agent says when such a session's end-to-end TLS breaks after its handshake.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -16,31 +17,35 @@ from nfltr.resume.twisted import RecordsBroken
 from nfltr.tls import TunnelTLSBroken, ssl_words
 
 from ._local import ServiceAttempt, TcpEnd
-
-if TYPE_CHECKING:
-    from ._service import AgentSessions
+from ._log_limit import Quiet
 
 
 class SessionAttempt(ServiceAttempt):
     """
     The connection of a session's splice end to its service.
+
+    @ivar serviceFailed: resets the session when the service cannot be reached (the agent's
+        sessions' method of that name).
+    @ivar quiet: the agent's sessions' limit on repeated warnings.
     """
 
     log = Logger()
 
     def __init__(
-        self, port: int, local: TcpEnd, session: LinkSession, sessions: AgentSessions
+        self, port: int, local: TcpEnd, session: LinkSession,
+        serviceFailed: Callable[[LinkSession, int, Failure], None], quiet: Quiet,
     ) -> None:
         super().__init__(port, local)
         self.session: LinkSession | None = session
-        self.sessions = sessions
+        self.serviceFailed = serviceFailed
+        self.quiet = quiet
 
     def failed(self, reason: Failure) -> None:
         """
         Reset the session.
         """
         assert self.session is not None
-        self.sessions.serviceFailed(self.session, self.port, reason)
+        self.serviceFailed(self.session, self.port, reason)
 
     def lost(self, reason: Failure) -> None:
         """
@@ -58,7 +63,7 @@ class SessionAttempt(ServiceAttempt):
             said = f"{where}: {reason.value}: altered on the way; the session was reset"
         else:
             return
-        text = self.sessions.quiet.admit(said)
+        text = self.quiet.admit(said)
         if text is not None:
             self.log.warn("{text}", text=text)
 

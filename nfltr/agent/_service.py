@@ -144,7 +144,7 @@ class AgentSessions:
             tls = None
         local.header = header_writer(self.proxyProtocol, visitor)
         session.accept(tls.wrap(remote) if tls is not None else remote)
-        attempt = SessionAttempt(port, local, session, self)
+        attempt = SessionAttempt(port, local, session, self.serviceFailed, self.quiet)
         # The session ended before the service answered: give up on it.
         remote.onLost = attempt.lost
         self.connector.dial(attempt)
@@ -192,7 +192,7 @@ class AgentSessions:
         tls = None if port in self.plain else self.tls
         local.header = header_writer(self.proxyProtocol, None)
         self.resumer.serve(session, tls.wrap(remote) if tls is not None else remote, local)
-        attempt = SessionAttempt(port, local, session, self)
+        attempt = SessionAttempt(port, local, session, self.serviceFailed, self.quiet)
         remote.onLost = attempt.lost
         self.connector.dial(attempt)
 
