@@ -39,8 +39,6 @@ from tests.resume.test_twisted import FakeSession
 
 TIMEOUT = 30.0
 AGENT, PORT = "web", 22
-# A TLS record's header: type, version, length (RFC 8446 section 5.1).
-TLS_HEADER_SIZE = 5
 KiB = 1024
 
 
@@ -360,8 +358,9 @@ class TamperTests(SynchronousTestCase):
 
     def test_tlsRecordHeader(self) -> None:
         """
-        The length in a TLS record's header (the first bytes of a DATA record's payload)
-        altered: the session fails the same way, whatever TLS says.
+        The length in a TLS record's header (bytes 3 and 4 of the header, RFC 8446 section
+        5.1, at the start of a DATA record's payload) altered: the session fails the same
+        way, whatever TLS says.
         """
         self.tamper((0, "a"), lambda length: RECORD_HEADER_SIZE + 3)
         self.serviceWrites(self.fromService)
