@@ -1,7 +1,7 @@
 """
 Run the relay as a hostile one would be: it carries resumable sessions as usual, but in the
 first resumed session it flips one byte of the first DATA record the agent resends (the
-byte in the middle of its payload), as the relay in the middle of a session could.  It
+65th byte of its payload), as the relay in the middle of a session could.  It
 prints what it saw and did (lines starting with C{tamper:}):
 
   - for each new resumable session (C{rtcp:}), the DATA bytes the agent sent through it so
@@ -25,6 +25,8 @@ from tests.resume.test_tamper import Tamper
 
 # A RESUME record: its header, the token, the position.
 _RESUME_SIZE = RECORD_HEADER_SIZE + TOKEN_SIZE + 8
+# How far into the first resent DATA record the byte flipped is.
+_INTO = 64
 _openOn = TCPRoute.openOn
 _dataReceived = SessionEnd.dataReceived
 _state = {"altered": False}
@@ -43,7 +45,7 @@ class _Resumed:
     def __init__(self) -> None:
         self.first = bytearray()
         self.position: int | None = None
-        self.tamper = Tamper(0, lambda length: RECORD_HEADER_SIZE + length // 2)
+        self.tamper = Tamper(0, lambda length: RECORD_HEADER_SIZE + min(length - 1, _INTO))
 
     def fromConnector(self, data: bytes) -> bytes:
         if self.position is None:

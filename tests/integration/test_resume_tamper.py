@@ -34,6 +34,7 @@ class TamperedResumeTests(StackTestCase):
     """
 
     relay_command = [sys.executable, "-m", "tests.integration.tamper_relay"]
+    transport: tuple[str, ...] = ("--transport", "link")
 
     def sent(self) -> int:
         """
@@ -47,30 +48,31 @@ class TamperedResumeTests(StackTestCase):
         """
         A download through tcp-connect, its visitor no longer reading once it has 1 MiB, so
         that much more is in flight; the relay is killed and started again, and flips the byte
-        in the middle of the first DATA record the agent resends, a byte the agent had sent
+        near the start of the first DATA record the agent resends, a byte the agent had sent
         through the first relay: the visitor's connection is reset after an unaltered prefix,
         and both ends log that the bytes were altered.  (The relay's positions are in the
         agent's stream of TLS records; the visitor's bytes are their plaintext, fewer.)
         """
         key = self.stack.key("alice")
         service = self.stack.service()
-        agent, pin = self.stack.agent(key, "web", service, "--keepalive", "fast")
+        agent, pin = self.stack.agent(key, "web", service, "--keepalive", "fast",
+                                      *self.transport)
         assert pin is not None
         client, local = self.stack.connector(key, "web", service, "--pin", pin,
-                                             "--keepalive", "fast")
+                                             "--keepalive", "fast", *self.transport)
         visitor = Visitor(local, SIZE, SEED)
         self.addCleanup(visitor.sock.close)
         visitor.read_until(FIRST)
         poll_until(lambda: self.sent() >= len(visitor.got) + PILED, RECOVERY_TIMEOUT,
                    "bytes in flight beyond what the visitor read")
-        sent = self.sent()
         self.stack.relay.popen.send_signal(signal.SIGKILL)
         self.stack.relay.wait_exit(RECOVERY_TIMEOUT)
+        sent = self.sent()
         restart_relay(self.stack)
         done = self.stack.relay.wait_for(r"tamper: resumed from (\d+), flipped the byte at (\d+)",
                                          RECOVERY_TIMEOUT)
         resumed, flipped = int(done.group(1)), int(done.group(2))
-        self.assertLess(flipped, sent, "the byte altered had been sent before: it was resent")
+        self.assertLess(flipped, sent, "the byte altered had passed the first relay: resent")
         self.assertGreaterEqual(resumed, len(visitor.got))
         visitor.read_all()
         self.assertFalse(visitor.eof, visitor.describe())
@@ -84,3 +86,11 @@ class TamperedResumeTests(StackTestCase):
         print(f"\nagent sent {sent} through the first relay; the visitor had read "
               f"{FIRST}; resumed from {resumed}; byte {flipped} altered; the visitor got "
               f"{len(visitor.got)} unaltered bytes, then a reset")
+
+
+class TamperedResumeOverWebSocketTests(TamperedResumeTests):
+    """
+    The same, with the agent and the connector on the WebSocket transport.
+    """
+
+    transport = ("--transport", "websocket")
