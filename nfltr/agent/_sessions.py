@@ -35,7 +35,8 @@ from nfltr.wire.messages import (
 )
 from nfltr.wire.resume import RESUMING, parse_agent_resume_target
 
-from ._local import ServiceAttempt, TcpEnd, splice_local
+from ._attempt import SessionAttempt
+from ._local import splice_local
 from ._log_limit import Quiet
 from ._options import AgentOptions
 from ._proxy import header_writer
@@ -118,9 +119,9 @@ class AgentSessions:
             tls = None
         local.header = header_writer(self.proxyProtocol, visitor)
         session.accept(tls.wrap(remote) if tls is not None else remote)
-        attempt = _SessionAttempt(port, local, session, self)
+        attempt = SessionAttempt(port, local, session, self.serviceFailed, self.quiet)
         # The session ended before the service answered: give up on it.
-        remote.onLost = attempt.cancel
+        remote.onLost = attempt.lost
         self.connector.dial(attempt)
         return True
 
@@ -166,8 +167,8 @@ class AgentSessions:
         tls = None if port in self.plain else self.tls
         local.header = header_writer(self.proxyProtocol, None)
         self.resumer.serve(session, tls.wrap(remote) if tls is not None else remote, local)
-        attempt = _SessionAttempt(port, local, session, self)
-        remote.onLost = attempt.cancel
+        attempt = SessionAttempt(port, local, session, self.serviceFailed, self.quiet)
+        remote.onLost = attempt.lost
         self.connector.dial(attempt)
 
     def _server(self, target: str) -> Callable[[LinkSession], bool] | None:
@@ -213,33 +214,6 @@ class AgentSessions:
         if text is not None:
             self.log.warn("{text}", text=text)
 
-
-class _SessionAttempt(ServiceAttempt):
-    """
-    The connection of a session's splice end to its service.
-    """
-
-    def __init__(
-        self, port: int, local: TcpEnd, session: LinkSession, sessions: AgentSessions
-    ) -> None:
-        super().__init__(port, local)
-        self.session: LinkSession | None = session
-        self.sessions = sessions
-
-    def failed(self, reason: Failure) -> None:
-        """
-        Reset the session.
-        """
-        assert self.session is not None
-        self.sessions.serviceFailed(self.session, self.port, reason)
-
-    def clientConnectionLost(self, connector: Any, reason: Failure) -> None:
-        """
-        The connection to the service is gone: let go of the session.  (A
-        TCP connector and its transport refer to each other, and the
-        connector to this factory, until the garbage collector frees them.)
-        """
-        self.session = None
 
 def agent_sessions(
     reactor: Any, options: AgentOptions, connector: Any, tls: E2EETLSFactory | None,

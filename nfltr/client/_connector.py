@@ -39,8 +39,9 @@ from nfltr.link.twisted import (
     LinkUnavailable,
     SessionResetError,
 )
+from nfltr.resume.twisted import RecordsBroken
 from nfltr.streams import SpliceEnd
-from nfltr.tls import E2EETLSFactory, VerificationFailed, ssl_words
+from nfltr.tls import E2EETLSFactory, TunnelTLSBroken, VerificationFailed, ssl_words
 from nfltr.wire.messages import NOT_FOUND_CODE, WELCOME, client_hello, client_target
 from nfltr.wire.resume import RESUME_UNSUPPORTED, offers_resume
 
@@ -63,13 +64,9 @@ def explain(reason: Failure, where: str) -> str | None:
     close, the local side going away, the link's loss, which the dialler
     reports).
     """
-    if reason.check(VerificationFailed):
-        return f"{where}: {reason.value}"
-    if reason.check(SSL.Error):
-        return (
-            f"{where}: TLS with the agent failed ({_sslWords(reason.value)}); an agent run "
-            "with --e2ee false needs --e2ee false here"
-        )
+    tls = _explainTLS(reason, where)
+    if tls is not None:
+        return tls
     reset = reason.value
     if isinstance(reset, SessionResetError):
         code, why = reset.code, reset.reason
@@ -79,6 +76,30 @@ def explain(reason: Failure, where: str) -> str | None:
             return f"{where}: the agent's service refused the connection"
         if code != ErrorCode.CANCEL:
             return f"{where}: the session was reset ({why})"
+    return None
+
+
+def _explainTLS(reason: Failure, where: str) -> str | None:
+    """
+    L{explain} for a pin refused, a handshake failed, or a session's bytes
+    altered on the way (its TLS broken after its handshake,
+    L{TunnelTLSBroken}, or its resumable records, L{RecordsBroken});
+    L{None} for any other C{reason}.
+    """
+    if reason.check(VerificationFailed):
+        return f"{where}: {reason.value}"
+    if reason.check(TunnelTLSBroken):
+        return (
+            f"{where}: a session's end-to-end TLS failed ({_sslWords(reason.value)}): its "
+            "bytes were altered between here and the agent; the session was reset"
+        )
+    if reason.check(RecordsBroken):
+        return f"{where}: {reason.value}: altered on the way; the session was reset"
+    if reason.check(SSL.Error):
+        return (
+            f"{where}: TLS with the agent failed ({_sslWords(reason.value)}); an agent run "
+            "with --e2ee false needs --e2ee false here"
+        )
     return None
 
 

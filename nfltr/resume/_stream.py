@@ -259,10 +259,12 @@ class ResumableStream:
 
     def abort(self) -> list[bytes]:
         """
-        Reset the session for good: the ABORT record for the link (then the link RESET).
+        Reset the session for good: the ABORT record for the link (then the link RESET), on
+        a link whether open or resuming (a connector that gives up before reading the agent's
+        answer to its RESUME: the agent resumed the session, and must end it too).
         """
         self.aborted = True
-        return [encode(Abort())] if self.phase is Phase.OPEN else []
+        return [] if self.phase is Phase.SUSPENDED else [encode(Abort())]
 
     # Suspension and resumption.
 

@@ -36,6 +36,16 @@ FINAL_REASONS = frozenset({RESUME_REFUSED, RESUME_UNSUPPORTED})
 FINAL_CODES = frozenset({ErrorCode.CONNECT_FAILED})
 
 
+class RecordsBroken(error.ConnectionLost):
+    """
+    The bytes from the peer are not a valid record sequence: altered on the way (by the relay,
+    or the network), or a faulty peer. The session ends for good.
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "bad resumable session"
+
+
 def is_final(reason: Failure) -> bool:
     """
     Whether a link session's end C{reason} ends its resumable session for good.
@@ -81,7 +91,7 @@ class LinkSide(Protocol):
         try:
             result = owner.stream.receive(data)
         except RecordError as e:
-            owner._end(Failure(error.ConnectionLost(f"bad resumable session: {e}")), rst=True)
+            owner._end(Failure(RecordsBroken(f"bad resumable session: {e}")), rst=True)
             return
         owner._fromLink(result)
 
@@ -244,6 +254,15 @@ class ResumableSession:
                 abort_with_rst(transport)
             self.upper.connectionLost(reason)
         self.onEnded(self)
+
+    @property
+    def held(self) -> int:
+        """
+        The bytes this end holds for its peer: those not acknowledged yet (at most the window)
+        and those waiting for room in it (at most what the upper protocol wrote before it was
+        paused: one read of the local connection).
+        """
+        return self.stream.retained + len(self._pending)
 
     # -- what the upper protocol writes ---------------------------------------------
 

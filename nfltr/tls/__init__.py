@@ -57,7 +57,12 @@ from nfltr.tls._contexts import (  # noqa: E402
     server_context_factory,
     ssl_words,
 )
-from nfltr.tls._e2ee import E2EETLSFactory, E2EETLSProtocol, half_close_other  # noqa: E402
+from nfltr.tls._e2ee import (  # noqa: E402
+    E2EETLSFactory,
+    E2EETLSProtocol,
+    TunnelTLSBroken,
+    half_close_other,
+)
 from nfltr.tls._files import PKIError, locked_directory, write_atomically  # noqa: E402
 from nfltr.tls._fingerprint import (  # noqa: E402
     InvalidFingerprint,
@@ -113,6 +118,7 @@ __all__ = [
     "tls_factory",
     "E2EETLSFactory",
     "E2EETLSProtocol",
+    "TunnelTLSBroken",
     "half_close_other",
     "CertificateRejected",
     "ClientTLS",

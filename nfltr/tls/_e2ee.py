@@ -20,7 +20,9 @@ tunnel needs:
   - B{honest reasons.}  When the transport below fails (a session reset by
     the peer with a code, a lost link), the application's C{connectionLost}
     gets that failure, not the TLS layer's "unexpected EOF"; a refused
-    certificate still reports the refusal (L{nfltr.tls.PinMismatch}).
+    certificate still reports the refusal (L{nfltr.tls.PinMismatch}); a TLS
+    error after the handshake (bytes altered on the way) is a
+    L{TunnelTLSBroken}, which the connector and the agent log.
 
 It relies on private attributes of L{TLSMemoryBIOProtocol} (Twisted
 26.10, listed in L{nfltr.netio.internals}); the tests run it over real
@@ -45,6 +47,15 @@ from ._batching import BatchingTLSProtocol
 from ._contexts import ClientTLS
 from ._resume import ResumingServerTLS
 from ._sessions import SessionMemory
+
+
+class TunnelTLSBroken(Error):
+    """
+    A tunnel's end-to-end TLS failed after its handshake: a record did not
+    authenticate (its bytes were altered between the two ends: by the relay,
+    or on the network), or the peer's alert says one of ours did not.
+    OpenSSL's reasons are in C{args}, as in any C{SSL.Error} (which this is).
+    """
 
 
 @implementer(interfaces.IHalfCloseableProtocol)
@@ -155,6 +166,18 @@ class E2EETLSProtocol(BatchingTLSProtocol):
             interfaces.IHalfCloseableProtocol.providedBy(self.wrappedProtocol)
             and not self.disconnecting
         )
+
+    def _tlsShutdownFinished(self, reason: Failure | None) -> None:
+        """
+        As Twisted's, with a TLS error after the handshake reported as a
+        L{TunnelTLSBroken}: the reason Twisted kept, once it turned an
+        unexpected end of the stream into C{ConnectionLost} (its subclasses
+        of C{SSL.Error}, an end of stream, stay as they are).
+        """
+        super()._tlsShutdownFinished(reason)
+        kept = self._reason
+        if kept is not None and type(kept.value) is Error and self._handshakeDone:
+            self._reason = Failure(TunnelTLSBroken(*kept.value.args))
 
     def readConnectionLost(self) -> None:
         """

@@ -19,7 +19,8 @@ from nfltr.client import _connector as connectorModule
 from nfltr.client._probe import PLAIN_SETTLE
 from nfltr.link import ErrorCode, RefusalReason
 from nfltr.link.twisted import SessionResetError
-from nfltr.tls import PinMismatch
+from nfltr.resume.twisted import RecordsBroken
+from nfltr.tls import PinMismatch, TunnelTLSBroken
 from nfltr.wire.messages import NOT_FOUND_CODE, NOT_FOUND_REASON, welcome
 from tests.agent.helpers import (
     ADDRESS,
@@ -487,8 +488,9 @@ class ExplainTests(SynchronousTestCase):
 
     def test_lines(self) -> None:
         """
-        Not found, refused service, pin mismatch and other resets each get
-        their line; a clean close, a cancel and a lost connection none.
+        Not found, refused service, pin mismatch, other resets and bytes
+        altered on the way (a TLS record, a resumable session's record) each
+        get their line; a clean close, a cancel and a lost connection none.
         """
         cases = [
             (SessionResetError(NOT_FOUND_CODE, NOT_FOUND_REASON),
@@ -502,6 +504,12 @@ class ExplainTests(SynchronousTestCase):
             (SessionResetError(ErrorCode.CANCEL, "aborted"), None),
             (error.ConnectionDone(), None),
             (error.ConnectionLost("link lost"), None),
+            (TunnelTLSBroken([("SSL routines", "", "decryption failed or bad record mac")]),
+             "a:1: a session's end-to-end TLS failed (decryption failed or bad record mac): its "
+             "bytes were altered between here and the agent; the session was reset"),
+            (RecordsBroken("bad resumable session: unknown record type 128"),
+             "a:1: bad resumable session: unknown record type 128: altered on the way; the "
+             "session was reset"),
         ]
         for exception, line in cases:
             self.assertEqual(explain(Failure(exception), "a:1"), line, exception)

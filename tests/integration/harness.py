@@ -104,6 +104,8 @@ class Stack:
         tmp.mkdir(parents=True, exist_ok=True)
         self.data = tmp / "relay"
         self.processes: list[Process] = []
+        #: What runs the relay instead of C{nfltr} (a test relay), if anything.
+        self.relay_command = relay_command
         args = ["relay", "--data-dir", str(self.data), "--tls", "tcp:0:interface=127.0.0.1",
                 "--admin", "tcp:0:interface=127.0.0.1", "--http", "tcp:0:interface=127.0.0.1",
                 *relay_extra]

@@ -233,15 +233,16 @@ def port_of(address: str) -> int:
 
 def restart_relay(stack: Stack) -> tuple[float, float]:
     """
-    Start a relay again on C{stack}'s first one's data directory, TLS port, admin port and
-    HTTP port; when it was started and when it listened.
+    Start a relay again (with C{stack}'s relay command, if any) on C{stack}'s first one's data
+    directory, TLS port, admin port and HTTP port; when it was started and when it listened.
     """
-    args = nfltr(
+    relay = [
         "relay", "--data-dir", str(stack.data),
         "--tls", f"tcp:{port_of(stack.info['tls'])}:interface=127.0.0.1",
         "--admin", f"tcp:{port_of(stack.info['admin'])}:interface=127.0.0.1",
         "--http", f"tcp:{port_of(stack.info['http'])}:interface=127.0.0.1",
-    )
+    ]
+    args = stack.relay_command + relay if stack.relay_command else nfltr(*relay)
     started = time.monotonic()
     relay = Process(args, name="relay (restarted)")
     stack.processes.insert(0, relay)  # stopped last

@@ -240,6 +240,23 @@ class StreamRuleTests(SynchronousTestCase):
             self.assertRaises(ValueError, stream.present)
         self.assertRaises(ResumeRefused, receiver.resume, 0, b"t" * 16, b"n" * 16)
 
+    def test_abortWhileResuming(self) -> None:
+        """
+        A connector that gives up after presenting its token (the agent's answer unread: a
+        record error in it) still sends ABORT, which the agent, resumed already, honours; a
+        suspended end sends nothing.
+        """
+        connector = ResumableStream(WINDOW, token=b"t" * 16)
+        agent = ResumableStream(WINDOW, token=b"t" * 16)
+        for stream in (connector, agent):
+            stream.suspend()
+        self.assertEqual(connector.abort(), [])
+        connector = ResumableStream(WINDOW, token=b"t" * 16)
+        connector.suspend()
+        connector.present()
+        agent.resume(0, b"t" * 16, b"n" * 16)
+        self.assertTrue(agent.receive(b"".join(connector.abort())).aborted)
+
     def test_presentNeedsToken(self) -> None:
         """
         A session without a token (the agent's never arrived) cannot resume.
