@@ -72,6 +72,9 @@ IDLE_SETTLE = 2.0
 IDLE_SAMPLES = 3
 IDLE_SAMPLE_GAP = 0.5
 HOLD = "hold"
+#: Fewer idle sessions than this give no per-session figure to judge (RSS
+#: moves in pages).
+FEW_SESSIONS = 200
 
 
 class ReplicaBench(Bench):
@@ -117,11 +120,15 @@ class ReplicaBench(Bench):
         roles.update({f"idle-{i}": pid for i, pid in enumerate(rest)})
         return roles
 
-    def idle_pids(self) -> dict[str, int]:
+    def idle_pids(self, case: str) -> dict[str, int]:
+        """
+        Role to pid of the processes whose memory the idle sessions of
+        C{case} are measured in.
+        """
         cluster = self.cluster
         return {
             "relay-a": cluster.relays["a"].pid, "relay-b": cluster.relays["b"].pid,
-            "agent": cluster.agent.pid, "connector": cluster.connectors["cross", HOLD][0].pid,
+            "agent": cluster.agent.pid, "connector": cluster.connectors[case, HOLD][0].pid,
         }
 
 
@@ -140,18 +147,19 @@ def settled_rss(pids: dict[str, int], settle: float) -> dict[str, int]:
     return {role: int(statistics.median(values)) for role, values in samples.items()}
 
 
-def idle_sessions(bench: ReplicaBench, count: int) -> dict[str, Any]:
+def idle_sessions(bench: ReplicaBench, count: int, case: str = "cross") -> dict[str, Any]:
     """
-    Hold C{count} idle sessions through A to the holder behind B; the RSS
-    before and after and the KiB per session of each process.
+    Hold C{count} idle sessions through C{case}'s replica (C{cross}: A,
+    C{same}: B) to the holder behind B; the RSS before and after and the
+    KiB per session of each process.
     """
     bench.procs.check()
-    pids = bench.idle_pids()
+    pids = bench.idle_pids(case)
     settle = bench.args.idle_settle
     before = settled_rss(pids, settle)
-    port = bench.cluster.local_port("cross", HOLD)
+    port = bench.cluster.local_port(case, HOLD)
     started = time.monotonic()
-    clients = open_idle(port, count, bench.holder, timeout=max(30.0, count / 20))
+    clients = open_idle(port, count, bench.holder, timeout=max(30.0, count / 10))
     opened = time.monotonic() - started
     try:
         after = settled_rss(pids, settle)
@@ -161,7 +169,7 @@ def idle_sessions(bench: ReplicaBench, count: int) -> dict[str, Any]:
         bench.holder.release()
     per = {role: round((after[role] - before[role]) / count, 3) for role in pids}
     return {
-        "sessions": count, "open_s": round(opened, 2), "rss_kib_before": before,
+        "case": case, "sessions": count, "open_s": round(opened, 2), "rss_kib_before": before,
         "rss_kib_after": after, "kib_per_session": per,
         "within_target": all(per[r] <= IDLE_KIB_TARGET for r in ("relay-a", "relay-b")),
     }
@@ -217,7 +225,18 @@ def markdown(doc: dict[str, Any]) -> str:
         f"{', modified: ' + ', '.join(tree['modified']) if tree['modified'] else ''});"
         f" redis-server {doc.get('redis', '?')}, iperf3 {tools['iperf3']}, nginx {tools['nginx']},"
         f" wrk {tools['wrk']}",
-        "",
+    ]
+    if doc.get("summary"):
+        lines += ["", *_rates(doc["summary"])]
+    if doc.get("idle"):
+        lines += ["", *_idle(doc["idle"], doc.get("idle_same"))]
+    if doc.get("complaints"):
+        lines += ["", "nfltr processes complained (see the JSON's `complaints`)."]
+    return "\n".join(lines)
+
+
+def _rates(summary: dict[str, Any]) -> list[str]:
+    lines = [
         "cross: connector → replica A → replica link → replica B → agent; same: connector →"
         " replica B → agent.  CPU per GB (bulk) or per 1,000 requests (http), medians.",
         "",
@@ -225,7 +244,7 @@ def markdown(doc: dict[str, Any]) -> str:
         " connector | all four | runs | failed |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for e in doc["summary"].values():
+    for e in summary.values():
         bulk = e["rate"] == "gbit_s"
         per = "cpu_s_per_gb" if bulk else "cpu_s_per_1k"
         digits = 2 if bulk else 3
@@ -242,30 +261,32 @@ def markdown(doc: dict[str, Any]) -> str:
             f"| {e['workload']} | {e['mode']} | {_med(e, e['rate'], 2 if bulk else 0)} {unit} |"
             f" {versus} | {costs} | {e['runs']} | {e['failed']} |"
         )
-    lines += ["", f"Target: cross ÷ same ≥ {RATIO_TARGET} for bulk-1 and bulk-8 (✓ met, ✗ not)."]
-    idle = doc.get("idle")
-    if idle:
-        lines += [
-            "",
-            f"{idle['sessions']} idle sessions through A to the agent on B (opened in"
-            f" {idle['open_s']} s), RSS settled:",
-            "",
-            "| process | before KiB | after KiB | KiB per session |",
-            "|---|---|---|---|",
-        ]
-        for role, per in idle["kib_per_session"].items():
-            lines.append(
-                f"| {role} | {idle['rss_kib_before'][role]} | {idle['rss_kib_after'][role]} |"
-                f" {per:.2f} |"
-            )
-        lines += [
-            "",
-            f"Target: at most {IDLE_KIB_TARGET} KiB per session on each replica:"
-            f" {'met' if idle['within_target'] else 'not met'}.",
-        ]
-    if doc.get("complaints"):
-        lines += ["", "nfltr processes complained (see the JSON's `complaints`)."]
-    return "\n".join(lines)
+    return [*lines, "", f"Target: cross ÷ same ≥ {RATIO_TARGET} for bulk-1 and bulk-8"
+            " (✓ met, ✗ not)."]
+
+
+def _idle(cross: dict[str, Any], same: dict[str, Any] | None) -> list[str]:
+    lines = [
+        f"{cross['sessions']} idle sessions through A to the agent on B (opened in"
+        f" {cross['open_s']} s), RSS settled; beside it the same through B alone:",
+        "",
+        "| process | before KiB | after KiB | KiB per session | through B alone |",
+        "|---|---|---|---|---|",
+    ]
+    for role, per in cross["kib_per_session"].items():
+        alone = "n/a" if same is None else f"{same['kib_per_session'][role]:.2f}"
+        lines.append(
+            f"| {role} | {cross['rss_kib_before'][role]} | {cross['rss_kib_after'][role]} |"
+            f" {per:.2f} | {alone} |"
+        )
+    verdict = "met" if cross["within_target"] else "not met"
+    if cross["sessions"] < FEW_SESSIONS:
+        verdict += " (too few sessions to tell: a smoke run)"
+    return [
+        *lines, "",
+        f"Target: at most {IDLE_KIB_TARGET} KiB per session on each replica (through A):"
+        f" {verdict}.",
+    ]
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -280,6 +301,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="seconds of the uncounted warm-up run of each tunnel case (0: none)")
     p.add_argument("--idle", type=int, default=1000,
                    help="idle sessions held through A to the agent on B (0: none)")
+    p.add_argument("--idle-only", action="store_true",
+                   help="only the idle sessions' memory: no throughput rounds")
     p.add_argument("--idle-settle", type=float, default=IDLE_SETTLE,
                    help="seconds before the idle sessions' memory is read, and before the"
                    " baseline")
@@ -299,6 +322,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         p.error("--workloads: bulk-N and http-N only")
     if args.rounds < 1 or args.seconds < 1 or not args.workload_list or args.idle < 0:
         p.error("--rounds, --seconds and --workloads need at least 1, --idle at least 0")
+    if args.idle_only and not args.idle:
+        p.error("--idle-only needs --idle above 0")
     # What Bench and run_rounds read.
     args.cases = ("direct", *CASES)
     args.profile = False
@@ -336,14 +361,17 @@ def benchmark(args: argparse.Namespace, doc: dict[str, Any]) -> int:
             doc["start_s"] = round(time.monotonic() - args.t0, 1)
             _log(f"services {bench.services.ports}, replicas A {bench.cluster.infos['a']['tls']}"
                  f" and B {bench.cluster.infos['b']['tls']}")
-            if args.warmup:
-                doc["warmups"] = warm_up(bench, args.workload_list)
-            runs = run_rounds(bench, args.workload_list)
-            summary = summarize(args.workload_list, runs, args.cases, ROLES)
-            cross_vs_same(runs, summary)
-            doc.update(runs=runs, summary=summary, waited_for_quiet_s=round(bench.waited, 1))
+            if not args.idle_only:
+                if args.warmup:
+                    doc["warmups"] = warm_up(bench, args.workload_list)
+                runs = run_rounds(bench, args.workload_list)
+                summary = summarize(args.workload_list, runs, args.cases, ROLES)
+                cross_vs_same(runs, summary)
+                doc.update(runs=runs, summary=summary, waited_for_quiet_s=round(bench.waited, 1))
             if args.idle:
                 doc["idle"] = idle_sessions(bench, args.idle)
+                # The same through B alone: what the replica hop adds.
+                doc["idle_same"] = idle_sessions(bench, args.idle, "same")
                 _log(f"idle sessions: {json.dumps(doc['idle']['kib_per_session'])} KiB each")
             doc["complaints"] = bench.complaints()
             if doc["complaints"]:

@@ -99,7 +99,8 @@ class RatioTests(SynchronousTestCase):
     def test_markdown(self) -> None:
         """
         The table has each case's rate, the ratio with its mark, and the
-        idle sessions' KiB per session with the target's verdict.
+        idle sessions' KiB per session with the target's verdict, said to
+        mean little when the sessions were few.
         """
         _, summary = self.summary()
         doc = {
@@ -108,15 +109,17 @@ class RatioTests(SynchronousTestCase):
                             "twisted": "26"},
             "tools": {"nfltr": "0", "iperf3": "3", "nginx": "1", "wrk": "4"},
             "tree": {"commit": "abc", "modified": []}, "summary": summary,
-            "idle": {"sessions": 10, "open_s": 0.1,
+            "idle": {"sessions": 1000, "open_s": 0.1,
                      "rss_kib_before": dict.fromkeys(ROLES, 100),
                      "rss_kib_after": dict.fromkeys(ROLES, 120),
                      "kib_per_session": dict.fromkeys(ROLES, 2.0), "within_target": True},
         }
         text = markdown(doc)
         self.assertIn("| bulk-1 | cross | 1.85 Gbit/s | 0.93 (0.90 to 0.95) ✓ |", text)
-        self.assertIn("| relay-a | 100 | 120 | 2.00 |", text)
-        self.assertIn("each replica: met.", text)
+        self.assertIn("| relay-a | 100 | 120 | 2.00 | n/a |", text)
+        self.assertIn("(through A): met.", text)
+        doc["idle"]["sessions"] = 20
+        self.assertIn("met (too few sessions to tell: a smoke run).", markdown(doc))
 
 
 class SmokeTests(SynchronousTestCase):
@@ -150,4 +153,5 @@ class SmokeTests(SynchronousTestCase):
             self.assertIn("vs_same", doc["summary"][f"{load} cross"])
         self.assertEqual(doc["idle"]["sessions"], 20)
         self.assertEqual(set(doc["idle"]["kib_per_session"]), set(ROLES))
+        self.assertEqual(doc["idle_same"]["case"], "same")
         self.assertIn("| bulk-1 | cross |", done.stdout)
