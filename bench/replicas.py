@@ -5,7 +5,7 @@ by replica B (C{cross}: the session is carried over the replica link)
 against the same tunnel through B alone (C{same}), in the same interleaved
 rounds.  A benchmark, not a test.
 
-    python -m bench.replicas [--rounds R] [--seconds S] [--idle N] [--quick]
+    python -m bench.replicas [--rounds R] [--seconds S] [--idle N] [--idle-only] [--quick]
 
 A C{redis-server} on a unix socket is the directory; replicas A and B
 (C{nfltr relay --directory redis+unix://... --replica-listen ...
@@ -24,7 +24,10 @@ connector on A to a holder service behind the agent on B, each a tunnel
 session over the replica link, held open; the RSS of both relays, the
 agent and that connector before and after (each the median of a few
 samples once settled), in KiB per session (the target: at most 2.5 on each
-replica).
+replica); then the same through the connector on B alone, beside it (what
+the replica hop adds).  Nothing can make the processes collect garbage from
+outside: the figures are settled, not collected.  C{--idle-only} skips the
+throughput rounds.
 
 Markdown goes to stdout, JSON to C{docs/benchmarks/replicas.json}
 (C{--json}).  C{--quick}: one round of 1-second runs, 20 idle sessions, no
