@@ -37,14 +37,16 @@ def relay_command(
 NO_SOURCE_LIMITS = ("--per-source-rate", "none", "--per-source-connections", "none")
 
 
-def start_relay(procs: Processes, data: Path, *extra: str) -> tuple[Proc, dict[str, Any]]:
+def start_relay(
+    procs: Processes, data: Path, *extra: str, name: str = "relay"
+) -> tuple[Proc, dict[str, Any]]:
     """
-    Start a benchmark's relay (L{relay_command}) on C{data}; it and its
-    C{relay.json}, once written.
+    Start a benchmark's relay (L{relay_command}) on C{data}, its process
+    named C{name}; it and its C{relay.json}, once written.
 
     @raise BenchError: it wrote none, with what it printed.
     """
-    relay = procs.start("relay", relay_command(data, *extra))
+    relay = procs.start(name, relay_command(data, *extra))
     try:
         return relay, json.loads(wait_for_file(data / "relay.json", READY))
     except RuntimeError as e:

@@ -204,7 +204,13 @@ class Bench:
     """
     The processes of the benchmark, and runs of a workload on a path with
     their accounting and the wait for a quiet machine.
+
+    Another stack (L{bench.replicas}) subclasses it: L{start}, L{port} and
+    L{groups} say what runs and where, L{ROLES} which of L{groups}' roles
+    are the tunnel's (their CPU per GB or per 1,000 requests is recorded).
     """
+
+    ROLES: tuple[str, ...] = ROLES
 
     def __init__(self, args: argparse.Namespace, tmp: Path, log: Callable[[str], None]) -> None:
         self.args = args
@@ -365,8 +371,8 @@ class Bench:
             "steal_s": round(delta["steal"], 3),
             "load_before": before["load"], "load_after": after["load"],
         }
-        tunnel = sum(cpu.get(role, 0.0) for role in ROLES)
-        for role, value in [*((r, cpu.get(r)) for r in ROLES), ("tunnel", tunnel)]:
+        tunnel = sum(cpu.get(role, 0.0) for role in self.ROLES)
+        for role, value in [*((r, cpu.get(r)) for r in self.ROLES), ("tunnel", tunnel)]:
             if value is None or mode == "direct":
                 continue
             record[f"{role}_cores"] = round(value / window, 3)
@@ -401,7 +407,7 @@ class Bench:
             record.update(attempt=attempt, busy_before=round(busy, 3), counted=False)
             record["contaminated"] = record["other_cores"] > self.args.max_other
             attempts.append(record)
-            self.log(f"{label} {describe(record)}")
+            self.log(f"{label} {describe(record, self.ROLES)}")
             if not record["contaminated"] or not self.patient():
                 break
         self.cases_left = max(0, self.cases_left - 1)
@@ -412,16 +418,16 @@ class Bench:
         return attempts
 
 
-def describe(r: dict[str, Any]) -> str:
+def describe(r: dict[str, Any], roles: tuple[str, ...] = ROLES) -> str:
     """
-    One line about a run.
+    One line about a run, with the CPU of C{roles}.
     """
     if "gbit_s" in r:
         rate, unit, per = f"{r['gbit_s']:6.2f} Gbit/s", "CPU-s/GB", "cpu_s_per_gb"
     else:
         rate, unit, per = f"{r['req_s']:8.0f} req/s", "CPU-s/1k req", "cpu_s_per_1k"
     costs = "  ".join(
-        f"{role} {r[f'{role}_{per}']:.3f}" for role in ROLES if f"{role}_{per}" in r
+        f"{role} {r[f'{role}_{per}']:.3f}" for role in roles if f"{role}_{per}" in r
     )
     return (
         f"{r['workload']:8} {r['mode']:6} {rate}  {costs}{' ' + unit if costs else ''}"
@@ -442,7 +448,7 @@ def warm_up(bench: Bench, workloads: list[Workload]) -> list[dict[str, Any]]:
     for workload in workloads:
         for mode in bench.args.cases[1:]:
             record = bench.run_once(workload, mode, bench.args.warmup)
-            bench.log(f"warm-up {describe(record)}")
+            bench.log(f"warm-up {describe(record, bench.ROLES)}")
             runs.append(record)
     return runs
 
@@ -475,13 +481,15 @@ def _spread(values: list[float]) -> dict[str, float] | None:
 
 def summarize(
     workloads: list[Workload], runs: list[dict[str, Any]], cases: tuple[str, ...] = MODES,
+    roles: tuple[str, ...] = ROLES,
 ) -> dict[str, Any]:
     """
     Per workload and case: medians and spread over the counted runs, the
     per-round ratios of the rate to C{direct}, and for a variant's case
     (C{MODE@VARIANT}) the per-round ratios of this tree's C{MODE} to it
     (C{current_vs_variant}: above 1, the current tree is faster) and of its
-    CPU per GB or per 1,000 requests to the variant's.
+    CPU per GB or per 1,000 requests to the variant's.  C{roles}: the
+    tunnel's roles, whose CPU per unit is summarised.
     """
     counted = [r for r in runs if r.get("counted")]
     summary: dict[str, Any] = {}
@@ -503,8 +511,8 @@ def summarize(
                 "rate": rate,
             }
             keys = [rate, "other_cores", "busy_cores", "loadgen_cpu_s"]
-            keys += [f"{role}_{per}" for role in (*ROLES, "tunnel")]
-            keys += [f"{role}_cores" for role in (*ROLES, "tunnel")]
+            keys += [f"{role}_{per}" for role in (*roles, "tunnel")]
+            keys += [f"{role}_cores" for role in (*roles, "tunnel")]
             if workload.kind != "bulk":
                 keys += ["p50_ms", "p99_ms", "errors"]
             for key in keys:
