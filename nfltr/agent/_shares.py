@@ -256,6 +256,8 @@ class ShareServer:
                 return
             proxy = self.proxy.proxyFor(visitor or None, self._visitorBackend(visitor))
             session.accept(self.tls.wrap(proxy))
+            # The relay drains: the visitor reconnects (to its successor) at a response's end.
+            session.whenLinkGoesAway(proxy.drain)
         elif mode == INSPECT:
             self.serveRelayed(session)
         else:
@@ -275,7 +277,9 @@ class ShareServer:
         if self.relayed is None or not (self.option.mode == INSPECT or self.option.plain):
             session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
             return
-        session.accept(self.relayed.proxyFor(None, self._visitorBackend(visitor)))
+        proxy = self.relayed.proxyFor(None, self._visitorBackend(visitor))
+        session.accept(proxy)
+        session.whenLinkGoesAway(proxy.drain)
 
     def _visitorBackend(self, visitor: str | None) -> _PortBackend | None:
         """

@@ -25,6 +25,7 @@ from twisted.internet.protocol import Protocol, connectionDone
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from ._drain import IDrainable
 from ._stream import StreamExchange
 from .backend import BackendConnection
 from .flow import PEER_FULL, PausesBackend, Valve, ValveProducer
@@ -34,7 +35,7 @@ from .pool import BackendPool
 _EXCHANGE = "exchange"
 
 
-@implementer(interfaces.IHalfCloseableProtocol)
+@implementer(interfaces.IHalfCloseableProtocol, IDrainable)
 class StreamProxyProtocol(Protocol):
     """
     One visitor connection on the stream path.  Made by
@@ -114,6 +115,12 @@ class StreamProxyProtocol(Protocol):
                 backend.abort()
         if self._ownsSource:
             self.source.close()
+
+    def drain(self) -> None:
+        """
+        Close at the next response boundary (L{StreamExchange.drain}).
+        """
+        self.exchange.drain()
 
     def moved(self) -> None:
         """
