@@ -494,6 +494,8 @@ class AgentService(Service, DiallerObserver):
             self.updater.relayUp()
         answers = welcome.get("shares")
         self.takeShares(answers if isinstance(answers, list) else [])
+        for server in self.shares.values():
+            server.relayWelcomed()
 
     def takeShares(self, answers: list[Any]) -> None:
         """

@@ -70,7 +70,7 @@ from ._proxy import header_writer
 from ._settings import ConfigError
 
 if TYPE_CHECKING:
-    from nfltr.http import BackendPool, HTTPProxyFactory
+    from nfltr.http import BackendPool, HTTPProxyFactory, IDrainable
 
 REWRITE, PRESERVE = "rewrite", "preserve"
 SHARE_KEY_FILE = "share.key"
@@ -188,6 +188,10 @@ class ShareServer:
         self.url: str | None = None
         self.pool: BackendPool | None = None
         self.proxy: HTTPProxyFactory | None = None
+        # The relay's welcomes so far, and the visitor connections whose relay goes away, to
+        # drain at the next welcome (L{relayWelcomed}).
+        self._welcomes = 0
+        self._toDrain: list[IDrainable] = []
         self.relayed: HTTPProxyFactory | None = None
         if option.mode in (E2EE, INSPECT):
             from nfltr.http import BackendPool, HTTPProxyFactory
@@ -242,6 +246,30 @@ class ShareServer:
         if self.option.mode == E2EE and isinstance(cert, str) and self.key is not None:
             self.tls = E2EETLSFactory(server_tls_from_pem(self.key, cert), False, self.reactor)
 
+    def relayWelcomed(self) -> None:
+        """
+        A new link to the relay was welcomed: the visitor connections whose relay went away
+        end now (L{_drainAfterWelcome}).
+        """
+        self._welcomes += 1
+        waiting, self._toDrain = self._toDrain, []
+        for connection in waiting:
+            connection.drain()
+
+    def _drainAfterWelcome(self, proxy: IDrainable, welcomes: int) -> None:
+        """
+        The relay that carries C{proxy}'s visitor connection, accepted after C{welcomes}
+        welcomes, drains (a GOAWAY: a successor took its sockets, say): end the connection
+        at a response's end (L{IDrainable}) so the visitor connects again without an error,
+        but only once a later link is welcomed (now, if one was), or the visitor would meet
+        a relay without the agent.  Until then it stays (the draining relay's drain timeout
+        bounds it).  A GOAWAY on a data link may come before or after the main link's.
+        """
+        if self._welcomes > welcomes:
+            proxy.drain()
+        else:
+            self._toDrain.append(proxy)
+
     def serve(self, session: LinkSession, visitor: str) -> None:
         """
         Serve one visitor's session.
@@ -256,8 +284,8 @@ class ShareServer:
                 return
             proxy = self.proxy.proxyFor(visitor or None, self._visitorBackend(visitor))
             session.accept(self.tls.wrap(proxy))
-            # The relay drains: the visitor reconnects (to its successor) at a response's end.
-            session.whenLinkGoesAway(proxy.drain)
+            welcomes = self._welcomes
+            session.whenLinkGoesAway(lambda: self._drainAfterWelcome(proxy, welcomes))
         elif mode == INSPECT:
             self.serveRelayed(session)
         else:
@@ -279,7 +307,8 @@ class ShareServer:
             return
         proxy = self.relayed.proxyFor(None, self._visitorBackend(visitor))
         session.accept(proxy)
-        session.whenLinkGoesAway(proxy.drain)
+        welcomes = self._welcomes
+        session.whenLinkGoesAway(lambda: self._drainAfterWelcome(proxy, welcomes))
 
     def _visitorBackend(self, visitor: str | None) -> _PortBackend | None:
         """
