@@ -99,13 +99,19 @@ class DataLinks:
         self.primary = primary
         self._token = token if isinstance(token, str) else None
 
-    def primaryDown(self) -> None:
+    def primaryDown(self, drainTimeout: float = 0.0) -> None:
         """
-        The first link is gone or going away: so are the data connections.
+        The first link is gone or going away: so are the data connections.  Lost: their
+        sessions are reset now.  Going away (the relay drains: a GOAWAY): their sessions in
+        flight may finish within C{drainTimeout} seconds, as those of the first link do (a
+        share's visitor connections end at a response's end, a resumable session moves);
+        resetting them would cut visitors the relay lets finish.
         """
-        self.primary, self._token = None, None
+        primary, self.primary, self._token = self.primary, None, None
+        connection = primary.connection if primary is not None else None
+        going = connection is not None and connection.goaway_received
         for link in list(self.links):
-            link.drain(0)
+            link.drain(drainTimeout if going else 0)
 
     def sessionStarted(self) -> None:
         """

@@ -554,7 +554,7 @@ class AgentService(Service, DiallerObserver):
         """
         The first link is gone or going away: so are the data connections.
         """
-        self.data.primaryDown()
+        self.data.primaryDown(self.drainTimeout)
 
     def _busy(self) -> bool:
         link = self.dialler.link
