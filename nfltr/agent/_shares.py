@@ -252,7 +252,6 @@ class ShareServer:
         end now (L{_drainAfterWelcome}).
         """
         self._welcomes += 1
-        self.log.debug("TMPDEBUG welcomed {n}: draining {c}", n=self._welcomes, c=len(self._toDrain))
         waiting, self._toDrain = self._toDrain, []
         for connection in waiting:
             connection.drain()
@@ -266,7 +265,6 @@ class ShareServer:
         a relay without the agent.  Until then it stays (the draining relay's drain timeout
         bounds it).  A GOAWAY on a data link may come before or after the main link's.
         """
-        self.log.debug("TMPDEBUG goaway: {w} {n}", w=welcomes, n=self._welcomes)
         if self._welcomes > welcomes:
             proxy.drain()
         else:

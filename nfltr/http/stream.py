@@ -120,9 +120,6 @@ class StreamProxyProtocol(Protocol):
         """
         Close at the next response boundary (L{StreamExchange.drain}).
         """
-        from twisted.logger import Logger
-        e = self.exchange
-        Logger().debug("TMPDEBUG drain {s} {p} {sv} {c}", s=e.state, p=len(e.pending), sv=e._service, c=self._closing)
         self.exchange.drain()
 
     def moved(self) -> None:
