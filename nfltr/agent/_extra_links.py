@@ -90,6 +90,17 @@ class DataLinks:
         self._cooldownUntil = 0.0
         self._idleSince: dict[LinkProtocol, float] = {}
         self._check: Any = None
+        # The first link each data connection was welcomed for (the relay bound it to it).
+        self._primaryOf: dict[LinkProtocol, LinkProtocol] = {}
+
+    def elsewhere(self, link: LinkProtocol) -> bool:
+        """
+        Whether the agent's first link is welcomed, not going away, and reaches another relay
+        than C{link} (a first link, or a data connection of one) does: a visitor who connects
+        again finds the agent there.
+        """
+        primary = self.primary
+        return primary is not None and primary is not self._primaryOf.get(link, link)
 
     def welcomed(self, primary: LinkProtocol, token: Any) -> None:
         """
@@ -165,6 +176,7 @@ class DataLinks:
             link.drain(0)
             return
         self.links.append(link)
+        self._primaryOf[link] = self.primary
         self.log.debug("extra data connection {count} up", count=len(self.links))
         if self._check is None:
             self._check = self.clock.callLater(CHECK_EVERY, self._retireIdle)
@@ -177,6 +189,7 @@ class DataLinks:
         if link in self.links:
             self.links.remove(link)
         self._idleSince.pop(link, None)
+        self._primaryOf.pop(link, None)
         if not self.links:
             self._stopChecking()
 

@@ -385,6 +385,8 @@ class AgentService(Service, DiallerObserver):
         config = LinkConfig(keepalive=relay.keepalive)
         self.dialler = RelayDialler(endpoint, reactor, hello, self, relay.address, config)
         self.data = DataLinks(endpoint, reactor, relay.key, config, self.sessionRequested)
+        for server in self.shares.values():
+            server.elsewhere = self.data.elsewhere
         self.health = service_health(reactor, options, self.dialler)
 
     def connectLines(self) -> list[str]:

@@ -188,10 +188,11 @@ class ShareServer:
         self.url: str | None = None
         self.pool: BackendPool | None = None
         self.proxy: HTTPProxyFactory | None = None
-        # The relay's welcomes so far, and the visitor connections whose relay goes away, to
-        # drain at the next welcome (L{relayWelcomed}).
-        self._welcomes = 0
-        self._toDrain: list[IDrainable] = []
+        #: Whether the agent holds a welcomed link to another relay than the one a link (of
+        #: the agent's) reaches (the agent sets it: L{nfltr.agent._extra_links.DataLinks}).
+        self.elsewhere: Callable[[Any], bool] = lambda link: False
+        # The visitor connections whose relay goes away, with their links, until elsewhere.
+        self._toDrain: list[tuple[IDrainable, Any]] = []
         self.relayed: HTTPProxyFactory | None = None
         if option.mode in (E2EE, INSPECT):
             from nfltr.http import BackendPool, HTTPProxyFactory
@@ -249,26 +250,26 @@ class ShareServer:
     def relayWelcomed(self) -> None:
         """
         A new link to the relay was welcomed: the visitor connections whose relay went away
-        end now (L{_drainAfterWelcome}).
+        may end now (L{_drainElsewhere}).
         """
-        self._welcomes += 1
         waiting, self._toDrain = self._toDrain, []
-        for connection in waiting:
-            connection.drain()
+        for proxy, link in waiting:
+            self._drainElsewhere(proxy, link)
 
-    def _drainAfterWelcome(self, proxy: IDrainable, welcomes: int) -> None:
+    def _drainElsewhere(self, proxy: IDrainable, link: Any) -> None:
         """
-        The relay that carries C{proxy}'s visitor connection, accepted after C{welcomes}
-        welcomes, drains (a GOAWAY: a successor took its sockets, say): end the connection
-        at a response's end (L{IDrainable}) so the visitor connects again without an error,
-        but only once a later link is welcomed (now, if one was), or the visitor would meet
-        a relay without the agent.  Until then it stays (the draining relay's drain timeout
-        bounds it).  A GOAWAY on a data link may come before or after the main link's.
+        The relay that carries C{proxy}'s visitor connection over C{link} drains (a GOAWAY: a
+        successor took its sockets, say): end the connection at a response's end
+        (L{IDrainable}) so the visitor connects again without an error, but only once the
+        agent's first link is welcomed by another relay (now, if it is), or the visitor would
+        meet a relay without the agent.  Until then it stays (the draining relay's drain
+        timeout bounds it).  A GOAWAY on a data link may come before or after the first
+        link's, and a session on it may start after the next welcome.
         """
-        if self._welcomes > welcomes:
+        if self.elsewhere(link):
             proxy.drain()
         else:
-            self._toDrain.append(proxy)
+            self._toDrain.append((proxy, link))
 
     def serve(self, session: LinkSession, visitor: str) -> None:
         """
@@ -284,8 +285,7 @@ class ShareServer:
                 return
             proxy = self.proxy.proxyFor(visitor or None, self._visitorBackend(visitor))
             session.accept(self.tls.wrap(proxy))
-            welcomes = self._welcomes
-            session.whenLinkGoesAway(lambda: self._drainAfterWelcome(proxy, welcomes))
+            session.whenLinkGoesAway(lambda: self._drainElsewhere(proxy, session.link))
         elif mode == INSPECT:
             self.serveRelayed(session)
         else:
@@ -307,8 +307,7 @@ class ShareServer:
             return
         proxy = self.relayed.proxyFor(None, self._visitorBackend(visitor))
         session.accept(proxy)
-        welcomes = self._welcomes
-        session.whenLinkGoesAway(lambda: self._drainAfterWelcome(proxy, welcomes))
+        session.whenLinkGoesAway(lambda: self._drainElsewhere(proxy, session.link))
 
     def _visitorBackend(self, visitor: str | None) -> _PortBackend | None:
         """
