@@ -200,6 +200,10 @@ class StreamProxyProtocol(Protocol):
         if abort:
             self.transport.abortConnection()
             return
+        # Read on while closing: a TLS transport closes once it read the visitor's
+        # close_notify (or its end of stream); a paused one would wait for the timer below.
+        if self._valve is not None:
+            self._valve.resume(_EXCHANGE)
         self.transport.loseConnection()
         timeout = self.limits.idle_timeout
         if timeout is not None:
@@ -227,9 +231,10 @@ class StreamProxyProtocol(Protocol):
 
     def readVisitor(self, reading: bool) -> None:
         """
-        Read the visitor, or stop, for the exchange's reasons.
+        Read the visitor, or stop, for the exchange's reasons (not once closing: see
+        L{closeVisitor}).
         """
-        if self._valve is None:
+        if self._valve is None or self._closing:
             return
         if reading:
             self._valve.resume(_EXCHANGE)

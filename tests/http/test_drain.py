@@ -22,6 +22,7 @@ from nfltr.http import IDrainable
 
 from .h2helpers import H2Visitor, h2Harness, visit
 from .helpers import Harness, OnStreamPath, Visitor, fixed, parseResponses, request
+from .test_tls import visitOverTLS
 
 
 def received(visitor: Any) -> bytes:
@@ -224,3 +225,29 @@ class ChooserDrainTests(SynchronousTestCase):
         [(response, body, _)] = parseResponses(received(visitor))
         self.assertEqual(body, b"hello")
         self.assertIn((b"connection", b"close"), list(response.headers))
+
+
+class TLSDrainTests(SynchronousTestCase):
+    """
+    A drained connection under end-to-end TLS (as a share's visitor
+    connections are) closes once the visitor answered the proxy's
+    C{close_notify}, not at the idle timeout.
+    """
+
+    def test_closesAfterTheVisitorsCloseNotify(self) -> None:
+        """
+        The answer to the request after a drain says C{Connection: close};
+        the TLS connection then closes both ways at once (the proxy reads
+        on while closing, so it sees the visitor's C{close_notify}): no
+        timer is left waiting to abort it.
+        """
+        h = Harness(fixed(b"ok"), stream=True)
+        visitor = Visitor()
+        proxy = visitOverTLS(self.mktemp(), h, visitor)
+        proxy.drain()
+        h.send(visitor, request())
+        [(response, body, _)] = parseResponses(received(visitor))
+        self.assertEqual(body, b"ok")
+        self.assertIn((b"connection", b"close"), list(response.headers))
+        self.assertTrue(visitor.cleanlyClosed)
+        self.assertEqual(h.clock.getDelayedCalls(), [])
