@@ -17,11 +17,14 @@ from twisted.trial.unittest import SynchronousTestCase
 from zope.interface.verify import verifyObject
 
 from nfltr.agent._resume import AgentResumer
+from nfltr.client._resume import ConnectorResumer
 from nfltr.link import ErrorCode
 from nfltr.link.twisted import SessionResetError
-from nfltr.resume import MIN_RESUME_WINDOW, ResumableStream, Resume, encode
+from nfltr.resume import MIN_RESUME_WINDOW, ResumableStream, Resume, Token, encode
 from nfltr.resume.twisted import ResumableSession, is_final
-from nfltr.wire.resume import RESUME_REFUSED
+from nfltr.wire.resume import RESUME_REFUSED, resume_target
+
+from ..link.twisted_helpers import LinkPair, RecordingHandler
 
 TIMEOUT = 5.0
 DONE = Failure(error.ConnectionDone())
@@ -283,3 +286,48 @@ class ResumableSessionTests(SynchronousTestCase):
         self.agentUpper.transport.loseConnection()
         pump(self.linkA, self.linkB)
         self.assertFalse(self.client.move())
+
+
+class TokenFirst(Protocol):
+    """
+    An agent's end of a resumable session, as far as a connector's move needs: it sends
+    the session's token first.
+    """
+
+    def connectionMade(self) -> None:
+        self.transport.write(encode(Token(b"t" * 16)))
+
+
+class ConnectorMoveTests(SynchronousTestCase):
+    """
+    tcp-connect moves its resumable sessions off a link whose relay sent GOAWAY once a new
+    link is up.
+    """
+
+    def test_movedToTheNewLink(self) -> None:
+        """
+        A session over a link that got GOAWAY is reset there and resumed on the new link
+        (a C{resume:} session, its RESUME first); a session over a link that did not is
+        left alone.
+        """
+        clock = Clock()
+        old = LinkPair(listenerHandler=RecordingHandler(lambda s: TokenFirst()), clock=clock)
+        new = LinkPair(listenerHandler=RecordingHandler(lambda s: Protocol()), clock=clock)
+        links = [old.dialer]
+        resumer = ConnectorResumer(clock, "web", 22, TIMEOUT, lambda: links[-1])
+        moving = resumer.open(old.dialer, Upper(), Local())
+        old.run()
+        resumer.relayUp()
+        self.assertIsNotNone(moving.link, "not draining: not moved")
+        old.listener.drain()
+        old.run()
+        links.append(new.dialer)
+        resumer.relayUp()
+        old.run()
+        new.run()
+        [oldSession] = old.listenerHandler.sessions
+        self.assertTrue(oldSession.disconnected)
+        [resumed] = new.listenerHandler.sessions
+        self.assertEqual(resumed.target, resume_target("web", 22))
+        self.assertIsNotNone(moving.link)
+        self.assertFalse(moving.ended)
