@@ -90,6 +90,17 @@ class DataLinks:
         self._cooldownUntil = 0.0
         self._idleSince: dict[LinkProtocol, float] = {}
         self._check: Any = None
+        # The first link each data connection was welcomed for (the relay bound it to it).
+        self._primaryOf: dict[LinkProtocol, LinkProtocol] = {}
+
+    def elsewhere(self, link: LinkProtocol) -> bool:
+        """
+        Whether the agent's first link is welcomed, not going away, and reaches another relay
+        than C{link} (a first link, or a data connection of one) does: a visitor who connects
+        again finds the agent there.
+        """
+        primary = self.primary
+        return primary is not None and primary is not self._primaryOf.get(link, link)
 
     def welcomed(self, primary: LinkProtocol, token: Any) -> None:
         """
@@ -99,13 +110,19 @@ class DataLinks:
         self.primary = primary
         self._token = token if isinstance(token, str) else None
 
-    def primaryDown(self) -> None:
+    def primaryDown(self, drainTimeout: float = 0.0) -> None:
         """
-        The first link is gone or going away: so are the data connections.
+        The first link is gone or going away: so are the data connections.  Lost: their
+        sessions are reset now.  Going away (the relay drains: a GOAWAY): their sessions in
+        flight may finish within C{drainTimeout} seconds, as those of the first link do (a
+        share's visitor connections end at a response's end, a resumable session moves);
+        resetting them would cut visitors the relay lets finish.
         """
-        self.primary, self._token = None, None
+        primary, self.primary, self._token = self.primary, None, None
+        connection = primary.connection if primary is not None else None
+        going = connection is not None and connection.goaway_received
         for link in list(self.links):
-            link.drain(0)
+            link.drain(drainTimeout if going else 0)
 
     def sessionStarted(self) -> None:
         """
@@ -159,6 +176,7 @@ class DataLinks:
             link.drain(0)
             return
         self.links.append(link)
+        self._primaryOf[link] = self.primary
         self.log.debug("extra data connection {count} up", count=len(self.links))
         if self._check is None:
             self._check = self.clock.callLater(CHECK_EVERY, self._retireIdle)
@@ -171,6 +189,7 @@ class DataLinks:
         if link in self.links:
             self.links.remove(link)
         self._idleSince.pop(link, None)
+        self._primaryOf.pop(link, None)
         if not self.links:
             self._stopChecking()
 

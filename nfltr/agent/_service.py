@@ -177,6 +177,8 @@ class AgentService(Service, DiallerObserver):
         config = LinkConfig(keepalive=relay.keepalive)
         self.dialler = RelayDialler(endpoint, reactor, hello, self, relay.address, config)
         self.data = DataLinks(endpoint, reactor, relay.key, config, self.sessionRequested)
+        for server in self.shares.values():
+            server.elsewhere = self.data.elsewhere
         self.health = service_health(reactor, options, self.dialler)
 
     def connectLines(self) -> list[str]:
@@ -286,6 +288,8 @@ class AgentService(Service, DiallerObserver):
             self.updater.relayUp()
         answers = welcome.get("shares")
         self.takeShares(answers if isinstance(answers, list) else [])
+        for server in self.shares.values():
+            server.relayWelcomed()
 
     def takeShares(self, answers: list[Any]) -> None:
         """
@@ -344,7 +348,7 @@ class AgentService(Service, DiallerObserver):
         """
         The first link is gone or going away: so are the data connections.
         """
-        self.data.primaryDown()
+        self.data.primaryDown(self.drainTimeout)
 
     def _busy(self) -> bool:
         link = self.dialler.link

@@ -71,7 +71,7 @@ from ._proxy import header_writer
 from ._settings import ConfigError
 
 if TYPE_CHECKING:
-    from nfltr.http import BackendPool, HTTPProxyFactory
+    from nfltr.http import BackendPool, HTTPProxyFactory, IDrainable
 
 REWRITE, PRESERVE = "rewrite", "preserve"
 #: C{--service-protocol}: HTTP/1.1, or HTTP/2 in cleartext with prior knowledge.
@@ -207,6 +207,11 @@ class ShareServer:
         self.url: str | None = None
         self.pool: BackendPool | None = None
         self.proxy: HTTPProxyFactory | None = None
+        #: Whether the agent holds a welcomed link to another relay than the one a link (of
+        #: the agent's) reaches (the agent sets it: L{nfltr.agent._extra_links.DataLinks}).
+        self.elsewhere: Callable[[Any], bool] = lambda link: False
+        # The visitor connections whose relay goes away, with their links, until elsewhere.
+        self._toDrain: list[tuple[IDrainable, Any]] = []
         self.relayed: HTTPProxyFactory | None = None
         if option.mode in (E2EE, INSPECT):
             from nfltr.http import BackendPool, HTTPProxyFactory
@@ -265,6 +270,30 @@ class ShareServer:
         if self.option.mode == E2EE and isinstance(cert, str) and self.key is not None:
             self.tls = E2EETLSFactory(server_tls_from_pem(self.key, cert), False, self.reactor)
 
+    def relayWelcomed(self) -> None:
+        """
+        A new link to the relay was welcomed: the visitor connections whose relay went away
+        may end now (L{_drainElsewhere}).
+        """
+        waiting, self._toDrain = self._toDrain, []
+        for proxy, link in waiting:
+            self._drainElsewhere(proxy, link)
+
+    def _drainElsewhere(self, proxy: IDrainable, link: Any) -> None:
+        """
+        The relay that carries C{proxy}'s visitor connection over C{link} drains (a GOAWAY: a
+        successor took its sockets, say): end the connection at a response's end
+        (L{IDrainable}) so the visitor connects again without an error, but only once the
+        agent's first link is welcomed by another relay (now, if it is), or the visitor would
+        meet a relay without the agent.  Until then it stays (the draining relay's drain
+        timeout bounds it).  A GOAWAY on a data link may come before or after the first
+        link's, and a session on it may start after the next welcome.
+        """
+        if self.elsewhere(link):
+            proxy.drain()
+        else:
+            self._toDrain.append((proxy, link))
+
     def serve(self, session: LinkSession, visitor: str) -> None:
         """
         Serve one visitor's session.
@@ -279,6 +308,7 @@ class ShareServer:
                 return
             proxy = self.proxy.proxyFor(visitor or None, self._visitorBackend(visitor))
             session.accept(self.tls.wrap(proxy))
+            session.whenLinkGoesAway(lambda: self._drainElsewhere(proxy, session.link))
         elif mode == INSPECT:
             self.serveRelayed(session)
         else:
@@ -310,7 +340,9 @@ class ShareServer:
             # The relay speaks h2c in it (the hello said so): the service's own.
             self._splice(session, visitor)
             return
-        session.accept(self.relayed.proxyFor(None, self._visitorBackend(visitor)))
+        proxy = self.relayed.proxyFor(None, self._visitorBackend(visitor))
+        session.accept(proxy)
+        session.whenLinkGoesAway(lambda: self._drainElsewhere(proxy, session.link))
 
     def _visitorBackend(self, visitor: str | None) -> _PortBackend | None:
         """

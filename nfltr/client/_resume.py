@@ -13,7 +13,7 @@ from typing import Any
 
 from twisted.logger import Logger
 
-from nfltr.link.twisted import LinkProtocol, LinkUnavailable
+from nfltr.link.twisted import LinkProtocol, LinkSession, LinkUnavailable
 from nfltr.resume import RESUME_RETRY, ResumableStream
 from nfltr.resume.twisted import ResumableSession
 from nfltr.wire.resume import resumable_target, resume_target
@@ -36,6 +36,7 @@ class ConnectorResumer:
         self.resumeTarget = resume_target(agent, port)
         self.pick = pick
         self.suspended: dict[ResumableSession, Any] = {}
+        self.live: set[ResumableSession] = set()
 
     def open(self, link: LinkProtocol, upper: Any, local: Any) -> ResumableSession:
         """
@@ -44,13 +45,19 @@ class ConnectorResumer:
         resumable = ResumableSession(ResumableStream(), upper, self.clock, self.timeout,
                                      self._suspended, self._ended)
         resumable.local = local
+        self.live.add(resumable)
         link.openSession(self.target, resumable.side())
         return resumable
 
     def relayUp(self) -> None:
         """
-        A new link is up: resume every suspended session now.
+        A new link is up: resume every suspended session now, and move there those that run
+        over a link whose relay goes away (a GOAWAY: it drains), so they do not hold it until
+        its drain timeout.
         """
+        for resumable in list(self.live):
+            if resumable.link is not None and _draining(resumable.link.transport):
+                resumable.move()
         for resumable in list(self.suspended):
             self._try(resumable)
 
@@ -77,6 +84,17 @@ class ConnectorResumer:
             self.suspended[resumable] = self.clock.callLater(RESUME_RETRY, self._try, resumable)
 
     def _ended(self, resumable: ResumableSession) -> None:
+        self.live.discard(resumable)
         call = self.suspended.pop(resumable, None)
         if call is not None and call.active():
             call.cancel()
+
+
+def _draining(session: Any) -> bool:
+    """
+    Whether the link of link session C{session} heard its relay go away.
+    """
+    if not isinstance(session, LinkSession):
+        return False
+    connection = session.link.connection
+    return connection is not None and connection.goaway_received

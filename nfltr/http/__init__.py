@@ -24,6 +24,7 @@ is an L{IBackend} or a L{BackendPool} around one.
 """
 
 from ._checks import requestHost
+from ._drain import IDrainable
 from ._exchange import Exchange, Gate, Refusal
 from ._io import ExchangeIO, Phase
 from ._limits import (
@@ -43,6 +44,7 @@ from .proxy import HTTPProxyFactory, HTTPProxyProtocol
 __all__ = [
     "HTTPProxyFactory",
     "HTTPProxyProtocol",
+    "IDrainable",
     "IBackend",
     "BackendPool",
     "BackendConnection",

@@ -132,6 +132,7 @@ class Exchange:
         self._requestHeadLimit = limits.requestHeadSize
         self._responseHeadLimit = limits.responseHeadSize
         self._reading = True
+        self._draining = False
         self._newCycle()
 
     def _newCycle(self) -> None:
@@ -153,6 +154,14 @@ class Exchange:
         The visitor connection is up: wait for a request head.
         """
         self.io.idleTimer(True)
+
+    def drain(self) -> None:
+        """
+        Close at the next response boundary: the next response head to go
+        out says C{Connection: close} (an idle connection waits for its next
+        request: closing it would race one the visitor may be sending).
+        """
+        self._draining = True
 
     # The visitor side.
 
@@ -400,7 +409,7 @@ class Exchange:
                 self._onInformational(event)
             elif isinstance(event, h11.Response):
                 self._doubt = self._framingInDoubt(event)
-                self._send(forwardedResponse(event))
+                self._send(forwardedResponse(event, closes=self._draining))
             elif isinstance(event, h11.Data):
                 self._send(h11.Data(data=event.data))
             elif isinstance(event, h11.EndOfMessage):

@@ -45,6 +45,7 @@ from h2.events import (
 )
 from h2.exceptions import H2Error, ProtocolError, StreamClosedError
 from h2.settings import SettingCodes
+from hyperframe.frame import GoAwayFrame
 
 from ._exchange import Gate
 from ._h2frames import FrameWatch, Rate
@@ -167,6 +168,8 @@ class H2Exchange:
         self._resets = Rate(h2limits.max_resets, h2limits.rate_window, now)
         self.streams: dict[int, _Stream] = {}
         self.closed = False
+        # Once drained: the last stream taken (the GOAWAY's).
+        self._lastStream: int | None = None
 
     @property
     def idle(self) -> bool:
@@ -231,6 +234,26 @@ class H2Exchange:
         self.conn.close_connection(error_code=code)
         self._end(why)
 
+    def drain(self) -> None:
+        """
+        Send C{GOAWAY} (no error) naming the last stream taken, refuse any
+        after it, and close once the open streams are done (an idle
+        connection is the visitor's to close: it opens nothing more).  The
+        frame is written here: h2's C{close_connection} would stop the open
+        streams too.
+        """
+        if self.closed or self._lastStream is not None:
+            return
+        self._lastStream = self.conn.highest_inbound_stream_id
+        self._flush()
+        self.io.toVisitor(GoAwayFrame(0, last_stream_id=self._lastStream).serialize())
+
+    def _closeIfDrained(self) -> None:
+        if self._lastStream is not None and not self.streams and not self.closed:
+            self._flush()
+            self.closed = True
+            self.io.closeVisitor()
+
     @contextmanager
     def _guard(self) -> Iterator[None]:
         """
@@ -280,6 +303,9 @@ class H2Exchange:
             self._end("the visitor said GOAWAY")
 
     def _request(self, sid: int, given: Sequence[tuple[bytes, bytes]], ended: bool) -> None:
+        if self._lastStream is not None and sid > self._lastStream:
+            self._reset(sid, ErrorCodes.REFUSED_STREAM)  # after our GOAWAY: never processed
+            return
         pseudo = {name: value for name, value in given if name.startswith(b":")}
         headers = [(name, value) for name, value in given if not name.startswith(b":")]
         cookies = [value for name, value in headers if name == b"cookie"]
@@ -529,6 +555,7 @@ class H2Exchange:
         parser = _parser(stream)
         reusable = parser.our_state is h11.DONE and parser.their_state is h11.DONE
         self.io.releaseService(stream.id, reusable and stream.attached)
+        self._closeIfDrained()
 
     def _failed(self, stream: _Stream, why: str) -> None:
         self.io.problem(why)
@@ -558,6 +585,7 @@ class H2Exchange:
             if stream.capture is not None:
                 stream.capture.ended(ABORTED)
             self.io.releaseService(sid, False)
+            self._closeIfDrained()
 
     def _flush(self) -> None:
         data = self.conn.data_to_send()

@@ -184,15 +184,20 @@ def forwardedRequest(
     return h11.Request(method=request.method, target=target, headers=headers)
 
 
-def forwardedResponse(response: _Response, switching: bool = False) -> _Response:
+def forwardedResponse(response: _Response, switching: bool = False,
+                      closes: bool = False) -> _Response:
     """
     A backend's response head (final or informational) as it goes to the
     visitor: same status and reason phrase, headers rewritten.
 
     @param switching: the C{101} of an upgrade.
+    @param closes: the visitor's connection closes after it (C{Connection: close}).
     """
+    fields: list[tuple[bytes, bytes]] = responseHeaders(response.headers.raw_items(), switching)
+    if closes:
+        fields.append((b"Connection", b"close"))
     return type(response)(
         status_code=response.status_code,
-        headers=responseHeaders(response.headers.raw_items(), switching),
+        headers=fields,
         reason=response.reason,
     )

@@ -113,6 +113,7 @@ class StreamExchange:
         self._visitorEnded = False
         self._visitorCloses = False
         self._busy = False
+        self._draining = False
 
     @property
     def idle(self) -> bool:
@@ -124,9 +125,7 @@ class StreamExchange:
 
     @property
     def raw(self) -> bool:
-        """
-        Switched: bytes are copied both ways.
-        """
+        """Switched: bytes are copied both ways."""
         return self.state == RAW
 
     def visitorLost(self) -> None:
@@ -157,12 +156,18 @@ class StreamExchange:
             self._answerError(HTTPStatus.GATEWAY_TIMEOUT)
             self._finish(reusable=False)
 
+    def drain(self) -> None:
+        """
+        Close at the next response boundary: the next response head to go
+        out says C{Connection: close} (an idle connection waits for its next
+        request: closing it would race one the visitor may be sending).
+        """
+        self._draining = True
+
     # The visitor's side.
 
     def visitorData(self, data: bytes) -> None:
-        """
-        Bytes from the visitor.
-        """
+        """Bytes from the visitor."""
         if self.state == RAW:
             self._tap.switchedData(True, data)
             self._send(data)
@@ -173,9 +178,7 @@ class StreamExchange:
         self._flow()
 
     def visitorEOF(self) -> None:
-        """
-        The visitor's end of input.
-        """
+        """The visitor's end of input."""
         self._visitorEnded = True
         if self.state == RAW:
             self.io.halfCloseService()
@@ -198,6 +201,8 @@ class StreamExchange:
                 if self.state == HEAD:
                     if len(self.pending) >= self._limits.max_pipelined or self._service == FINDING:
                         return
+                    if self._draining and self.pending:
+                        return  # the response awaited closes the connection
                     if not self._readHead():
                         return
                 elif not self._readBody():
@@ -206,9 +211,7 @@ class StreamExchange:
             self._busy = False
 
     def _readHead(self) -> bool:
-        """
-        Read the next request head, if it is all there: whether one was.
-        """
+        """Read the next request head, if it is all there: whether one was."""
         data = self._in
         if data.startswith(b"\r\n"):
             self._in = data = data.lstrip(b"\r\n")
@@ -237,8 +240,9 @@ class StreamExchange:
         self._in = data[end + 4:]
         if head.method not in RETRYABLE or head.length != 0:
             self._unanswered = None
-        self.pending.append(
-            SentRequest(head.method, isUpgrade(head.headers), not head.keepAlive, head.version))
+        self.pending.append(SentRequest(
+            head.method, isUpgrade(head.headers), not head.keepAlive or self._draining,
+            head.version))
         self._left = head.length if head.length != CHUNKED else 0
         self._chunks = ChunkedBody() if head.length == CHUNKED else None
         self.state = BODY
@@ -328,17 +332,13 @@ class StreamExchange:
         self._flow()
 
     def serviceFailed(self) -> None:
-        """
-        No service connection could be had.
-        """
+        """No service connection could be had."""
         self._service = None
         self._queued = []
         self._badGateway()
 
     def serviceData(self, data: bytes) -> None:
-        """
-        Bytes from the service.
-        """
+        """Bytes from the service."""
         if self.state == RAW:
             self._tap.switchedData(False, data)
             self.io.toVisitor(data)
@@ -411,7 +411,7 @@ class StreamExchange:
             # connection cannot be told where that body ends.
             response.reusable = False
         self._visitorCloses = (
-            request.last or response.length == UNTIL_CLOSE
+            request.last or self._draining or response.length == UNTIL_CLOSE
             or (not response.reusable and (len(self.pending) > 1 or self.state == BODY))
         )
         self.io.toVisitor(sent := forwardedHead(response, raw, self._visitorCloses))
@@ -548,9 +548,7 @@ class StreamExchange:
         self.pending.clear()
 
     def _fail(self) -> None:
-        """
-        Abort both connections: something was cut or malformed midway.
-        """
+        """Abort both connections: something was cut or malformed midway."""
         self._tap.abortAll()
         self.state = GONE
         if self._service == ATTACHED:

@@ -23,6 +23,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from ._drain import IDrainable
 from ._h2 import H2Exchange
 from ._limits import DEFAULT_H2_LIMITS
 from .backend import BackendConnection
@@ -91,7 +92,7 @@ class _StreamUser:
         self.proxy.serviceGone(self.stream)
 
 
-@implementer(interfaces.IPushProducer)
+@implementer(interfaces.IPushProducer, IDrainable)
 class H2ProxyProtocol(Protocol):
     """
     One HTTP/2 visitor connection; see the module.  Made by
@@ -154,6 +155,12 @@ class H2ProxyProtocol(Protocol):
             acquiring.cancel()
         if self._ownsSource and self.source is not None:
             self.source.close()
+
+    def drain(self) -> None:
+        """
+        C{GOAWAY}, then close once the open streams are done (L{H2Exchange.drain}).
+        """
+        self.exchange.drain()
 
     def moved(self) -> None:
         """
@@ -325,7 +332,7 @@ class H2ProxyProtocol(Protocol):
         self._timer = None
 
 
-@implementer(interfaces.IHandshakeListener, interfaces.IHalfCloseableProtocol)
+@implementer(interfaces.IHandshakeListener, interfaces.IHalfCloseableProtocol, IDrainable)
 class ALPNChooser(Protocol):
     """
     Under a share's TLS: runs the protocol ALPN chose once the handshake is
@@ -348,6 +355,15 @@ class ALPNChooser(Protocol):
         self._clock, self._timeout = clock, timeout
         self._timer: interfaces.IDelayedCall | None = None
         self.chosen: Any = None
+        self._draining = False
+
+    def drain(self) -> None:
+        """
+        Drain the protocol chosen, now or once it is.
+        """
+        self._draining = True
+        if self.chosen is not None:
+            self.chosen.drain()
 
     def connectionMade(self) -> None:
         """
@@ -367,6 +383,8 @@ class ALPNChooser(Protocol):
             agreed = getattr(self.transport, "negotiatedProtocol", None)
             self.chosen = self._http2() if agreed == b"h2" else self._http1
             self.chosen.makeConnection(self.transport)
+            if self._draining:
+                self.chosen.drain()
 
     def dataReceived(self, data: bytes) -> None:
         """

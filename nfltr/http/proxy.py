@@ -31,6 +31,7 @@ from zope.interface import implementer
 
 from nfltr.streams import SpliceEnd
 
+from ._drain import IDrainable
 from ._exchange import Exchange, Gate, Phase
 from ._limits import DEFAULT_H2_LIMITS, DEFAULT_LIMITS, H2Limits, HTTPLimits
 from ._tap import IExchangeTap
@@ -45,7 +46,7 @@ from .stream import StreamProxyProtocol
 _EXCHANGE = "exchange"
 
 
-@implementer(interfaces.IHalfCloseableProtocol)
+@implementer(interfaces.IHalfCloseableProtocol, IDrainable)
 class HTTPProxyProtocol(Protocol):
     """
     One visitor connection: its L{Exchange}, and the I/O the exchange asks
@@ -142,6 +143,12 @@ class HTTPProxyProtocol(Protocol):
             backend.abort()
         if self._ownsSource:
             self.source.close()
+
+    def drain(self) -> None:
+        """
+        Close at the next response boundary (L{Exchange.drain}).
+        """
+        self.exchange.drain()
 
     # ExchangeIO.
 

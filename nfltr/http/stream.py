@@ -25,6 +25,7 @@ from twisted.internet.protocol import Protocol, connectionDone
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from ._drain import IDrainable
 from ._stream import StreamExchange
 from .backend import BackendConnection
 from .flow import PEER_FULL, PausesBackend, Valve, ValveProducer
@@ -34,7 +35,7 @@ from .pool import BackendPool
 _EXCHANGE = "exchange"
 
 
-@implementer(interfaces.IHalfCloseableProtocol)
+@implementer(interfaces.IHalfCloseableProtocol, IDrainable)
 class StreamProxyProtocol(Protocol):
     """
     One visitor connection on the stream path.  Made by
@@ -115,6 +116,12 @@ class StreamProxyProtocol(Protocol):
         if self._ownsSource:
             self.source.close()
 
+    def drain(self) -> None:
+        """
+        Close at the next response boundary (L{StreamExchange.drain}).
+        """
+        self.exchange.drain()
+
     def moved(self) -> None:
         """
         A byte moved: the timeouts count from now.
@@ -193,6 +200,10 @@ class StreamProxyProtocol(Protocol):
         if abort:
             self.transport.abortConnection()
             return
+        # Read on while closing: a TLS transport closes once it read the visitor's
+        # close_notify (or its end of stream); a paused one would wait for the timer below.
+        if self._valve is not None:
+            self._valve.resume(_EXCHANGE)
         self.transport.loseConnection()
         timeout = self.limits.idle_timeout
         if timeout is not None:
@@ -220,9 +231,10 @@ class StreamProxyProtocol(Protocol):
 
     def readVisitor(self, reading: bool) -> None:
         """
-        Read the visitor, or stop, for the exchange's reasons.
+        Read the visitor, or stop, for the exchange's reasons (not once closing: see
+        L{closeVisitor}).
         """
-        if self._valve is None:
+        if self._valve is None or self._closing:
             return
         if reading:
             self._valve.resume(_EXCHANGE)

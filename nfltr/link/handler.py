@@ -32,6 +32,10 @@ class LinkUnavailable(Exception):
     code: int = ErrorCode.GOING_AWAY
 
 
+#: Why a link at its process's limit of unsent bytes refuses a session (L{LinkOverloaded}).
+OVERLOADED_REASON = "the relay holds its limit of unsent link bytes: retry later"
+
+
 class LinkOverloaded(LinkUnavailable):
     """
     The process holds its limit of unsent link bytes

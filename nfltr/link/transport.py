@@ -14,6 +14,7 @@ producer.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet import error, interfaces
@@ -105,6 +106,7 @@ class LinkSession(WindowedStream):
         self._closeReason: Failure | None = None
         self._early: list[bytes] | None = None
         self._earlyBytes = 0
+        self._goingAway: list[Callable[[], object]] = []
 
     def __repr__(self) -> str:
         return f"<LinkSession {self.sessionId} {self.target!r}>"
@@ -156,6 +158,28 @@ class LinkSession(WindowedStream):
         Refuse a session the peer opened.
         """
         self._abort(code, reason, error.ConnectionRefusedError(reason or code_name(code)))
+
+    def whenLinkGoesAway(self, call: Callable[[], object]) -> None:
+        """
+        Call C{call} once if the link's peer says it goes away (a GOAWAY
+        without error: it drains) while this session lives, or at once if
+        it said so already: a protocol that can end its session where its
+        own peer expects it (an HTTP response's end) does so, and the
+        session does not hold the draining peer until its timeout.
+        """
+        conn = self.link.connection
+        if conn is not None and conn.goaway_received:
+            call()
+        elif not self._closed:
+            self._goingAway.append(call)
+
+    def linkGoingAway(self) -> None:
+        """
+        The link's peer goes away: tell those who asked (L{whenLinkGoesAway}).
+        """
+        calls, self._goingAway = self._goingAway, []
+        for call in calls:
+            call()
 
     # -- ITransport -----------------------------------------------------------
 
@@ -335,6 +359,7 @@ class LinkSession(WindowedStream):
             return
         self._closed = True
         self._closeReason = reason
+        self._goingAway = []
         if not reason.check(error.ConnectionDone):
             self._queue_drop()
         self._deliver()

@@ -54,16 +54,13 @@ from ._events import (
 )
 from ._output import LinkOutput, TransportView
 from ._output import reading as _reading
-from .handler import ILinkHandler, LinkHandler, LinkOverloaded, LinkUnavailable
+from .handler import OVERLOADED_REASON, ILinkHandler, LinkHandler, LinkOverloaded, LinkUnavailable
 from .transport import LinkAddress, LinkSession, SessionResetError
 
 __all__ = [
     "ILinkHandler", "LinkAddress", "LinkFactory", "LinkHandler", "LinkOverloaded", "LinkProtocol",
     "LinkSession", "LinkUnavailable", "SessionResetError",
 ]
-
-OVERLOADED_REASON = "the relay holds its limit of unsent link bytes: retry later"
-
 
 @implementer(interfaces.IPushProducer)
 class LinkProtocol(LinkOutput, Protocol):
@@ -357,6 +354,8 @@ class LinkProtocol(LinkOutput, Protocol):
             level = "debug" if getattr(self.transport, "closing", False) else "info"
             self._warn("drain", "link {peer}: the peer is going away", level=level)
             self.handler.linkGoingAway(self)
+            for session in list(self._sessions.values()):
+                session.linkGoingAway()
 
     def _onTimedOut(self, event: LinkTimedOut) -> None:
         self.failure = error.TimeoutError(string=event.reason)

@@ -222,6 +222,21 @@ class ResumableSession:
                 self._timer = self.clock.callLater(self.timeout, self._expire)
             self.onSuspended(self)
 
+    def move(self) -> bool:
+        """
+        Leave the link session it runs over (its link drains: the relay is replaced) as if it
+        were lost, to be resumed on another link at once; what was in flight on the old one is
+        sent again from the other end's offset.  The local connection sees nothing.  Whether
+        it left: a session without its token yet, ended, or not running over a link stays.
+        """
+        side, stream = self.link, self.stream
+        if (side is None or self.ended or stream.done or stream.aborted or stream.token is None
+                or stream.phase is not Phase.OPEN):
+            return False
+        self._linkLost(Failure(error.ConnectionLost("its link drains")))
+        side.transport.abortConnection()
+        return True
+
     def _expire(self) -> None:
         self._timer = None
         self.log.debug("a suspended session was not resumed in time: reset")

@@ -31,11 +31,13 @@ class FakeLink:
     """
 
     def __init__(self, sessions: int = 0) -> None:
-        self.connection = SimpleNamespace(session_count=sessions)
+        self.connection = SimpleNamespace(session_count=sessions, goaway_received=False)
         self.drained = False
+        self.drainedWithin: float | None = None
 
     def drain(self, timeout: float = 0) -> defer.Deferred[None]:
         self.drained = True
+        self.drainedWithin = timeout
         return defer.succeed(None)
 
 
@@ -137,3 +139,20 @@ class DataLinksTests(SynchronousTestCase):
         self.data._welcomed(link)  # type: ignore[arg-type]
         self.data.primaryDown()
         self.assertTrue(link.drained)
+
+    def test_primaryLostOrGoingAway(self) -> None:
+        """
+        A first link lost resets the data connections' sessions at once (a
+        drain of 0 s); one going away (the relay's GOAWAY) lets them finish
+        within the agent's drain timeout, as its own do.
+        """
+        lost = FakeLink(2)
+        self.data._welcomed(lost)  # type: ignore[arg-type]
+        self.data.primaryDown(30.0)
+        self.assertEqual(lost.drainedWithin, 0)
+        self.data.welcomed(self.primary, TOKEN)  # type: ignore[arg-type]
+        going = FakeLink(2)
+        self.data._welcomed(going)  # type: ignore[arg-type]
+        self.primary.connection.goaway_received = True
+        self.data.primaryDown(30.0)
+        self.assertEqual(going.drainedWithin, 30.0)

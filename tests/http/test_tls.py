@@ -7,6 +7,7 @@ of the proxy, over the in-memory network.
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 from twisted.internet.interfaces import IHalfCloseableProtocol
 from twisted.trial.unittest import SynchronousTestCase
@@ -30,6 +31,22 @@ class Farewell(Visitor):
         self.transport.loseConnection()
 
 
+def visitOverTLS(directory: str, h: Harness, visitor: Visitor) -> Any:
+    """
+    Connect C{visitor} over TLS (an agent's identity made in C{directory})
+    to a new proxy of C{h}; run; the proxy.
+    """
+    identity = ensure_self_signed(directory, "agent")
+    server = E2EETLSFactory(server_context_factory(identity.cert, identity.key), False, h.clock)
+    client = E2EETLSFactory(
+        client_creator("agent", pin=identity.fingerprint, role="agent"), True, h.clock
+    )
+    proxy = h.factory.proxyFor("[2001:db8::1]:443")
+    h.network.connect(server.wrap(proxy), client.wrap(visitor))
+    h.network.run()
+    return proxy
+
+
 class TLSVisitorTests(SynchronousTestCase):
     """
     The proxy as the application of an end-to-end TLS server.
@@ -39,15 +56,7 @@ class TLSVisitorTests(SynchronousTestCase):
         """
         Connect C{visitor} over TLS to a new proxy of C{h}; run.
         """
-        identity = ensure_self_signed(self.mktemp(), "agent")
-        server = E2EETLSFactory(server_context_factory(identity.cert, identity.key), False, h.clock)
-        client = E2EETLSFactory(
-            client_creator("agent", pin=identity.fingerprint, role="agent"), True, h.clock
-        )
-        proxy = h.factory.proxyFor("[2001:db8::1]:443")
-        h.network.connect(server.wrap(proxy), client.wrap(visitor))
-        h.network.run()
-        return proxy
+        return visitOverTLS(self.mktemp(), h, visitor)
 
     def test_largeResponse(self) -> None:
         """

@@ -29,10 +29,13 @@ BALANCER = "127.0.0.2"
 TIMEOUT = 30.0
 
 
-def start_nginx(stack: Stack, port: int, tls: Path | None = None) -> Path:
+def start_nginx(stack: Stack, port: int, tls: Path | None = None, *,
+                proxy_protocol: bool = True,
+                log_format: str = "$proxy_protocol_addr $request") -> Path:
     """
     nginx on 127.0.0.1:C{port}, reading a PROXY header on each connection
-    and logging C{$proxy_protocol_addr} and the request line; its log.
+    (unless not C{proxy_protocol}) and logging C{log_format} (by default
+    C{$proxy_protocol_addr} and the request line) for each request; its log.
     With C{tls}, a directory holding C{cert.pem} and C{key.pem}, it ends
     TLS after the header.
     """
@@ -46,16 +49,17 @@ daemon off;
 master_process off;
 pid {root}/nginx.pid;
 error_log {root}/error.log;
-events {{ worker_connections 64; }}
+events {{ worker_connections 1024; }}
 http {{
     client_body_temp_path {root}/body;
     proxy_temp_path {root}/proxy;
     fastcgi_temp_path {root}/fastcgi;
     uwsgi_temp_path {root}/uwsgi;
     scgi_temp_path {root}/scgi;
-    log_format proxied '$proxy_protocol_addr $request';
+    log_format proxied '{log_format}';
+    keepalive_requests 1000000;
     server {{
-        listen 127.0.0.1:{port} {"ssl " if tls else ""}proxy_protocol;
+        listen 127.0.0.1:{port} {"ssl " if tls else ""}{"proxy_protocol" if proxy_protocol else ""};
         {f"ssl_certificate {tls}/cert.pem; ssl_certificate_key {tls}/key.pem;" if tls else ""}
         access_log {log} proxied;
         location / {{ return 200 "ok\\n"; }}

@@ -279,6 +279,32 @@ class GoAwayTests(SynchronousTestCase):
         self.assertEqual(pair.listenerHandler.goingAway, 0)
         self.assertFalse(session.disconnected)
 
+    def test_sessionsToldOfDrain(self) -> None:
+        """
+        A session told to call back when its link goes away
+        (C{whenLinkGoesAway}) is called once, at the peer's GOAWAY, while it
+        is still open; one asking after the GOAWAY is called at once; one
+        that ended first is not called; its own side's drain calls nothing.
+        """
+        calls: list[str] = []
+        pair = LinkPair(listenerHandler=RecordingHandler(lambda s: Protocol()))
+        kept = pair.dialer.openSession("x", Protocol())
+        ended = pair.dialer.openSession("y", Protocol())
+        pair.run()
+        kept.whenLinkGoesAway(lambda: calls.append("kept"))
+        ended.whenLinkGoesAway(lambda: calls.append("ended"))
+        ended.abortConnection()
+        pair.run()
+        pair.dialer.drain()
+        pair.run()
+        self.assertEqual(calls, [])
+        pair.listener.drain()
+        pair.run()
+        self.assertEqual(calls, ["kept"])
+        self.assertFalse(kept.disconnected)
+        kept.whenLinkGoesAway(lambda: calls.append("late"))
+        self.assertEqual(calls, ["kept", "late"])
+
     def test_handlerNotToldOfError(self) -> None:
         """
         A GOAWAY with an error code (the peer found a protocol error) ends

@@ -17,11 +17,14 @@ from twisted.trial.unittest import SynchronousTestCase
 from zope.interface.verify import verifyObject
 
 from nfltr.agent._resume import AgentResumer
+from nfltr.client._resume import ConnectorResumer
 from nfltr.link import ErrorCode
 from nfltr.link.twisted import SessionResetError
-from nfltr.resume import MIN_RESUME_WINDOW, ResumableStream, Resume, encode
+from nfltr.resume import MIN_RESUME_WINDOW, ResumableStream, Resume, Token, encode
 from nfltr.resume.twisted import ResumableSession, is_final
-from nfltr.wire.resume import RESUME_REFUSED
+from nfltr.wire.resume import RESUME_REFUSED, resume_target
+
+from ..link.twisted_helpers import LinkPair, RecordingHandler
 
 TIMEOUT = 5.0
 DONE = Failure(error.ConnectionDone())
@@ -223,3 +226,108 @@ class ResumableSessionTests(SynchronousTestCase):
         self.assertTrue(is_final(Failure(SessionResetError(ErrorCode.CONNECT_FAILED, "x"))))
         self.assertFalse(is_final(Failure(SessionResetError(ErrorCode.REFUSED, "no such"))))
         self.assertFalse(is_final(Failure(error.ConnectionLost())))
+
+    def test_move(self) -> None:
+        """
+        A session moved off its link (C{move}: the link drains) is suspended at once, its
+        old link session reset (the agent suspends its end too), and resumed on a new link:
+        bytes written both ways before, in flight and after arrive once, in order, and
+        neither local side saw an end.
+        """
+        self.client.write(b"one ")
+        self.agentUpper.transport.write(b"ONE ")
+        pump(self.linkA, self.linkB)
+        self.client.write(b"flight ")
+        self.agentUpper.transport.write(b"FLIGHT ")
+        self.assertTrue(self.client.move())
+        self.assertEqual(self.suspended, [self.client])
+        self.assertIsNone(self.linkA.protocol)
+        self.assertIsNone(self.linkB.protocol)
+        self.client.write(b"two")
+        self.resume()
+        self.agentUpper.transport.write(b"TWO")
+        pump(self.linkA, self.linkB)
+        self.assertEqual(self.agentUpper.received, b"one flight two")
+        self.assertEqual(self.clientUpper.received, b"ONE FLIGHT TWO")
+        self.assertIsNone(self.agentUpper.lost)
+        self.assertIsNone(self.clientUpper.lost)
+        self.assertFalse(self.clientLocal.aborted or self.agentLocal.aborted)
+
+    def test_moveResumedBeforeTheOldEnds(self) -> None:
+        """
+        The resume of a moved session may reach the agent before the old link session's
+        reset (they travel on two links): the agent takes the new link session and drops
+        the old one, and the bytes still arrive once, in order.
+        """
+        self.client.write(b"one ")
+        pump(self.linkA, self.linkB)
+        oldAgentSide = self.linkB
+        self.linkA.peer = None  # the reset does not reach the agent before the resume
+        self.agentUpper.transport.write(b"ONE ")
+        self.assertTrue(self.client.move())
+        self.resume()
+        self.assertIsNone(oldAgentSide.protocol, "the agent dropped the old link session")
+        self.client.write(b"two")
+        self.agentUpper.transport.write(b"TWO")
+        pump(self.linkA, self.linkB)
+        self.assertEqual(self.agentUpper.received, b"one two")
+        self.assertEqual(self.clientUpper.received, b"ONE TWO")
+        self.assertIsNone(self.agentUpper.lost)
+        self.assertIsNone(self.clientUpper.lost)
+
+    def test_notMoved(self) -> None:
+        """
+        A session that is suspended already, or ended, is not moved.
+        """
+        self.linkA.cut(Failure(error.ConnectionLost()))
+        self.assertFalse(self.client.move())
+        self.resume()
+        self.client.loseConnection()
+        self.agentUpper.transport.loseConnection()
+        pump(self.linkA, self.linkB)
+        self.assertFalse(self.client.move())
+
+
+class TokenFirst(Protocol):
+    """
+    An agent's end of a resumable session, as far as a connector's move needs: it sends
+    the session's token first.
+    """
+
+    def connectionMade(self) -> None:
+        self.transport.write(encode(Token(b"t" * 16)))
+
+
+class ConnectorMoveTests(SynchronousTestCase):
+    """
+    tcp-connect moves its resumable sessions off a link whose relay sent GOAWAY once a new
+    link is up.
+    """
+
+    def test_movedToTheNewLink(self) -> None:
+        """
+        A session over a link that got GOAWAY is reset there and resumed on the new link
+        (a C{resume:} session, its RESUME first); a session over a link that did not is
+        left alone.
+        """
+        clock = Clock()
+        old = LinkPair(listenerHandler=RecordingHandler(lambda s: TokenFirst()), clock=clock)
+        new = LinkPair(listenerHandler=RecordingHandler(lambda s: Protocol()), clock=clock)
+        links = [old.dialer]
+        resumer = ConnectorResumer(clock, "web", 22, TIMEOUT, lambda: links[-1])
+        moving = resumer.open(old.dialer, Upper(), Local())
+        old.run()
+        resumer.relayUp()
+        self.assertIsNotNone(moving.link, "not draining: not moved")
+        old.listener.drain()
+        old.run()
+        links.append(new.dialer)
+        resumer.relayUp()
+        old.run()
+        new.run()
+        [oldSession] = old.listenerHandler.sessions
+        self.assertTrue(oldSession.disconnected)
+        [resumed] = new.listenerHandler.sessions
+        self.assertEqual(resumed.target, resume_target("web", 22))
+        self.assertIsNotNone(moving.link)
+        self.assertFalse(moving.ended)
