@@ -26,7 +26,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Protocol
 
 import h11
 from h2.config import H2Configuration
@@ -49,6 +48,7 @@ from hyperframe.frame import GoAwayFrame
 
 from ._exchange import Gate
 from ._h2frames import FrameWatch, Rate
+from ._h2io import H2IO
 from ._headers import commaValues
 from ._heads import CHUNKED, RequestHead
 from ._io import errorParts
@@ -65,49 +65,6 @@ _SPACE_OR_CONTROL = re.compile(rb"[\x00-\x20\x7f]")
 _CONNECTION_SPECIFIC = frozenset({
     b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade", b"te",
 })
-
-
-class H2IO(Protocol):
-    """
-    What L{H2Exchange} asks of its I/O.
-    """
-
-    def toVisitor(self, data: bytes) -> None:
-        """
-        Write to the visitor.
-        """
-
-    def closeVisitor(self) -> None:
-        """
-        Close the visitor connection after what was written.
-        """
-
-    def openService(self, stream: int) -> None:
-        """
-        Find a service connection for C{stream}; answer with
-        L{H2Exchange.serviceReady} or L{H2Exchange.serviceFailed}.
-        """
-
-    def toService(self, stream: int, data: bytes) -> None:
-        """
-        Write to C{stream}'s service connection.
-        """
-
-    def releaseService(self, stream: int, reusable: bool) -> None:
-        """
-        Done with C{stream}'s service connection (or the attempt at one):
-        back to its pool if C{reusable}, aborted otherwise.
-        """
-
-    def pauseService(self, stream: int, paused: bool) -> None:
-        """
-        Stop (or go back to) reading C{stream}'s service connection.
-        """
-
-    def problem(self, what: str) -> None:
-        """
-        Something went wrong with the visitor connection (for the log).
-        """
 
 
 @dataclass

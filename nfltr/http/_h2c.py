@@ -26,7 +26,8 @@ from typing import Any
 from h2.errors import ErrorCodes
 from h2.exceptions import H2Error
 
-from ._h2 import _CONNECTION_SPECIFIC, H2IO, H2Exchange, _forVisitor, _Stream
+from ._h2 import _CONNECTION_SPECIFIC, H2Exchange, _forVisitor, _Stream
+from ._h2io import H2IO
 from ._h2service import ServiceH2
 from ._heads import RequestHead
 from ._tap import ABORTED, COMPLETE, ICapture
