@@ -24,7 +24,8 @@ The tools:
     relay's legs, and in C{e2ee} TLS from connector to agent inside them
     (resuming the previous connection's TLS 1.3 session, the default);
     C{nfltr-e2ee-full}, only with C{--resumption-ab}: the same without
-    resumption, a full handshake per connection.
+    resumption, a full handshake per connection; C{nfltr-e2ee-noresume},
+    only when named: without resumable sessions (C{--resume-timeout 0}).
   - C{share-e2ee}, C{share-inspect}, C{share-passthrough}: an nfltr share
     URL (relay and C{nfltr http} agent; the visitor is wrk speaking HTTPS
     to the relay); HTTP loads only.
@@ -316,6 +317,14 @@ class NfltrE2eeFull(NfltrE2ee):
     agent_extra = ("--tls-ticket-lifetime", "0")
     connector_extra = ("--resume", "false")
     note = "as nfltr-e2ee, without TLS resumption: a full handshake per connection (A/B)"
+
+
+class NfltrE2eeNoResume(NfltrE2ee):
+    name = "nfltr-e2ee-noresume"
+    agent_extra = ("--resume-timeout", "0")
+    connector_extra = ("--resume-timeout", "0")
+    note = ("as nfltr-e2ee, without resumable sessions (no acknowledgements or retransmit"
+            " buffers: --resume-timeout 0 at both ends), for the A/B of their cost")
 
 
 class Share(Tool):
@@ -674,12 +683,13 @@ class Haproxy(Tool):
 
 
 TOOLS: dict[str, type[Tool]] = {t.name: t for t in (
-    Direct, DirectTls, NfltrPlain, NfltrE2ee, NfltrE2eeFull, ShareE2ee, ShareInspect,
-    SharePassthrough, Ssh, NfltrSsh, Pagekite, Socat, Haproxy,
+    Direct, DirectTls, NfltrPlain, NfltrE2ee, NfltrE2eeFull, NfltrE2eeNoResume, ShareE2ee,
+    ShareInspect, SharePassthrough, Ssh, NfltrSsh, Pagekite, Socat, Haproxy,
 )}
 #: The tools run unless told otherwise (C{nfltr-ssh} joins once it exists;
-#: C{nfltr-e2ee-full} with C{--resumption-ab}).
-DEFAULT_TOOLS = tuple(name for name in TOOLS if name != NfltrE2eeFull.name)
+#: C{nfltr-e2ee-full} with C{--resumption-ab}; C{nfltr-e2ee-noresume} when named).
+DEFAULT_TOOLS = tuple(
+    name for name in TOOLS if name not in (NfltrE2eeFull.name, NfltrE2eeNoResume.name))
 
 
 def versions() -> dict[str, str]:

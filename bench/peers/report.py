@@ -19,7 +19,7 @@ RATIOS = (
     ("nfltr-plain", "ssh"), ("nfltr-e2ee", "ssh"),
     ("nfltr-plain", "pagekite"), ("nfltr-e2ee", "pagekite"),
     ("nfltr-e2ee", "nfltr-plain"), ("nfltr-e2ee-full", "nfltr-plain"),
-    ("nfltr-e2ee", "nfltr-e2ee-full"),
+    ("nfltr-e2ee", "nfltr-e2ee-full"), ("nfltr-e2ee", "nfltr-e2ee-noresume"),
     ("share-e2ee", "direct-tls"), ("share-inspect", "direct-tls"),
     ("share-passthrough", "direct-tls"), ("share-e2ee", "pagekite"),
     ("nfltr-ssh", "ssh"),
@@ -435,7 +435,8 @@ def markdown(doc: dict[str, Any]) -> str:
 
 COLOURS = {
     "direct": "#555555", "direct-tls": "#999999", "nfltr-plain": "#1f77b4",
-    "nfltr-e2ee": "#4a9fe0", "nfltr-e2ee-full": "#9ecae1", "share-e2ee": "#2ca02c",
+    "nfltr-e2ee": "#4a9fe0", "nfltr-e2ee-full": "#9ecae1",
+    "nfltr-e2ee-noresume": "#c6dbef", "share-e2ee": "#2ca02c",
     "share-inspect": "#7fcf7f",
     "share-passthrough": "#a6e3a6", "ssh": "#d62728", "nfltr-ssh": "#9467bd",
     "pagekite": "#ff7f0e", "socat": "#8c564b", "haproxy": "#e377c2",
