@@ -114,6 +114,16 @@ class AdapterTests(SynchronousTestCase):
         self.assertTrue(any("--tls-ticket-lifetime 0" in c for c in commands), commands)
         self.assertTrue(any("--resume false" in c for c in commands), commands)
 
+    def test_nfltrE2eeNoResume(self) -> None:
+        """
+        nfltr-e2ee-noresume (no resumable sessions): starts, carries a
+        request, and stops leaving no process; its agent and connectors were
+        given C{--resume-timeout 0}.
+        """
+        tool = self.roundTrip("nfltr-e2ee-noresume")
+        commands = [" ".join(p.popen.args) for procs in tool.role_procs.values() for p in procs]
+        self.assertEqual(sum("--resume-timeout 0" in c for c in commands), 3, commands)
+
     def test_shareE2ee(self) -> None:
         """
         share-e2ee: starts, carries a request, and stops leaving no process.
