@@ -135,10 +135,12 @@ class ResumableStream:
 
     def finish(self) -> list[bytes]:
         """
-        End this end's stream; return the FIN record for the link (kept until acknowledged).
+        End this end's stream; return the FIN record for the link (kept until acknowledged),
+        the first time only (a resume sends it again if the peer missed it).
         """
-        if self._fin_at is None:
-            self._fin_at = self.sent
+        if self._fin_at is not None:
+            return []
+        self._fin_at = self.sent
         return [encode(Fin(self._fin_at))] if self.phase is Phase.OPEN else []
 
     # Receiving.

@@ -192,6 +192,16 @@ class StreamRuleTests(SynchronousTestCase):
         stream.receive(encode(AckRecord(2)))
         self.assertRaises(RecordError, stream.receive, encode(AckRecord(1)))
 
+    def test_finishOnce(self) -> None:
+        """
+        Finishing twice (a local connection that half-closes, then closes)
+        sends one FIN: the peer takes a second for a broken session.
+        """
+        sender, receiver = ResumableStream(WINDOW), ResumableStream(WINDOW)
+        records = [*sender.write(b"abc"), *sender.finish(), *sender.finish()]
+        received = receiver.receive(b"".join(records))
+        self.assertEqual((received.data, received.ended), ([b"abc"], True))
+
     def test_writeWhileSuspended(self) -> None:
         """
         Bytes written while suspended are kept, not sent, and leave on resume.
