@@ -33,8 +33,6 @@ def relay_command(
     )
 
 
-#: A benchmark's load comes from 127.0.0.1 alone: the per-source limits off.
-NO_SOURCE_LIMITS = ("--per-source-rate", "none", "--per-source-connections", "none")
 
 
 def start_relay(

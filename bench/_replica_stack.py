@@ -22,8 +22,8 @@ from typing import Any
 
 from nfltr.cli.processes import nfltr_command
 
-from ._relay import LOOPBACK_ANY_PORT, NO_SOURCE_LIMITS, start_relay
-from ._stack import READY, Proc, Processes, fetch, run_bounded
+from ._relay import LOOPBACK_ANY_PORT, start_relay
+from ._stack import NO_SOURCE_LIMITS, READY, Proc, Processes, fetch, run_bounded
 from ._system import BenchError
 
 #: Each case's replica, the one its connectors dial (the agent is on B).

@@ -23,8 +23,8 @@ from pathlib import Path
 from nfltr.cli.processes import nfltr_command, wait_for_file
 from tests.integration.cut_proxy import CutProxy
 
-from ._relay import NO_SOURCE_LIMITS, loopback_port, relay_command
-from ._stack import READY, Proc, free_port, run_bounded
+from ._relay import loopback_port, relay_command
+from ._stack import NO_SOURCE_LIMITS, READY, Proc, free_port, run_bounded
 from ._stack import Processes as BaseProcesses
 from ._system import BenchError
 

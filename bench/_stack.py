@@ -106,6 +106,10 @@ class Processes:
             proc.check()
 
 
+#: A benchmark's load comes from 127.0.0.1 alone: the per-source limits off.
+NO_SOURCE_LIMITS = ("--per-source-rate", "none", "--per-source-connections", "none")
+
+
 def free_port() -> int:
     """
     A TCP port on 127.0.0.1 that was free a moment ago.
@@ -346,7 +350,10 @@ class Tunnel:
 
         public: list[str] = []
         if "public" in self.modes:
+            # Every visitor of a public port comes from 127.0.0.1: the per-source limits
+            # (200 new connections a second) would cap the close workloads, as designed.
             public = [
+                *NO_SOURCE_LIMITS,
                 "--public-ports", ",".join(str(free_port()) for _ in ports),
                 "--public-ports-interface", "127.0.0.1",
                 "--max-public-ports-per-account", str(len(ports)),

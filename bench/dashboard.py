@@ -40,8 +40,8 @@ from typing import Any
 
 from nfltr.cli.processes import nfltr_command
 
-from ._relay import NO_SOURCE_LIMITS, account_key, start_relay
-from ._stack import Processes
+from ._relay import account_key, start_relay
+from ._stack import NO_SOURCE_LIMITS, Processes
 from ._system import BenchError
 
 

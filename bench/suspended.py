@@ -41,8 +41,8 @@ from typing import Any
 from nfltr.cli.processes import nfltr_command, wait_for_file
 from nfltr.resume import DEFAULT_RESUME_WINDOW
 
-from ._relay import NO_SOURCE_LIMITS, account_key, loopback_port, relay_command, start_relay
-from ._stack import READY, Processes
+from ._relay import account_key, loopback_port, relay_command, start_relay
+from ._stack import NO_SOURCE_LIMITS, READY, Processes
 from ._system import BenchError
 from .memory import smaps_rollup
 from .restart import echo_server, port_of

@@ -66,9 +66,18 @@ from typing import ClassVar
 
 from nfltr.cli.processes import nfltr_command, wait_for_file
 
-from .._relay import NO_SOURCE_LIMITS, account_key, loopback_port, relay_command
+from .._relay import account_key, loopback_port, relay_command
 from .._shares_stack import Shares
-from .._stack import READY, Proc, Processes, Services, Tunnel, free_port, run_bounded
+from .._stack import (
+    NO_SOURCE_LIMITS,
+    READY,
+    Proc,
+    Processes,
+    Services,
+    Tunnel,
+    free_port,
+    run_bounded,
+)
 from .._system import BenchError
 from .accounting import listening
 from .loads import Endpoint

@@ -29,8 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .._relay import NO_SOURCE_LIMITS, account_key, start_relay
-from .._stack import Processes, free_port
+from .._relay import account_key, start_relay
+from .._stack import NO_SOURCE_LIMITS, Processes, free_port
 from ..budgets import rss, settle
 from .accounting import listening, memory_kib, table, tree, tree_memory_kib
 from .adapters import Ssh, get, ssh_client, start_sshd, wait_until
