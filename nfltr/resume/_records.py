@@ -152,17 +152,24 @@ class RecordDecoder:
 
         @raise RecordError: an unknown type or a length out of its type's bounds.
         """
-        self._buffer += data
+        # Records are read where they lie (one copy of each payload); only an incomplete
+        # record's bytes wait in the buffer for the next piece.
+        if self._buffer:
+            self._buffer += data
+            data = bytes(self._buffer)
+            self._buffer.clear()
         records: list[Record] = []
-        while len(self._buffer) >= RECORD_HEADER_SIZE:
-            kind, length = _HEADER.unpack_from(self._buffer)
+        pos, size = 0, len(data)
+        while size - pos >= RECORD_HEADER_SIZE:
+            kind, length = _HEADER.unpack_from(data, pos)
             _check_header(kind, length)
-            end = RECORD_HEADER_SIZE + length
-            if len(self._buffer) < end:
+            end = pos + RECORD_HEADER_SIZE + length
+            if size < end:
                 break
-            payload = bytes(self._buffer[RECORD_HEADER_SIZE:end])
-            del self._buffer[:end]
-            records.append(_parse(kind, payload))
+            records.append(_parse(kind, bytes(data[pos + RECORD_HEADER_SIZE:end])))
+            pos = end
+        if pos < size:
+            self._buffer += memoryview(data)[pos:]
         return records
 
     def reset(self) -> None:

@@ -301,6 +301,14 @@ class ResumableSession:
         """
         if self.ended or not data:
             return
+        stream = self.stream
+        if not self._pending and len(data) <= stream.room:
+            # The common case: room in the window, nothing waiting: no copy into the buffer
+            # (but kept as bytes: the stream keeps it until acknowledged).
+            self._send(stream.write(data if type(data) is bytes else bytes(data)))
+            if stream.room < MAX_RECORD_DATA:
+                self._pause("window")
+            return
         self._pending += data
         self._flush()
 
