@@ -87,7 +87,7 @@ class TakeoverTests(StackTestCase):
         with a clear message, status 1.
         """
         relay = self.stack.start(nfltr(
-            "relay", "--takeover", "--data-dir", str(Path(self.mktemp())),
+            "relay", "--takeover", "--data-dir", str(Path(self.mktemp()).absolute()),
             "--tls", "tcp:0:interface=127.0.0.1", "--admin", "tcp:0:interface=127.0.0.1",
             "--http", "none"), "relay (nothing to take)")
         self.assertEqual(relay.wait_exit(30), 1)
