@@ -18,7 +18,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from twisted.internet.defer import Deferred, fail, gatherResults, succeed
+from twisted.internet.defer import (
+    Deferred,
+    TimeoutError,
+    fail,
+    gatherResults,
+    maybeDeferred,
+    succeed,
+)
 from twisted.internet.endpoints import HostnameEndpoint
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
@@ -114,6 +121,7 @@ class PeerLinks:
         self._dialling = 0
         self._waiters: list[Deferred[LinkProtocol]] = []
         self._closed = False
+        self._failures = 0
 
     def link(self) -> Deferred[LinkProtocol]:
         """
@@ -122,10 +130,13 @@ class PeerLinks:
         """
         if self._closed:
             return fail(PeerUnreachable("the replica is stopping"))
+        failures = self._failures
         self._fill()
         usable = [link for link in self.links if link.canOpen()]
         if usable:
             return succeed(min(usable, key=_sessions))
+        if self._failures != failures and not self._dialling:  # every dial failed at once
+            return fail(self._unreachable())
         d: Deferred[LinkProtocol] = Deferred()
         self._waiters.append(d)
         if not self._dialling:
@@ -134,13 +145,14 @@ class PeerLinks:
         return d
 
     def _fill(self) -> None:
-        while len(self.links) + self._dialling < self.size:
+        # Counted before the dials start: one that fails at once must not start another.
+        for _ in range(self.size - len(self.links) - self._dialling):
             self._dialling += 1
             self._dialOne()
 
     def _dialOne(self) -> None:
         handler = _PoolHandler(self)
-        d = self._dial(self.address, handler)
+        d = maybeDeferred(self._dial, self.address, handler)
         d.addTimeout(DIAL_TIMEOUT, self._clock)
         d.addCallbacks(self._established, self._failed)
 
@@ -156,14 +168,18 @@ class PeerLinks:
 
     def _failed(self, failure: Failure) -> None:
         self._dialling -= 1
+        self._failures += 1
+        error = (f"no answer within {DIAL_TIMEOUT:g} s" if failure.check(TimeoutError)
+                 else failure.getErrorMessage())
         self.log.warn("cannot reach replica {replica} at {address}: {error}",
-                      replica=self.replica, address=self.address,
-                      error=failure.getErrorMessage())
+                      replica=self.replica, address=self.address, error=error)
         if self._dialling == 0:
             waiters, self._waiters = self._waiters, []
             for waiter in waiters:
-                waiter.errback(PeerUnreachable(
-                    f"replica {self.replica} at {self.address} did not answer"))
+                waiter.errback(self._unreachable())
+
+    def _unreachable(self) -> PeerUnreachable:
+        return PeerUnreachable(f"replica {self.replica} at {self.address} did not answer")
 
     def forget(self, link: LinkProtocol) -> None:
         """

@@ -8,14 +8,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from twisted.internet.defer import Deferred, succeed
+from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.endpoints import TCP4ServerEndpoint
-from twisted.internet.task import deferLater
+from twisted.internet.task import Clock, deferLater
+from twisted.logger import Logger, formatEvent
 from twisted.trial import unittest
 
 from nfltr.link import LISTENER
 from nfltr.link.twisted import LinkFactory, LinkHandler, LinkProtocol
-from nfltr.relay.cluster.peers import Peers, PeerUnreachable, tls_dialler
+from nfltr.relay.cluster.peers import DIAL_TIMEOUT, PeerLinks, Peers, PeerUnreachable, tls_dialler
 from nfltr.tls import init_cluster_ca, tls_factory
 
 
@@ -106,6 +107,65 @@ class PeersTests(unittest.TestCase):
         with self.assertRaises(PeerUnreachable):
             await self.peers.link("b")
         self.assertNotIn("b", self.peers.pools)
+
+
+class PeerLinksFailingTests(unittest.SynchronousTestCase):
+    """
+    L{PeerLinks} whose dials fail: at once, by raising, or by not answering.
+    """
+
+    def pool(self, dial: Any) -> tuple[PeerLinks, list[str], Clock]:
+        dialled: list[str] = []
+        clock = Clock()
+
+        def counting(address: str, handler: LinkHandler) -> Deferred[LinkProtocol]:
+            dialled.append(address)
+            if len(dialled) > 10:
+                raise AssertionError("dialled again and again")
+            return dial(address)
+
+        pool = PeerLinks("b", "127.0.0.1:1", counting, 2, clock)
+        self.events: list[dict[str, Any]] = []
+        pool.log = Logger(observer=self.events.append)
+        return pool, dialled, clock
+
+    def test_failsAtOnce(self) -> None:
+        """
+        A dial that fails before it returns (a refused connect on some
+        reactors, an address that does not parse) fails the session with
+        L{PeerUnreachable}: the pool dials its size once, not in a loop.
+        """
+        pool, dialled, _ = self.pool(lambda address: fail(ConnectionRefusedError()))
+        self.failureResultOf(pool.link(), PeerUnreachable)
+        self.assertEqual(len(dialled), 2)
+
+    def test_raises(self) -> None:
+        """
+        A dial that raises (a registered address that does not parse) is a
+        failed dial like any other: the session fails, the pool is not left
+        counting a dial in progress, and the next use dials again.
+        """
+
+        def broken(address: str) -> Deferred[LinkProtocol]:
+            raise ValueError("not HOST:PORT")
+
+        pool, dialled, _ = self.pool(broken)
+        self.failureResultOf(pool.link(), PeerUnreachable)
+        self.failureResultOf(pool.link(), PeerUnreachable)
+        self.assertEqual(len(dialled), 4)
+
+    def test_timeoutSaid(self) -> None:
+        """
+        A peer that does not answer fails the waiting session after
+        L{DIAL_TIMEOUT}, and the warning says so in words (no Python repr).
+        """
+        pool, _, clock = self.pool(lambda address: Deferred())
+        d = pool.link()
+        clock.advance(DIAL_TIMEOUT)
+        self.failureResultOf(d, PeerUnreachable)
+        said = {formatEvent(event) for event in self.events}
+        self.assertEqual(said, {f"cannot reach replica b at 127.0.0.1:1: no answer within "
+                                f"{DIAL_TIMEOUT:g} s"})
 
 
 class _Ignore:
