@@ -40,6 +40,7 @@ from .listener import ReplicaLinkHandler
 from .metrics import ReplicaCollector
 from .peers import Peers, tls_dialler
 from .presence import AGENT, SHARE, RedisPresence
+from .presence_cache import PresenceCache
 from .routes import ClusterShareRoutes, RemoteRoutes
 
 Listen = Callable[[str, str, Any], Awaitable[Any]]
@@ -71,7 +72,9 @@ class Replica:
         self.memory = memory
         self.id = secrets.token_hex(8)
         self.address: str | None = None
-        self.presence = RedisPresence(table, self.id, reactor, health=health,
+        cache = PresenceCache(reactor, entries=config.presence_cache_entries,
+                              limit=config.presence_stale_limit)
+        self.presence = RedisPresence(table, self.id, reactor, health=health, cache=cache,
                                       ttl=config.presence_ttl, refresh=config.presence_ttl / 3)
         self.presence.lost = replaced_elsewhere(relay)
         self.tls: ReplicaTLS | None = None
