@@ -9,6 +9,7 @@ recover.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import signal
@@ -17,15 +18,16 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from nfltr.relay.cluster.routes import CANNOT_LOOK_UP
+from nfltr.relay.cluster.listener import CANNOT_CHECK
 
 from .cut_proxy import CutProxy
 from .harness import exchange
 from .service import pattern
 from .test_redis_directory import NOTICE_WITHIN
-from .test_replicas import SIZE, ReplicasCase
+from .test_replicas import SIZE, MiB, ReplicasCase
 from .test_ssh import free_port
 from .test_tcp_tunnel import download
+from .web_service import pattern as web_pattern
 
 #: How long a forwarding replica may take to give up on a dead peer (the replica link's dial
 #: timeout, nfltr.relay.cluster.peers.DIAL_TIMEOUT) and how long a link's liveness (the default
@@ -107,19 +109,39 @@ class ReplicaFaultTests(ReplicasCase):
     def test_redisAway(self) -> None:
         """
         Redis stopped: a session already forwarded from replica 1 to the
-        agent on replica 0 keeps carrying bytes; a new one is closed (the
-        look-up cannot be made).  Redis started again: new sessions through
-        replica 1 reach the agent again.
+        agent on replica 0 keeps carrying bytes; a share on replica 0
+        visited through replica 1 before is still reached through it (its
+        presence record remembered, sha256-verified); a share never looked
+        up there fails, and a new tcp-connect session is refused by replica
+        0 in clear words (it cannot check the client's key).  Redis started
+        again: everything is reached through replica 1 again.
         """
+        first = self.replicas[0]
+        port = int(self.replicas[1].address.rsplit(":", 1)[1])
+        ca = str(first.data / "tls" / "share-ca.crt")
+        for name in ("blog", "page"):
+            first.http_agent(first.key("alice"), name, first.web_service())
+        expected = hashlib.sha256(web_pattern(MiB)).hexdigest()
+
+        def visit(name: str) -> str:
+            host = f"{name}.localhost"
+            body = self.curl(ca, host, port, f"https://{host}:{port}/bytes/{MiB}")
+            return hashlib.sha256(body).hexdigest()
+
         local = self.forwarded()
+        self.assertEqual(visit("blog"), expected)
         with socket.create_connection(("127.0.0.1", local), timeout=30) as sock:
             sock.sendall(b"ECHO\nbefore")
             self.assertEqual(sock.recv(6), b"before")
             self.redis.stop()
             sock.sendall(b"during")
             self.assertEqual(sock.recv(6), b"during")
+            self.assertEqual(visit("blog"), expected)  # remembered: routed without Redis
+            with self.assertRaises(AssertionError):
+                visit("page")  # never looked up through replica 1
             self.assertTrue(closed(lambda: exchange(local, b"ECHO\nx", timeout=30)))
-            self.connector.wait_for(re.escape(CANNOT_LOOK_UP))
+            self.connector.wait_for(re.escape(CANNOT_CHECK))
+            self.replicas[1].relay.wait_for("routing by the records last read")
             self.redis.start()
             deadline = time.monotonic() + NOTICE_WITHIN
             while not echoed(local):
@@ -127,6 +149,8 @@ class ReplicaFaultTests(ReplicasCase):
                 time.sleep(0.2)
             sock.sendall(b"after")
             self.assertEqual(sock.recv(5), b"after")
+        self.assertEqual(visit("page"), expected)
+        self.assertEqual(visit("blog"), expected)
 
     def test_drainDuringDownloads(self) -> None:
         """
