@@ -36,6 +36,7 @@ from ..names import REPLACED
 from ..store_health import StoreHealth
 from .config import ReplicaConfig
 from .counters import ReplicaCounters
+from .key_cache import KeyCache
 from .listener import ReplicaLinkHandler
 from .metrics import ReplicaCollector
 from .peers import Peers, tls_dialler
@@ -77,6 +78,9 @@ class Replica:
         self.presence = RedisPresence(table, self.id, reactor, health=health, cache=cache,
                                       ttl=config.presence_ttl, refresh=config.presence_ttl / 3)
         self.presence.lost = replaced_elsewhere(relay)
+        self.keys = KeyCache(reactor, relay.directory.isRevoked,
+                             entries=config.presence_cache_entries,
+                             limit=config.presence_stale_limit)
         self.tls: ReplicaTLS | None = None
         self.peers: Peers | None = None
         self.routes: RemoteRoutes | None = None
@@ -120,7 +124,7 @@ class Replica:
         return ClusterShareRoutes(local, self.routes)
 
     def _accept(self) -> LinkHandler:
-        return _Accepted(self.relay, self._accepted, self.counters)
+        return _Accepted(self.relay, self._accepted, self.counters, self.keys)
 
     def collector(self) -> ReplicaCollector:
         """
@@ -160,8 +164,8 @@ class _Accepted(ReplicaLinkHandler):
     """
 
     def __init__(self, relay: Relay, accepted: set[LinkProtocol],
-                 counters: ReplicaCounters) -> None:
-        super().__init__(relay)
+                 counters: ReplicaCounters, keys: KeyCache) -> None:
+        super().__init__(relay, keys)
         self.accepted = accepted
         self.counters = counters
 
