@@ -58,12 +58,13 @@ PRESENCE_RELAY_OPTIONS: tuple[Option, ...] = (
     Option("presence-stale-limit", None,
            "While the directory cannot answer, visitors of agents and shares other replicas "
            "hold are routed by the presence record this replica last read or wrote for the "
-           "name, if it is at most this many seconds old; a name not seen within it fails "
-           "until the directory answers (0: never route by a remembered record).",
+           "name, and the replica that holds an agent takes a forwarded session's API key it "
+           "checked (and has not seen revoked), if at most this many seconds old; names and "
+           "keys not seen within it fail until the directory answers (0: neither).",
            f"{DEFAULT_PRESENCE_STALE_LIMIT:g}", parse=_staleLimit),
     Option("presence-cache-entries", None,
-           "Presence records a replica remembers for --presence-stale-limit, at most (the "
-           "least recently used go first).", str(DEFAULT_PRESENCE_CACHE_ENTRIES),
+           "Presence records, and API keys, a replica remembers for --presence-stale-limit, "
+           "at most each (the least recently used go first).", str(DEFAULT_PRESENCE_CACHE_ENTRIES),
            parse=_entries),
 )
 
