@@ -131,7 +131,8 @@ class Replica:
         Its metrics' collector (L{nfltr.relay.cluster.metrics}).
         """
         assert self.peers is not None
-        return ReplicaCollector(self.counters, self.peers, self._accepted)
+        return ReplicaCollector(self.counters, self.peers, self._accepted,
+                                self.presence.cache, self.keys)
 
     def stop(self, timeout: float) -> Deferred[Any]:
         """
