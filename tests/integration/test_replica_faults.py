@@ -153,6 +153,10 @@ class ReplicaFaultTests(ReplicasCase):
             self.assertEqual(sock.recv(5), b"after")
         self.assertEqual(visit("blog"), expected)
         self.assertTrue(echoed(local))
+        self.assertGreaterEqual(
+            self.metric(self.replicas[1], 'nfltr_replica_remembered_total{what="presence"}'), 2)
+        self.assertGreaterEqual(
+            self.metric(first, 'nfltr_replica_remembered_total{what="key"}'), 1)
 
     def test_drainDuringDownloads(self) -> None:
         """
