@@ -24,15 +24,13 @@ from twisted.python import usage
 from nfltr.cli.api_options import API_RELAY_OPTIONS, api_limits
 from nfltr.cli.logs import parse_level
 from nfltr.cli.options import FLAG, REPEAT, Option, option_values, parse_values
+from nfltr.cli.presence_options import PRESENCE_RELAY_OPTIONS, presence_settings
 from nfltr.cli.tor_options import ONION_ENDPOINT_HINT, TOR_RELAY_OPTIONS, onion_config
 from nfltr.cli.twistd import TableOptions
 from nfltr.link.memory import DEFAULT_LINK_MEMORY, MIN_LINK_MEMORY
 from nfltr.relay.certs import RelayCertificate
 from nfltr.relay.cluster.config import (
-    DEFAULT_PRESENCE_TTL,
     DEFAULT_REPLICA_LINKS,
-    MAX_PRESENCE_TTL,
-    MIN_PRESENCE_TTL,
     ReplicaConfig,
     check_links,
     parse_address,
@@ -470,11 +468,7 @@ RELAY_OPTIONS: tuple[Option, ...] = (
     Option("replica-links", None,
            "Link connections this replica keeps to each replica it forwards to.",
            str(DEFAULT_REPLICA_LINKS), parse=_replicaLinks),
-    Option("presence-ttl", None,
-           "Seconds a replica's presence records (its agents, shares and replica-link address) "
-           "live in the directory without a refresh (every third of it): a replica that dies "
-           "is routed to for at most this long.", str(DEFAULT_PRESENCE_TTL),
-           parse=partial(seconds, limit=MAX_PRESENCE_TTL)),
+    *PRESENCE_RELAY_OPTIONS,
     *TOR_RELAY_OPTIONS,
 )
 
@@ -494,11 +488,8 @@ def _replicaConfig(values: Mapping[str, Any]) -> ReplicaConfig | None:
     if values["cluster-ca"] is None:
         raise usage.UsageError("--replica-listen needs --cluster-ca DIR (make one with "
                                "`nfltr cluster-ca init DIR`)")
-    ttl = values["presence-ttl"]
-    if ttl < MIN_PRESENCE_TTL:
-        raise usage.UsageError(f"--presence-ttl {ttl:g}: at least {MIN_PRESENCE_TTL:g} seconds")
     return ReplicaConfig(listen, values["cluster-ca"], values["replica-address"],
-                         values["replica-links"], ttl)
+                         values["replica-links"], **presence_settings(values))
 
 
 def relay_config(values: Mapping[str, Any]) -> RelayConfig:

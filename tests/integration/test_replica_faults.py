@@ -9,23 +9,22 @@ recover.
 
 from __future__ import annotations
 
+import hashlib
 import os
-import re
 import signal
 import socket
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from nfltr.relay.cluster.routes import CANNOT_LOOK_UP
-
 from .cut_proxy import CutProxy
 from .harness import exchange
 from .service import pattern
 from .test_redis_directory import NOTICE_WITHIN
-from .test_replicas import SIZE, ReplicasCase
+from .test_replicas import SIZE, MiB, ReplicasCase
 from .test_ssh import free_port
 from .test_tcp_tunnel import download
+from .web_service import pattern as web_pattern
 
 #: How long a forwarding replica may take to give up on a dead peer (the replica link's dial
 #: timeout, nfltr.relay.cluster.peers.DIAL_TIMEOUT) and how long a link's liveness (the default
@@ -107,26 +106,57 @@ class ReplicaFaultTests(ReplicasCase):
     def test_redisAway(self) -> None:
         """
         Redis stopped: a session already forwarded from replica 1 to the
-        agent on replica 0 keeps carrying bytes; a new one is closed (the
-        look-up cannot be made).  Redis started again: new sessions through
-        replica 1 reach the agent again.
+        agent on replica 0 keeps carrying bytes; a share on replica 0
+        visited through replica 1 before is still reached through it (its
+        presence record remembered, sha256-verified), and so is the agent by
+        a new session of the connector (replica 0 checked its key before and
+        has not seen it revoked); a share never looked up there fails.
+        Redis started again: everything is reached through replica 1 again.
         """
+        first = self.replicas[0]
+        port = int(self.replicas[1].address.rsplit(":", 1)[1])
+        ca = str(first.data / "tls" / "share-ca.crt")
+        for name in ("blog", "page"):
+            first.http_agent(first.key("alice"), name, first.web_service())
+        expected = hashlib.sha256(web_pattern(MiB)).hexdigest()
+
+        def visit(name: str) -> str:
+            host = f"{name}.localhost"
+            body = self.curl(ca, host, port, f"https://{host}:{port}/bytes/{MiB}")
+            return hashlib.sha256(body).hexdigest()
+
+        def reached(name: str) -> bool:
+            try:
+                return visit(name) == expected
+            except AssertionError:
+                return False
+
         local = self.forwarded()
+        self.assertEqual(visit("blog"), expected)
         with socket.create_connection(("127.0.0.1", local), timeout=30) as sock:
             sock.sendall(b"ECHO\nbefore")
             self.assertEqual(sock.recv(6), b"before")
             self.redis.stop()
             sock.sendall(b"during")
             self.assertEqual(sock.recv(6), b"during")
-            self.assertTrue(closed(lambda: exchange(local, b"ECHO\nx", timeout=30)))
-            self.connector.wait_for(re.escape(CANNOT_LOOK_UP))
+            self.assertEqual(visit("blog"), expected)  # remembered: routed without Redis
+            self.assertFalse(reached("page"))  # never looked up through replica 1
+            self.assertTrue(echoed(local))  # a new session, key and route remembered
+            self.replicas[1].relay.wait_for("routing by the records last read")
+            first.relay.wait_for("forwarded sessions with a key this replica checked")
             self.redis.start()
             deadline = time.monotonic() + NOTICE_WITHIN
-            while not echoed(local):
+            while not reached("page"):  # looked up in Redis, once it answers again
                 self.assertLess(time.monotonic(), deadline, "not routed again after Redis")
                 time.sleep(0.2)
             sock.sendall(b"after")
             self.assertEqual(sock.recv(5), b"after")
+        self.assertEqual(visit("blog"), expected)
+        self.assertTrue(echoed(local))
+        self.assertGreaterEqual(
+            self.metric(self.replicas[1], 'nfltr_replica_remembered_total{what="presence"}'), 2)
+        self.assertGreaterEqual(
+            self.metric(first, 'nfltr_replica_remembered_total{what="key"}'), 1)
 
     def test_drainDuringDownloads(self) -> None:
         """

@@ -27,6 +27,15 @@ DEFAULT_PRESENCE_REFRESH = DEFAULT_PRESENCE_TTL / 3
 #: L{DEFAULT_PRESENCE_TTL}).
 MIN_PRESENCE_TTL = 3.0
 MAX_PRESENCE_TTL = 300.0
+#: Seconds a presence record read from (or written to) the directory may
+#: still be used for routing while the directory cannot answer
+#: (C{--presence-stale-limit}; 0: never; L{nfltr.relay.cluster.presence_cache}).
+DEFAULT_PRESENCE_STALE_LIMIT = 300.0
+MAX_PRESENCE_STALE_LIMIT = 3600.0
+#: Presence records a replica remembers for an outage of the directory, at
+#: most (C{--presence-cache-entries}; the least recently used go first).
+DEFAULT_PRESENCE_CACHE_ENTRIES = 10_000
+MAX_PRESENCE_CACHE_ENTRIES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -43,6 +52,10 @@ class ReplicaConfig:
     @ivar links: link connections to each peer (C{--replica-links}).
     @ivar presence_ttl: seconds a presence record lives without a refresh
         (C{--presence-ttl}); records are refreshed three times as often.
+    @ivar presence_stale_limit: seconds a remembered presence record may
+        route visitors while the directory is away (C{--presence-stale-limit}).
+    @ivar presence_cache_entries: presence records remembered, at most
+        (C{--presence-cache-entries}).
     """
 
     listen: str
@@ -50,6 +63,8 @@ class ReplicaConfig:
     address: str | None = None
     links: int = DEFAULT_REPLICA_LINKS
     presence_ttl: float = DEFAULT_PRESENCE_TTL
+    presence_stale_limit: float = DEFAULT_PRESENCE_STALE_LIMIT
+    presence_cache_entries: int = DEFAULT_PRESENCE_CACHE_ENTRIES
 
 
 def parse_address(text: str) -> tuple[str, int]:

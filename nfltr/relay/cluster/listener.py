@@ -8,7 +8,9 @@ credit and half-close both ways, a reset passed on with its code and words).
 It decides for itself, as for a visitor of its own:
 
   - C{replica-tcp:<agent>:<port>:<key>}: the client's key is checked here
-    (L{Relay.verifyKey}, revocations included), then the one TCP route
+    (L{Relay.verifyKey}, revocations included; while the directory cannot
+    answer, a key checked here before and not seen revoked since,
+    L{nfltr.relay.cluster.key_cache}), then the one TCP route
     (L{Relay.tcp}) applies the ownership rule with the key's account, so
     another account's client is refused in the same words as on one relay,
     whatever the forwarding replica or a presence record said;
@@ -39,7 +41,7 @@ from twisted.python.failure import Failure
 from nfltr.link import ErrorCode
 from nfltr.link.twisted import LinkHandler, LinkProtocol, LinkSession
 from nfltr.sni.twisted import HandOver, Splice
-from nfltr.store import KeyInfo
+from nfltr.store import KeyInfo, StoreUnavailable
 from nfltr.tls import ssl_words
 from nfltr.wire import format_address
 from nfltr.wire.messages import (
@@ -54,6 +56,7 @@ from ..agents import Relay
 from ..link_handler import held_note
 from ..tcp_route import AGENT_UNAVAILABLE, RouteRefused, SessionEnd
 from .holder import parse_replica_tcp_target, without_key
+from .key_cache import KeyCache
 
 CANNOT_CHECK = "the replica that holds the agent cannot check API keys now; try again later"
 REPLICA_LINK_LOST = "replica link lost"
@@ -83,8 +86,13 @@ class ReplicaLinkHandler(LinkHandler):
 
     log = Logger()
 
-    def __init__(self, relay: Relay) -> None:
+    def __init__(self, relay: Relay, keys: KeyCache | None = None) -> None:
+        """
+        @param keys: the keys checked here, for when the directory cannot
+            answer (L{nfltr.relay.cluster.key_cache}); L{None}: none kept.
+        """
         self.relay = relay
+        self.keys = keys
         self.link: LinkProtocol | None = None
 
     def linkEstablished(self, link: LinkProtocol) -> None:
@@ -134,8 +142,11 @@ class ReplicaLinkHandler(LinkHandler):
 
     def _tcp(self, session: LinkSession, kind: str, name: str, port: int, key: str) -> None:
         d = self.relay.verifyKey(key)
+        keys = self.keys
 
-        def verified(info: KeyInfo | None) -> None:
+        def verified(info: KeyInfo | None, fresh: bool = True) -> None:
+            if fresh and keys is not None:
+                keys.remember(key, info)
             if info is None or info.revoked or self.relay.directory.isRevoked(info.keyid):
                 session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
                 return
@@ -151,10 +162,30 @@ class ReplicaLinkHandler(LinkHandler):
             session.accept(end)
 
         def failed(failure: Failure) -> None:
-            self.log.debug("forwarded session: {error}", error=failure.getErrorMessage())
-            session.refuse(ErrorCode.GOING_AWAY, CANNOT_CHECK)
+            info = None
+            if keys is not None and failure.check(StoreUnavailable):
+                info = keys.recall(key)
+            if info is None:
+                self.log.debug("forwarded session: {error}", error=failure.getErrorMessage())
+                session.refuse(ErrorCode.GOING_AWAY, CANNOT_CHECK)
+                return
+            self._staleKeys()
+            verified(info, fresh=False)
 
         d.addCallbacks(verified, failed)
+
+    def _staleKeys(self) -> None:
+        """
+        Say once per outage that keys checked before it are taken.
+        """
+        keys, outage = self.keys, self.relay.storeHealth.outages
+        if keys is None or keys.loggedOutage == outage:
+            return
+        keys.loggedOutage = outage
+        self.log.info(
+            "the directory cannot check API keys: forwarded sessions with a key this replica "
+            "checked within {limit:g} s (--presence-stale-limit) and has not seen revoked are "
+            "let through; other keys are refused until it answers", limit=keys.limit)
 
     def _share(self, session: LinkSession, name: str, visitor: str) -> None:
         route = self.relay.shares.route(name) if self.relay.shares is not None else None

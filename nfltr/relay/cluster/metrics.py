@@ -11,10 +11,14 @@ same C{/metrics}: L{ReplicaCollector} reads its L{ReplicaCounters}
 | C{nfltr_replica_peers_up} | gauge | |
 | C{nfltr_replica_link_bytes_total} | counter | C{direction} (in, out) |
 | C{nfltr_replica_link_rtt_seconds} | gauge | C{peer} (a replica id) |
+| C{nfltr_replica_remembered_total} | counter | C{what} (presence, key) |
 
 Sessions forwarded are those this replica carried to another; links and
 peers are counted now; bytes include the link framing; a peer label is one
-replica of the cluster (bounded by the cluster's size).
+replica of the cluster (bounded by the cluster's size).  Remembered: the
+presence records and keys taken from memory because the directory could not
+answer (L{nfltr.relay.cluster.presence_cache},
+L{nfltr.relay.cluster.key_cache}).
 
 prometheus_client is imported only when scraped, as for the relay's.
 """
@@ -29,7 +33,9 @@ from .counters import ReplicaCounters
 if TYPE_CHECKING:
     from nfltr.link.twisted import LinkProtocol
 
+    from .key_cache import KeyCache
     from .peers import Peers
+    from .presence_cache import PresenceCache
 
 class ReplicaCollector:
     """
@@ -38,10 +44,13 @@ class ReplicaCollector:
     """
 
     def __init__(self, counters: ReplicaCounters, peers: Peers,
-                 accepted: Iterable[LinkProtocol]) -> None:
+                 accepted: Iterable[LinkProtocol], presence: PresenceCache | None = None,
+                 keys: KeyCache | None = None) -> None:
         self.counters = counters
         self.peers = peers
         self.accepted = accepted
+        self.presence = presence
+        self.keys = keys
 
     def collect(self) -> Iterator[Any]:
         """
@@ -81,3 +90,10 @@ class ReplicaCollector:
             if measured:
                 rtt.add_metric([pool.replica], min(measured))
         yield rtt
+        remembered = CounterMetricFamily(
+            "nfltr_replica_remembered",
+            "Presence records and keys taken from memory while the directory could not answer.",
+            labels=["what"])
+        for what, cache in (("presence", self.presence), ("key", self.keys)):
+            remembered.add_metric([what], 0 if cache is None else cache.recalled)
+        yield remembered

@@ -36,10 +36,12 @@ from ..names import REPLACED
 from ..store_health import StoreHealth
 from .config import ReplicaConfig
 from .counters import ReplicaCounters
+from .key_cache import KeyCache
 from .listener import ReplicaLinkHandler
 from .metrics import ReplicaCollector
 from .peers import Peers, tls_dialler
 from .presence import AGENT, SHARE, RedisPresence
+from .presence_cache import PresenceCache
 from .routes import ClusterShareRoutes, RemoteRoutes
 
 Listen = Callable[[str, str, Any], Awaitable[Any]]
@@ -71,9 +73,14 @@ class Replica:
         self.memory = memory
         self.id = secrets.token_hex(8)
         self.address: str | None = None
-        self.presence = RedisPresence(table, self.id, reactor, health=health,
+        cache = PresenceCache(reactor, entries=config.presence_cache_entries,
+                              limit=config.presence_stale_limit)
+        self.presence = RedisPresence(table, self.id, reactor, health=health, cache=cache,
                                       ttl=config.presence_ttl, refresh=config.presence_ttl / 3)
         self.presence.lost = replaced_elsewhere(relay)
+        self.keys = KeyCache(reactor, relay.directory.isRevoked,
+                             entries=config.presence_cache_entries,
+                             limit=config.presence_stale_limit)
         self.tls: ReplicaTLS | None = None
         self.peers: Peers | None = None
         self.routes: RemoteRoutes | None = None
@@ -117,14 +124,15 @@ class Replica:
         return ClusterShareRoutes(local, self.routes)
 
     def _accept(self) -> LinkHandler:
-        return _Accepted(self.relay, self._accepted, self.counters)
+        return _Accepted(self.relay, self._accepted, self.counters, self.keys)
 
     def collector(self) -> ReplicaCollector:
         """
         Its metrics' collector (L{nfltr.relay.cluster.metrics}).
         """
         assert self.peers is not None
-        return ReplicaCollector(self.counters, self.peers, self._accepted)
+        return ReplicaCollector(self.counters, self.peers, self._accepted,
+                                self.presence.cache, self.keys)
 
     def stop(self, timeout: float) -> Deferred[Any]:
         """
@@ -157,8 +165,8 @@ class _Accepted(ReplicaLinkHandler):
     """
 
     def __init__(self, relay: Relay, accepted: set[LinkProtocol],
-                 counters: ReplicaCounters) -> None:
-        super().__init__(relay)
+                 counters: ReplicaCounters, keys: KeyCache) -> None:
+        super().__init__(relay, keys)
         self.accepted = accepted
         self.counters = counters
 

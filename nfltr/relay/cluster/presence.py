@@ -31,8 +31,14 @@ C{REPLACED}).  A release removes the record if it is still this replica's.
 
 What a record says is a hint for routing, never an authorization: the
 replica that holds the agent checks the visitor's key itself
-(L{nfltr.relay.cluster.forward}).  A record that does not parse (another
+(L{nfltr.relay.cluster.listener}).  A record that does not parse (another
 program wrote it, Redis answers garbage) is logged and treated as absent.
+
+While the directory cannot answer (L{StoreUnavailable}: down, or slower than
+its command timeout), a look-up answers with the record last read or written
+for its name, if it is recent enough (L{nfltr.relay.cluster.presence_cache}:
+C{--presence-stale-limit}, C{--presence-cache-entries}); one line at info
+says so once per outage.  A name not remembered fails as before.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ from nfltr.wire.messages import MessageError, check_name, check_port
 
 from ..interfaces import IPresence
 from .config import DEFAULT_PRESENCE_REFRESH, DEFAULT_PRESENCE_TTL
+from .presence_cache import PresenceCache
 
 if TYPE_CHECKING:
     from ..directory import AgentEntry
@@ -181,6 +188,8 @@ class RedisPresence:
     @ivar lost: called with the kind and name of a record another replica
         took over (this replica's holder was replaced elsewhere).
     @ivar held: the records this replica holds, by (kind, name).
+    @ivar cache: the records last read or written, for look-ups the
+        directory cannot answer.
     """
 
     log = Logger()
@@ -188,7 +197,7 @@ class RedisPresence:
     def __init__(
         self, table: IPresenceTable, replica: str, clock: IReactorTime, *,
         ttl: float = DEFAULT_PRESENCE_TTL, refresh: float = DEFAULT_PRESENCE_REFRESH,
-        health: StoreHealth | None = None,
+        health: StoreHealth | None = None, cache: PresenceCache | None = None,
     ) -> None:
         if not 0 < refresh < ttl:
             raise ValueError("the presence refresh must be shorter than its TTL")
@@ -199,7 +208,9 @@ class RedisPresence:
         self.health = health
         self.lost: Callable[[str, str], None] = lambda kind, name: None
         self.held: dict[tuple[str, str], dict[str, str]] = {}
+        self.cache = PresenceCache(clock) if cache is None else cache
         self._clock = clock
+        self._staleSince: int | None = None  # the outage whose stale records were logged
         self._call: IDelayedCall | None = None
 
     # -- IPresence ------------------------------------------------------------
@@ -262,18 +273,28 @@ class RedisPresence:
                 ) -> Deferred[Any]:
         health = self.health
         if health is not None and not health.available:
-            # Known down: refused at once, as a key check is (the revocation poller's
-            # reading marks it up again).
-            return fail(StoreUnavailable(f"the directory ({health.where}) is unavailable"))
+            # Known down: at once, as a key check is (the revocation poller's reading marks
+            # it up again).
+            return self._stale(kind, name, parse, Failure(
+                StoreUnavailable(f"the directory ({health.where}) is unavailable")))
         d = self.table.lookup(kind, name)
 
         def read(fields: dict[str, str] | None) -> Any:
-            return None if fields is None else parse(name, fields)
+            if health is None:
+                self._staleSince = None  # the next outage is logged again
+            if fields is None:
+                self.cache.forget(kind, name)
+                return None
+            record = parse(name, fields)
+            self.cache.remember(kind, name, fields)
+            return record
 
-        def bad(failure: Failure) -> Failure | None:
-            if failure.check(ValueError, KeyError) or (
-                failure.check(StoreError) and not self._outage(failure)
-            ):
+        def bad(failure: Failure) -> Any:
+            if failure.check(StoreUnavailable):
+                self._outage(failure)
+                return self._stale(kind, name, parse, failure)
+            if failure.check(ValueError, KeyError, StoreError):
+                self.cache.forget(kind, name)
                 self.log.warn("presence record {kind}:{name} ignored: {error}",
                               kind=kind, name=name, error=failure.getErrorMessage())
                 return None
@@ -281,14 +302,39 @@ class RedisPresence:
 
         return d.addCallback(read).addErrback(bad)
 
+    def _stale(self, kind: str, name: str, parse: Callable[[str, dict[str, str]], Any],
+               failure: Failure) -> Deferred[Any]:
+        """
+        The directory cannot answer (C{failure}): the record remembered for
+        C{kind}/C{name}, if recent enough, else C{failure}.
+        """
+        fields = self.cache.recall(kind, name)
+        if fields is None:
+            return fail(failure)
+        try:
+            record = parse(name, fields)
+        except (ValueError, KeyError):
+            self.cache.forget(kind, name)
+            return fail(failure)
+        outage = 0 if self.health is None else self.health.outages
+        if self._staleSince != outage:
+            self._staleSince = outage
+            self.log.info(
+                "the directory cannot answer presence look-ups: routing by the records last "
+                "read, at most {limit:g} s old (--presence-stale-limit); names not seen "
+                "before fail until it answers", limit=self.cache.limit)
+        return succeed(record)
+
     # -- writing ------------------------------------------------------------------
 
     def _write(self, kind: str, name: str, fields: dict[str, str]) -> None:
         self.held[kind, name] = fields
+        self.cache.remember(kind, name, {**fields, "replica": self.replica})
         d = self.table.announce(kind, name, fields, self.ttl, self.replica, True)
         d.addErrback(self._failed)
 
     def _remove(self, kind: str, name: str) -> None:
+        self.cache.forget(kind, name)
         if self.held.pop((kind, name), None) is None:
             return
         self.table.withdraw(kind, name, self.replica).addErrback(self._failed)
@@ -357,8 +403,11 @@ class RedisPresence:
     async def _refresh(self) -> None:
         for (kind, name), fields in list(self.held.items()):
             ours = await self.table.announce(kind, name, fields, self.ttl, self.replica, False)
+            if ours and self.held.get((kind, name)) is fields:
+                self.cache.remember(kind, name, {**fields, "replica": self.replica})
             if not ours and self.held.get((kind, name)) is fields:
                 del self.held[kind, name]
+                self.cache.forget(kind, name)
                 self.log.info("{kind} {name} is held by another replica now", kind=kind,
                               name=name)
                 self.lost(kind, name)

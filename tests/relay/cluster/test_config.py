@@ -1,6 +1,7 @@
 """
 Tests for the replica options (C{--replica-listen}, C{--replica-address},
-C{--cluster-ca}, C{--replica-links}) and L{nfltr.relay.cluster.config}.
+C{--cluster-ca}, C{--replica-links}, C{--presence-...}) and
+L{nfltr.relay.cluster.config}.
 """
 
 from __future__ import annotations
@@ -11,7 +12,10 @@ from twisted.python import usage
 from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr.relay.cluster.config import (
+    DEFAULT_PRESENCE_CACHE_ENTRIES,
+    DEFAULT_PRESENCE_STALE_LIMIT,
     DEFAULT_REPLICA_LINKS,
+    MAX_PRESENCE_STALE_LIMIT,
     MAX_REPLICA_LINKS,
     MIN_PRESENCE_TTL,
     ReplicaConfig,
@@ -73,6 +77,11 @@ class ReplicaOptionsTests(SynchronousTestCase):
             (("--replica-links", str(MAX_REPLICA_LINKS + 1)), "--replica-links"),
             (("--replica-listen", "nonsense:1"), "--replica-listen"),
             (("--presence-ttl", "301"), "--presence-ttl"),
+            (("--presence-stale-limit", "-1"), "--presence-stale-limit"),
+            (("--presence-stale-limit", str(MAX_PRESENCE_STALE_LIMIT + 1)),
+             "--presence-stale-limit"),
+            (("--presence-cache-entries", "0"), "--presence-cache-entries"),
+            (("--presence-cache-entries", "many"), "--presence-cache-entries"),
         ]:
             with self.assertRaisesRegex(usage.UsageError, option):
                 parse(*argv)
@@ -85,8 +94,26 @@ class ReplicaOptionsTests(SynchronousTestCase):
         config = parse(*argv, "--presence-ttl", "60").config
         assert config is not None and config.replica is not None
         self.assertEqual(config.replica.presence_ttl, 60.0)
-        with self.assertRaisesRegex(usage.UsageError, "--presence-ttl 2: at least 3"):
+        with self.assertRaisesRegex(usage.UsageError, "--presence-ttl 2.0: give seconds, 3 to"):
             parse(*argv, "--presence-ttl", str(MIN_PRESENCE_TTL - 1))
+
+    def test_presenceCache(self) -> None:
+        """
+        C{--presence-stale-limit} (0 turns the cache off) and
+        C{--presence-cache-entries} reach the replica's settings, their
+        defaults named.
+        """
+        argv = ("--directory", REDIS, "--replica-listen", "tcp:0", "--cluster-ca", "/ca")
+        config = parse(*argv).config
+        assert config is not None and config.replica is not None
+        self.assertEqual((config.replica.presence_stale_limit,
+                          config.replica.presence_cache_entries),
+                         (DEFAULT_PRESENCE_STALE_LIMIT, DEFAULT_PRESENCE_CACHE_ENTRIES))
+        config = parse(*argv, "--presence-stale-limit", "0",
+                       "--presence-cache-entries", "50").config
+        assert config is not None and config.replica is not None
+        self.assertEqual((config.replica.presence_stale_limit,
+                          config.replica.presence_cache_entries), (0.0, 50))
 
     def test_address(self) -> None:
         """

@@ -2,18 +2,23 @@
 Tests for the replica link's pieces that need no second process: the
 replica holder (L{nfltr.relay.cluster.holder}), its targets, the
 visitor addresses the holding replica reads
-(L{nfltr.relay.cluster.listener}), and resumable sessions forwarded from
-one replica to another (L{nfltr.relay.cluster.routes}).  The whole path, with real processes,
+(L{nfltr.relay.cluster.listener}), resumable sessions forwarded from
+one replica to another (L{nfltr.relay.cluster.routes}), and the holding
+replica's keys while the directory is away
+(L{nfltr.relay.cluster.key_cache}).  The whole path, with real processes,
 is C{tests.integration.test_replicas}.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.task import Clock, deferLater
+from twisted.logger import Logger
 from twisted.test.iosim import FakeTransport, connect
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
@@ -28,15 +33,16 @@ from nfltr.relay.cluster.holder import (
     replica_tcp_target,
     without_key,
 )
-from nfltr.relay.cluster.listener import ReplicaLinkHandler, visitor_address
+from nfltr.relay.cluster.key_cache import KeyCache
+from nfltr.relay.cluster.listener import CANNOT_CHECK, ReplicaLinkHandler, visitor_address
 from nfltr.relay.cluster.peers import Peers, PeerUnreachable
 from nfltr.relay.cluster.presence import RedisPresence
 from nfltr.relay.cluster.routes import RemoteRoutes
 from nfltr.relay.interfaces import KINDS, REPLICA, HolderFigures, IAgentHolder
 from nfltr.relay.tcp_route import AGENT_UNAVAILABLE
 from nfltr.resume.twisted import is_final
-from nfltr.store import IPresenceTable
-from nfltr.wire.messages import MessageError, TcpShare, agent_hello
+from nfltr.store import IPresenceTable, StoreUnavailable
+from nfltr.wire.messages import MessageError, TcpShare, agent_hello, client_target
 from nfltr.wire.resume import RESUME_UNSUPPORTED, offers_resume, resumable_target, resume_target
 from tests.link.twisted_helpers import RecordingHandler
 from tests.relay.helpers import RelayHarness, lost_reason
@@ -180,8 +186,8 @@ class _Holding(ReplicaLinkHandler):
     The holding replica's handler, recording the targets it was asked to open.
     """
 
-    def __init__(self, relay: Relay, targets: list[str]) -> None:
-        super().__init__(relay)
+    def __init__(self, relay: Relay, targets: list[str], keys: KeyCache) -> None:
+        super().__init__(relay, keys)
         self.targets = targets
 
     def sessionRequested(self, session: LinkSession) -> None:
@@ -190,11 +196,10 @@ class _Holding(ReplicaLinkHandler):
         self.targets.append(session.target)
 
 
-class ResumableAcrossReplicasTests(SynchronousTestCase):
+class _AcrossReplicas(SynchronousTestCase):
     """
-    A connector's C{rtcp:} and C{resume:} sessions on replica C{b} for an agent replica C{a}
-    holds: carried over the replica link (L{RemoteRoutes}, L{ReplicaHolder}) and opened on
-    the agent's link by the holding replica (L{ReplicaLinkHandler}), which alone decides.
+    Replica C{b} (C{self.forwarding}) forwards a connector's sessions to the agent replica
+    C{a} (C{self.holding}) holds, over a replica link in memory.
     """
 
     def setUp(self) -> None:
@@ -207,6 +212,7 @@ class ResumableAcrossReplicasTests(SynchronousTestCase):
         #: Each forwarded session's target as it came and as it shows once handled.
         self.targets: list[str] = []
         clock = self.holding.clock
+        self.keys = KeyCache(clock, self.holding.relay.directory.isRevoked, limit=60)
         peers = Peers(lambda replica: succeed("127.0.0.1:1"), self.dial, 1, clock)
         presence = RedisPresence(_Records(), "b", clock)
         self.forwarding.relay.remote = RemoteRoutes(self.forwarding.relay, presence, peers, clock)
@@ -220,7 +226,8 @@ class ResumableAcrossReplicasTests(SynchronousTestCase):
             # As a dial fails: later, not in the call.
             return deferLater(clock, 1, lambda: fail(PeerUnreachable("no answer")))
         dialer = LinkProtocol(DIALER, handler, clock, appHello={"role": "replica"})
-        listener = LinkProtocol(LISTENER, _Holding(self.holding.relay, self.targets), clock)
+        listener = LinkProtocol(LISTENER, _Holding(self.holding.relay, self.targets, self.keys),
+                                clock)
         self.holding.pumps.append(connect(
             listener, FakeTransport(listener, isServer=True), dialer,
             FakeTransport(dialer, isServer=False), greet=False, clock=clock))
@@ -255,6 +262,15 @@ class ResumableAcrossReplicasTests(SynchronousTestCase):
             self.holding.clock.advance(1)
             if not any(pump.pump() for pump in [*self.forwarding.pumps, *self.holding.pumps]):
                 break
+
+
+
+class ResumableAcrossReplicasTests(_AcrossReplicas):
+    """
+    A connector's C{rtcp:} and C{resume:} sessions on replica C{b} for an agent replica C{a}
+    holds: carried over the replica link (L{RemoteRoutes}, L{ReplicaHolder}) and opened on
+    the agent's link by the holding replica (L{ReplicaLinkHandler}), which alone decides.
+    """
 
     def test_forwarded(self) -> None:
         """
@@ -304,3 +320,72 @@ class ResumableAcrossReplicasTests(SynchronousTestCase):
         self.assertEqual(lost_reason(recorder.lost), (ErrorCode.GOING_AWAY, AGENT_UNAVAILABLE))
         self.assertFalse(is_final(recorder.lost))
         self.assertEqual(self.agentSide.sessions, [])
+
+
+class KeysWhileStoreAwayTests(_AcrossReplicas):
+    """
+    The holding replica's check of a forwarded session's key while the directory cannot
+    answer (L{KeyCache}): a key it checked before and has not seen revoked is taken; any
+    other is refused with L{CANNOT_CHECK}, as without the cache.
+    """
+
+    def session(self, client: Any) -> Recorder:
+        recorder = Recorder()
+        client.link.openSession(client_target("web", 3000), recorder)
+        self.pump()
+        return recorder
+
+    def away(self) -> None:
+        self.holding.store.error = StoreUnavailable("Redis at the test is not reachable")
+
+    def test_knownKey(self) -> None:
+        """
+        A key checked by the holding replica before the outage opens sessions during it,
+        recalled from memory (the directory is not asked), with one info line per outage.
+        """
+        self.agent(resumes=False)
+        client = self.forwarding.client(self.keyA2)
+        self.assertIsNone(self.session(client).lost)
+        events: list[dict[str, Any]] = []
+        self.patch(ReplicaLinkHandler, "log", Logger(observer=events.append))
+        self.away()
+        for _ in range(2):
+            self.assertIsNone(self.session(client).lost)
+        self.assertEqual(len(self.agentSide.sessions), 3)
+        self.assertEqual(self.keys.recalled, 2)
+        infos = [e for e in events if e["log_level"].name == "info"]
+        self.assertEqual(len(infos), 1)
+        self.assertIn("checked within 60 s", infos[0]["log_format"].format(**infos[0]))
+
+    def test_unknownKey(self) -> None:
+        """
+        A key the holding replica never checked is refused while the directory is away, in
+        the words used without a cache.
+        """
+        self.agent(resumes=False)
+        client = self.forwarding.client(self.keyA2)
+        self.away()
+        recorder = self.session(client)
+        self.assertEqual(lost_reason(recorder.lost), (ErrorCode.GOING_AWAY, CANNOT_CHECK))
+        self.assertEqual(self.agentSide.sessions, [])
+
+    def test_revokedSeen(self) -> None:
+        """
+        A key the relay has seen revoked (announced or polled: L{Relay.revoke}) is never
+        taken from memory, whether the revocation came before the outage or during it; its
+        entry is dropped.
+        """
+        self.agent(resumes=False)
+        client = self.forwarding.client(self.keyA2)
+        other = self.forwarding.client(self.keyA)
+        self.assertIsNone(self.session(client).lost)
+        self.assertIsNone(self.session(other).lost)
+        self.holding.relay.revoke(A2_KEY)  # before the outage
+        self.away()
+        self.assertEqual(lost_reason(self.session(client).lost),
+                         (ErrorCode.GOING_AWAY, CANNOT_CHECK))
+        self.holding.relay.revoke(A_KEY)  # during it
+        self.assertEqual(lost_reason(self.session(other).lost),
+                         (ErrorCode.GOING_AWAY, CANNOT_CHECK))
+        self.assertEqual(len(self.keys), 0)
+        self.assertEqual(len(self.agentSide.sessions), 2)

@@ -64,7 +64,9 @@ class ReplicaServiceTests(TestCase):
         text = generate_latest(metrics_registry(service)).decode()
         for series in ('nfltr_replica_sessions_forwarded_total{kind="tcp"} 0.0',
                        'nfltr_replica_links{direction="dialled"} 0.0',
-                       "nfltr_replica_peers_up 0.0"):
+                       "nfltr_replica_peers_up 0.0",
+                       'nfltr_replica_remembered_total{what="presence"} 0.0',
+                       'nfltr_replica_remembered_total{what="key"} 0.0'):
             self.assertIn(series, text)
         await service.stopService()
         self.assertIsNone(await redis_command(self.redis, "HGET", key, "address"))
