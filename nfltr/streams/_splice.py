@@ -127,6 +127,8 @@ class _PauseOnly:
     (a link session would send C{CANCEL} instead of the reset's code).
     """
 
+    __slots__ = ("transport",)
+
     def __init__(self, transport: interfaces.IPushProducer) -> None:
         self.transport = transport
 
