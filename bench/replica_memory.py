@@ -40,6 +40,7 @@ from typing import Any
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.protocol import Protocol
 from twisted.internet.task import Clock
+from twisted.logger import globalLogBeginner
 from twisted.test.iosim import FakeTransport, IOPump, connect
 from zope.interface import implementer
 
@@ -58,6 +59,10 @@ from tests.link.twisted_helpers import RecordingHandler
 from tests.relay.helpers import FakeStore
 
 ROLES = ("connector", "relay-a", "relay-b", "agent")
+#: What is kept by twisted.logger's buffer of the events before logging
+#: began, counted apart (L{main} begins logging, to nothing).
+LOG_BUFFER = "log-buffer"
+_LOGGER = "/twisted/logger/"
 #: Frames kept per allocation: enough to reach the role's read below the
 #: deepest relay path.
 FRAMES = 160
@@ -243,6 +248,10 @@ def _role_and_site(traceback: tracemalloc.Traceback) -> tuple[str, str]:
             role = found
         elif frame.filename.startswith(_NFLTR):
             site = f"nfltr/{frame.filename[len(_NFLTR):]}:{frame.lineno}"
+        elif _LOGGER in frame.filename:
+            # Events twisted.logger keeps until logging begins: a process
+            # that logs keeps none.
+            return LOG_BUFFER, site
     if not site:
         last = traceback[-1]
         site = f"{Path(last.filename).name}:{last.lineno}"
@@ -312,6 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     if args.sessions < 1:
         p.error("--sessions needs at least 1")
+    globalLogBeginner.beginLoggingTo([lambda event: None], redirectStandardIO=False)
     footprint = measure(args.sessions, args.kind, b"x" * args.first)
     print(markdown(footprint, args.top))
     if args.json is not None:
