@@ -125,6 +125,21 @@ class Idle(Protocol):
         pass
 
 
+class Answering(Idle):
+    """
+    An agent's end that answers its first bytes with C{reply} bytes (as a
+    TLS server its client's hello), then holds its session.
+    """
+
+    def __init__(self, reply: int) -> None:
+        self.reply = reply
+
+    def dataReceived(self, data: bytes) -> None:
+        if self.reply:
+            reply, self.reply = self.reply, 0
+            self.transport.write(b"y" * reply)
+
+
 @implementer(IPresenceTable)
 class Records:
     """
@@ -151,7 +166,7 @@ class InMemoryCluster:
     the module).
     """
 
-    def __init__(self, kind: str = "rtcp", first: bytes = b"") -> None:
+    def __init__(self, kind: str = "rtcp", first: bytes = b"", reply: int = 0) -> None:
         self.kind = kind
         self.first = first
         self.clock = Clock()
@@ -162,7 +177,7 @@ class InMemoryCluster:
         self.relayB = Relay(store, self.clock)
         agentHello = agent_hello(self.key, NAME, [TcpShare(PORT)])
         agentHello["resume"] = True
-        self.agentSide = RecordingHandler(lambda session: Idle())
+        self.agentSide = RecordingHandler(lambda session: Answering(reply))
         self.agent = self._join(
             LinkProtocol(DIALER, self.agentSide, self.clock, appHello=agentHello), "agent",
             LinkProtocol(LISTENER, RelayLinkHandler(self.relayB), self.clock), "relay-b",
@@ -258,12 +273,13 @@ def _role_and_site(traceback: tracemalloc.Traceback) -> tuple[str, str]:
     return role, site
 
 
-def measure(sessions: int, kind: str = "rtcp", first: bytes = b"") -> Footprint:
+def measure(sessions: int, kind: str = "rtcp", first: bytes = b"", reply: int = 0) -> Footprint:
     """
-    Open C{sessions} idle sessions through a fresh L{InMemoryCluster} and
-    count what each role still holds for them.
+    Open C{sessions} sessions through a fresh L{InMemoryCluster} (C{first}
+    bytes with each OPEN, answered by the agent with C{reply} bytes), let
+    them go idle and count what each role still holds for them.
     """
-    cluster = InMemoryCluster(kind, first)
+    cluster = InMemoryCluster(kind, first, reply)
     cluster.open(WARM_UP)
     gc.collect()
     was = tracemalloc.is_tracing()
@@ -316,13 +332,16 @@ def main(argv: list[str] | None = None) -> int:
                    help="the connector's sessions: plain or resumable (the benchmark's)")
     p.add_argument("--first", type=int, default=0,
                    help="bytes the connector sends with each OPEN")
+    p.add_argument("--reply", type=int, default=0,
+                   help="bytes the agent answers them with (--first 1500 --reply 5000: about"
+                   " an e2ee session's TLS handshake, which sets the sessions' credit counters)")
     p.add_argument("--top", type=int, default=8, help="sites shown per role")
     p.add_argument("--json", type=Path, help="write the figures here too")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     if args.sessions < 1:
         p.error("--sessions needs at least 1")
     globalLogBeginner.beginLoggingTo([lambda event: None], redirectStandardIO=False)
-    footprint = measure(args.sessions, args.kind, b"x" * args.first)
+    footprint = measure(args.sessions, args.kind, b"x" * args.first, args.reply)
     print(markdown(footprint, args.top))
     if args.json is not None:
         args.json.write_text(json.dumps(footprint.as_json(), indent=1) + "\n")

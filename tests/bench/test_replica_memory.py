@@ -22,6 +22,10 @@ SESSIONS = 200
 #: sessions lost their instance dictionaries and idle queues, replica A held
 #: 5.2 KB here and replica B 5.0 KB (1.3 and 1.2 KB after).
 RELAY_BYTES = 1536
+#: What sessions that carried data may hold beyond L{RELAY_BYTES}: their
+#: credit and byte counters, int objects of their own by then (five in each
+#: link session's credit state, two of those per replica).
+COUNTER_BYTES = 384
 #: Bytes the count may leave to no role (timers run by the shared clock).
 UNATTRIBUTED_BYTES = 64
 
@@ -50,6 +54,17 @@ class FootprintTests(SynchronousTestCase):
         footprint = measure(SESSIONS, "tcp", b"x" * 100)
         for role in ("relay-a", "relay-b"):
             self.assertLessEqual(footprint.per_role.get(role, 0.0), RELAY_BYTES, role)
+
+    def test_afterAHandshake(self) -> None:
+        """
+        Sessions that carried about an e2ee TLS handshake's bytes (1,500 one
+        way, 5,000 the other) and then went idle hold at most
+        L{COUNTER_BYTES} more on each replica: no queue is left behind.
+        """
+        footprint = measure(SESSIONS, "rtcp", b"x" * 1500, 5000)
+        for role in ("relay-a", "relay-b"):
+            self.assertLessEqual(footprint.per_role.get(role, 0.0), RELAY_BYTES + COUNTER_BYTES,
+                                 role)
 
     def test_everyRoleCounted(self) -> None:
         """
