@@ -323,9 +323,10 @@ class LinkConnection(Receiver):
         self._local_open += 1
         room = min(MAX_PAYLOAD - 2 - len(raw), s.send_credit, self._send_conn_credit)
         first = first_bytes[: max(room, 0)] if not self._holding else b""
-        s.send_credit -= len(first)
-        s.sent += len(first)
-        self._send_conn_credit -= len(first)
+        if first:  # else the credit stays the int object shared by every session
+            s.send_credit -= len(first)
+            s.sent += len(first)
+            self._send_conn_credit -= len(first)
         self._out.append(encode_open(sid, raw, first))
         if len(first) < len(first_bytes):
             self.send_data(sid, first_bytes[len(first):])

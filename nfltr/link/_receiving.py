@@ -109,7 +109,9 @@ class Receiver(Sender):
             self._out.append(encode_reset(sid, code, "refused: " + code.name.lower()))
             self._release_conn(len(first))
             return
-        s = SessionState(sid, False, self._peer_window, self.config.session_window - len(first))
+        window = self.config.session_window
+        # Without first bytes, the credit is the int object shared by every session.
+        s = SessionState(sid, False, self._peer_window, window - len(first) if first else window)
         s.received = len(first)
         self._sessions[sid] = s
         self._peer_open += 1

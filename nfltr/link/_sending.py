@@ -25,6 +25,7 @@ L{SessionWritable}, once none of them holds:
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 from ._config import LinkConfig
@@ -92,7 +93,10 @@ class Sender:
         n = len(data)
         if n == 0:
             return s.over_high
-        s.pending.append(data)
+        pending = s.pending
+        if pending is None:
+            pending = s.pending = deque()
+        pending.append(data)
         s.pending_bytes += n
         self._queued += n
         self._flush_session(s, None)
@@ -135,14 +139,16 @@ class Sender:
         if pending:
             if s.send_credit > 0:
                 self._ready[s.session_id] = None
-        elif s.fin_queued and not s.fin_sent:
-            s.fin_sent = True
-            out.append(encode_fin(s.session_id))
-            if s.fin_received:
-                self._remove(s)
-                if events is not None:
-                    events.append(SessionClosed(s.session_id))
-                return
+        else:
+            s.pending = None  # an idle session keeps no queue (see SessionState)
+            if s.fin_queued and not s.fin_sent:
+                s.fin_sent = True
+                out.append(encode_fin(s.session_id))
+                if s.fin_received:
+                    self._remove(s)
+                    if events is not None:
+                        events.append(SessionClosed(s.session_id))
+                    return
         if (
             s.over_high and s.pending_bytes <= self.config.high_water // 2
             and s.session_id not in self._throttled

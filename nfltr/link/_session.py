@@ -16,7 +16,9 @@ class SessionState:
     @ivar send_credit: bytes this side may still send before a WINDOW.
     @ivar recv_credit: bytes the peer may still send before our WINDOW.
     @ivar recv_ungranted: bytes consumed since our last WINDOW.
-    @ivar pending: data written beyond the credit, oldest first.
+    @ivar pending: data written beyond the credit, oldest first; L{None}
+        while nothing waits (an idle session holds no queue: an empty
+        C{deque} is about 600 bytes).
     @ivar pending_bytes: the total size of C{pending}.
     @ivar fin_queued: the application asked for FIN; it leaves once
         C{pending} is empty.
@@ -38,7 +40,7 @@ class SessionState:
         self.send_credit = send_credit
         self.recv_credit = recv_credit
         self.recv_ungranted = 0
-        self.pending: deque[bytes | memoryview] = deque()
+        self.pending: deque[bytes | memoryview] | None = None
         self.pending_bytes = 0
         self.fin_queued = False
         self.fin_sent = False

@@ -49,6 +49,8 @@ class LinkAddress:
     The address of one end of a session: the session's target and id.
     """
 
+    __slots__ = ("target", "session_id")
+
     def __init__(self, target: str, session_id: int) -> None:
         self.target = target
         self.session_id = session_id
@@ -79,24 +81,39 @@ class LinkSession(WindowedStream):
     @ivar openedAt: when it was made, on the link's clock (for listings).
     @ivar protocol: the attached protocol, C{None} until accepted.
     @ivar disconnecting: C{loseConnection} was called.
-    @ivar _queue: received bytes not yet delivered (bounded by the window).
+    @ivar _queue: received bytes not yet delivered (bounded by the window);
+        L{None} while nothing waits.
     @ivar _paused: our consumer asked us to stop delivering.
     @ivar _finReceived: the peer sent FIN; delivered after C{_queue}.
     @ivar _closed: the session ended; C{_closeReason} is delivered to the
         protocol once C{_queue} is empty.
+    @ivar _peer: the address L{getPeer} gives, if one was set (see
+        L{peerAddress}).
+    @ivar _goingAway: what L{whenLinkGoesAway} was given, if anything.
+
+    A relay holds one of these per session of each link it carries, idle
+    ones included (a forwarded session is two on each replica): its state is
+    in slots, and what an idle session does not need (its receive queue, its
+    peer's address, the calls for a drain) is made only when needed.
     """
 
-    disconnecting = False
-    disconnected = False
+    __slots__ = (
+        "link", "sessionId", "target", "openedAt", "protocol", "disconnecting", "disconnected",
+        "_peer", "_queue", "_paused", "_delivering", "_finReceived", "_finDelivered",
+        "_writeClosed", "_closed", "_closeReason", "_early", "_earlyBytes", "_goingAway",
+    )
 
     def __init__(self, link: LinkProtocol, sessionId: int, target: str) -> None:
+        super().__init__()
         self.link = link
         self.sessionId = sessionId
         self.target = target
         self.openedAt: float = link.clock.seconds()
         self.protocol: Any = None
-        self.peerAddress: Any = LinkAddress(target, sessionId)
-        self._queue: deque[bytes] = deque()
+        self.disconnecting = False
+        self.disconnected = False
+        self._peer: Any = None
+        self._queue: deque[bytes] | None = None
         self._paused = False
         self._delivering = False
         self._finReceived = False
@@ -106,7 +123,21 @@ class LinkSession(WindowedStream):
         self._closeReason: Failure | None = None
         self._early: list[bytes] | None = None
         self._earlyBytes = 0
-        self._goingAway: list[Callable[[], object]] = []
+        self._goingAway: list[Callable[[], object]] | None = None
+
+    @property
+    def peerAddress(self) -> Any:
+        """
+        The peer's address: by default a L{LinkAddress} of the session's
+        target and id; whoever knows better (the visitor's address a
+        forwarding replica gave) sets it.
+        """
+        peer = self._peer
+        return LinkAddress(self.target, self.sessionId) if peer is None else peer
+
+    @peerAddress.setter
+    def peerAddress(self, address: Any) -> None:
+        self._peer = address
 
     def __repr__(self) -> str:
         return f"<LinkSession {self.sessionId} {self.target!r}>"
@@ -171,14 +202,16 @@ class LinkSession(WindowedStream):
         if conn is not None and conn.goaway_received:
             call()
         elif not self._closed:
+            if self._goingAway is None:
+                self._goingAway = []
             self._goingAway.append(call)
 
     def linkGoingAway(self) -> None:
         """
         The link's peer goes away: tell those who asked (L{whenLinkGoesAway}).
         """
-        calls, self._goingAway = self._goingAway, []
-        for call in calls:
+        calls, self._goingAway = self._goingAway, None
+        for call in calls or ():
             call()
 
     # -- ITransport -----------------------------------------------------------
@@ -321,7 +354,10 @@ class LinkSession(WindowedStream):
             self.link.consumed(self.sessionId, len(data))
             return
         if self._queue or self._paused or self._delivering or self.protocol is None:
-            self._queue.append(data)
+            queue = self._queue
+            if queue is None:
+                queue = self._queue = deque()
+            queue.append(data)
             self._deliver()
             return
         # Nothing queued and nothing in the way: deliver at once, as
@@ -359,16 +395,18 @@ class LinkSession(WindowedStream):
             return
         self._closed = True
         self._closeReason = reason
-        self._goingAway = []
+        self._goingAway = None
         if not reason.check(error.ConnectionDone):
             self._queue_drop()
         self._deliver()
 
     def _queue_drop(self) -> None:
-        dropped = sum(len(chunk) for chunk in self._queue)
-        self._queue.clear()
-        if dropped:
-            self.link.consumed(self.sessionId, dropped)
+        queue = self._queue
+        if not queue:
+            return
+        dropped = sum(len(chunk) for chunk in queue)
+        queue.clear()  # _deliver lets the empty queue go
+        self.link.consumed(self.sessionId, dropped)
 
     def _deliver(self) -> None:
         if self._delivering or self.protocol is None:
@@ -376,11 +414,17 @@ class LinkSession(WindowedStream):
         self._delivering = True
         try:
             queue = self._queue
-            while queue and not self._paused:
-                chunk = queue.popleft()
-                self.protocol.dataReceived(chunk)
-                self.link.consumed(self.sessionId, len(chunk))
-            if queue or (self._paused and self._closeReason is None):
+            if queue is not None:
+                # Data received meanwhile (a nested read) joins this queue:
+                # only here is it replaced.
+                while queue and not self._paused:
+                    chunk = queue.popleft()
+                    self.protocol.dataReceived(chunk)
+                    self.link.consumed(self.sessionId, len(chunk))
+                if queue:
+                    return
+                self._queue = None
+            if self._paused and self._closeReason is None:
                 return
             if self._finReceived and not self._finDelivered and not self._closed:
                 self._finDelivered = True

@@ -24,11 +24,13 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 
-@implementer(interfaces.IHalfCloseableProtocol)
+@implementer(interfaces.IHalfCloseableProtocol, interfaces.IPushProducer)
 class SpliceEnd(Protocol):
     """
     One end of a splice: bytes received here are written to the other end's
-    transport.
+    transport, and each end is the producer registered on the other end's
+    transport (L{pauseProducing}: a relay holds two ends per session it
+    splices, and no other object).
 
     @ivar other: the other end.
     @ivar onLost: called with the failure once this end's connection is gone.
@@ -115,43 +117,34 @@ class SpliceEnd(Protocol):
         if self.connected and not self.closed:
             self.transport.abortConnection()
 
-
-@implementer(interfaces.IPushProducer)
-class _PauseOnly:
-    """
-    The producer one end registers on its transport for the other end's
-    transport: pause and resume pass through.  C{stopProducing} does not: a
-    transport calls it just before its protocol's C{connectionLost}, and
-    L{SpliceEnd.connectionLost} then ends the other side the way this side
-    ended; passing it on would abort the other side first, with no reason
-    (a link session would send C{CANCEL} instead of the reset's code).
-    """
-
-    def __init__(self, transport: interfaces.IPushProducer) -> None:
-        self.transport = transport
+    # -- IPushProducer, registered on the other end's transport -------------
 
     def pauseProducing(self) -> None:
         """
-        Pause the other side.
+        The other end's transport is full: stop reading this end's.
         """
         self.transport.pauseProducing()
 
     def resumeProducing(self) -> None:
         """
-        Resume the other side.
+        The other end's transport drained: read this end's again.
         """
         self.transport.resumeProducing()
 
     def stopProducing(self) -> None:
         """
-        Nothing: see the class.
+        Nothing, unlike pause and resume: the other end's transport calls it
+        just before its protocol's C{connectionLost}, and
+        L{SpliceEnd.connectionLost} then ends this side the way that side
+        ended; acting on it would abort this side first, with no reason (a
+        link session would send C{CANCEL} instead of the reset's code).
         """
 
 
 def _join(a: SpliceEnd, b: SpliceEnd) -> None:
     a.joined = b.joined = True
-    a.transport.registerProducer(_PauseOnly(b.transport), True)
-    b.transport.registerProducer(_PauseOnly(a.transport), True)
+    a.transport.registerProducer(b, True)
+    b.transport.registerProducer(a, True)
     a.transport.resumeProducing()
     b.transport.resumeProducing()
 

@@ -38,11 +38,19 @@ class WindowedStream:
     @ivar _pullScheduled: a pull producer will be asked for more soon.
     """
 
+    # In slots: a link session, one per session of a link, keeps all its
+    # state in slots (no instance dictionary).
+    __slots__ = ("_producer", "_streaming", "_producerPaused", "_pullScheduled")
+
     supportsPull = True
-    _producer: Any = None
-    _streaming = True
-    _producerPaused = False
-    _pullScheduled = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._producer: Any = None
+        self._streaming = True
+        self._producerPaused = False
+        self._pullScheduled = False
+        # Cooperative: an adapter's other base (an SSH channel) takes the rest.
+        super().__init__(*args, **kwargs)
 
     def _streamGone(self) -> bool:
         """

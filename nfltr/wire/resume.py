@@ -17,6 +17,7 @@ ends present.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from nfltr.wire import peerText
@@ -92,9 +93,15 @@ def parse_client_resume_target(target: str) -> tuple[str, str, int] | None:
     return kind, check_name(name), check_port(int(port))
 
 
+#: How many agent targets L{agent_resume_target} keeps (a kind and a port each).
+AGENT_TARGETS = 1024
+
+
+@lru_cache(maxsize=AGENT_TARGETS)
 def agent_resume_target(kind: str, port: int) -> str:
     """
-    The target the relay opens on the agent's link: C{rtcp:PORT} or C{resume:PORT}.
+    The target the relay opens on the agent's link: C{rtcp:PORT} or C{resume:PORT} (one
+    string per port, shared by the sessions that hold it).
     """
     if kind not in (RESUMABLE, RESUMING):
         raise ValueError(f"not a resumable kind: {kind}")

@@ -23,6 +23,7 @@ C{docs/link-protocol.md}):
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from zope.interface import implementer
@@ -46,6 +47,8 @@ REPLICA_TCP = f"replica-{PLAIN}"
 #: The kinds of client sessions a replica link carries (C{tcp}, and the resumable C{rtcp} and
 #: C{resume}), by their replica target's kind.
 REPLICA_KINDS = {f"replica-{kind}": kind for kind in (PLAIN, RESUMABLE, RESUMING)}
+#: How many targets L{shown_target} keeps (kind, agent and port each).
+SHOWN_TARGETS = 1024
 
 
 def replica_tcp_target(name: str, port: int, key: str, kind: str = PLAIN) -> str:
@@ -77,6 +80,17 @@ def parse_replica_tcp_target(target: str) -> tuple[str, str, int, str] | None:
         # Never the key itself in the message: it is a secret.
         raise MessageError(f"bad target '{prefix}:{peerText(name)}:...'")
     return kind, check_name(name), check_port(int(port)), key
+
+
+@lru_cache(maxsize=SHOWN_TARGETS)
+def shown_target(kind: str, name: str, port: int) -> str:
+    """
+    What a client's session (of C{kind}) to C{name}'s C{port} shows on the
+    replica link once open: its target without the key (L{without_key}),
+    one string for every session to the same agent and port: a replica
+    holds a target per forwarded session, idle ones included.
+    """
+    return f"replica-{kind}:{name}:{port}"
 
 
 def without_key(target: str) -> str:
@@ -123,15 +137,14 @@ class ReplicaHolder:
             cannot be carried (a TCP session without a key).
         """
         if target.startswith(f"{SHARE}:"):
-            forwarded = target
-        else:
-            if self.key is None:
-                raise LinkUnavailable("a TCP session across replicas needs the client's key")
-            resumable = parse_agent_resume_target(target)
-            kind, port = resumable if resumable is not None else (PLAIN, parse_agent_target(target))
-            forwarded = replica_tcp_target(self.name, port, self.key, kind)
+            return self.link.openSession(target, protocol, firstBytes)
+        if self.key is None:
+            raise LinkUnavailable("a TCP session across replicas needs the client's key")
+        resumable = parse_agent_resume_target(target)
+        kind, port = resumable if resumable is not None else (PLAIN, parse_agent_target(target))
+        forwarded = replica_tcp_target(self.name, port, self.key, kind)
         session = self.link.openSession(forwarded, protocol, firstBytes)
-        session.target = without_key(forwarded)  # what getHost() and reprs show
+        session.target = shown_target(kind, self.name, port)  # what getHost() and reprs show
         return session
 
     def refuse(self, reason: RefusalReason, message: str) -> None:

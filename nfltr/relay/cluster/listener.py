@@ -55,7 +55,7 @@ from nfltr.wire.resume import PLAIN
 from ..agents import Relay
 from ..link_handler import held_note
 from ..tcp_route import AGENT_UNAVAILABLE, RouteRefused, SessionEnd
-from .holder import parse_replica_tcp_target, without_key
+from .holder import parse_replica_tcp_target, shown_target
 from .key_cache import KeyCache
 
 CANNOT_CHECK = "the replica that holds the agent cannot check API keys now; try again later"
@@ -133,7 +133,8 @@ class ReplicaLinkHandler(LinkHandler):
             session.refuse(ErrorCode.REFUSED, str(e))
             return
         if tcp is not None:
-            session.target = without_key(target)  # what getHost() and reprs show
+            kind, name, port, _ = tcp
+            session.target = shown_target(kind, name, port)  # what getHost() and reprs show
             self._tcp(session, *tcp)
         elif share is not None:
             self._share(session, *share)
