@@ -12,6 +12,11 @@ It decides for itself, as for a visitor of its own:
     (L{Relay.tcp}) applies the ownership rule with the key's account, so
     another account's client is refused in the same words as on one relay,
     whatever the forwarding replica or a presence record said;
+  - C{replica-ssh:<agent>:<port>:publickey:<blob>} (or C{password:<key>}):
+    an SSH client's channel: the account is the one this replica's store
+    gives the public key (the forwarding replica checked the login's
+    signature) or the API key, and only ports shared without end-to-end TLS
+    open, as for an SSH client of its own;
   - C{replica-rtcp:...} and C{replica-resume:...}: the same check, then the
     one TCP route's resumable sessions (L{nfltr.wire.resume}), which open
     C{rtcp:<port>} or C{resume:<port>} on the agent's link, or refuse them
@@ -24,15 +29,20 @@ It decides for itself, as for a visitor of its own:
 
 The link's peer proved it is a replica of this cluster in the mutual TLS
 handshake (L{nfltr.tls.ReplicaTLS}); it is trusted with the visitor's
-address, never with an account.
+address and with the signature of an SSH client's login (made for the
+forwarding replica's SSH session), never with an account.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import ipaddress
 
 from OpenSSL import SSL
+from twisted.conch.ssh import keys
 from twisted.internet.address import IPv4Address, IPv6Address
+from twisted.internet.defer import Deferred, succeed
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
@@ -53,7 +63,7 @@ from nfltr.wire.resume import PLAIN
 from ..agents import Relay
 from ..link_handler import held_note
 from ..tcp_route import AGENT_UNAVAILABLE, RouteRefused, SessionEnd
-from .holder import parse_replica_tcp_target, without_key
+from .holder import SSH_CLIENT, ReplicaTarget, parse_replica_tcp_target, without_key
 
 CANNOT_CHECK = "the replica that holds the agent cannot check API keys now; try again later"
 REPLICA_LINK_LOST = "replica link lost"
@@ -126,25 +136,26 @@ class ReplicaLinkHandler(LinkHandler):
             return
         if tcp is not None:
             session.target = without_key(target)  # what getHost() and reprs show
-            self._tcp(session, *tcp)
+            self._tcp(session, tcp)
         elif share is not None:
             self._share(session, *share)
         else:
             session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
 
-    def _tcp(self, session: LinkSession, kind: str, name: str, port: int, key: str) -> None:
-        d = self.relay.verifyKey(key)
+    def _tcp(self, session: LinkSession, target: ReplicaTarget) -> None:
+        d = self._account(target)
 
-        def verified(info: KeyInfo | None) -> None:
-            if info is None or info.revoked or self.relay.directory.isRevoked(info.keyid):
+        def verified(account: str | None) -> None:
+            if account is None:
                 session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
                 return
-            route = self.relay.tcp
+            route, kind, name, port = self.relay.tcp, target.kind, target.name, target.port
             try:
-                if kind == PLAIN:
-                    end = route.openTCP(info.account, name, port, REPLICA_LINK_LOST)
+                if kind in (PLAIN, SSH_CLIENT):
+                    end = route.openTCP(account, name, port, REPLICA_LINK_LOST,
+                                        plainOnly=kind == SSH_CLIENT, client=target.client)
                 else:
-                    end = route.openResumable(info.account, kind, name, port, REPLICA_LINK_LOST)
+                    end = route.openResumable(account, kind, name, port, REPLICA_LINK_LOST)
             except RouteRefused as e:
                 session.refuse(e.code, e.reason)
                 return
@@ -155,6 +166,29 @@ class ReplicaLinkHandler(LinkHandler):
             session.refuse(ErrorCode.GOING_AWAY, CANNOT_CHECK)
 
         d.addCallbacks(verified, failed)
+
+    def _account(self, target: ReplicaTarget) -> Deferred[str | None]:
+        """
+        The account of the client C{target} carries, by this replica's own
+        check of its credential (revocations included); L{None} for one
+        that is not valid.
+        """
+        method, _, secret = target.credential.partition(":")
+        if target.kind == SSH_CLIENT and method == "publickey":
+            try:
+                line = keys.Key.fromString(base64.b64decode(secret, validate=True))
+                text = line.toString("OPENSSH").decode("ascii")
+            except (keys.BadKeyError, ValueError, TypeError, binascii.Error):
+                return succeed(None)
+            return self.relay.sshKeyAccount(text)
+        key = secret if target.kind == SSH_CLIENT else target.credential
+
+        def account(info: KeyInfo | None) -> str | None:
+            if info is None or info.revoked or self.relay.directory.isRevoked(info.keyid):
+                return None
+            return info.account
+
+        return self.relay.verifyKey(key).addCallback(account)
 
     def _share(self, session: LinkSession, name: str, visitor: str) -> None:
         route = self.relay.shares.route(name) if self.relay.shares is not None else None

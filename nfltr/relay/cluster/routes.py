@@ -13,7 +13,12 @@ says holds them.
     key, which the holding replica checks again.  A resumable session
     (C{rtcp}) or a resumption (C{resume}) goes the same way
     (L{nfltr.relay.tcp_route.TCPRoute.openResumableEntry}); whether the
-    agent resumes sessions is the holding replica's to say.
+    agent resumes sessions is the holding replica's to say.  The client's
+    address travels with a plain session, for an agent that writes PROXY
+    headers.
+  - L{RemoteRoutes.openSSH}: an SSH client's C{ssh -L}/C{-W} channel, the
+    same way, with the public key it logged in with (or the API key it gave
+    as its password), to ports shared without end-to-end TLS only.
   - L{ClusterShareRoutes}: the TLS port's routing table: this replica's
     shares first; any other name is spliced to L{RemoteShareBackend}, which
     looks the share up and forwards the visitor's raw bytes, in every mode:
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from twisted.internet.defer import Deferred
 from twisted.internet.error import ConnectionRefusedError
 from twisted.internet.interfaces import IAddress, IProtocol, IReactorTime
 from twisted.logger import Logger
@@ -39,6 +45,7 @@ from nfltr.link import ErrorCode
 from nfltr.link.twisted import LinkProtocol, LinkSession
 from nfltr.sni.twisted import ISpliceBackend, Route, Splice
 from nfltr.store import StoreUnavailable
+from nfltr.streams import SpliceEnd
 from nfltr.wire import format_address
 from nfltr.wire.messages import (
     E2EE,
@@ -85,31 +92,20 @@ class RemoteRoutes:
         self.clock = clock
 
     def routeTCP(self, session: LinkSession, key: str, account: str, name: str,
-                 port: int, kind: str = PLAIN) -> None:
+                 port: int, kind: str = PLAIN, client: str | None = None) -> None:
         """
         Route a client's session (of C{account}, which logged in with
-        C{key}; of C{kind}: C{tcp}, C{rtcp}, C{resume}) to C{name}:C{port},
-        held by another replica or by none.
+        C{key}; of C{kind}: C{tcp}, C{rtcp}, C{resume}; from C{client}'s
+        C{HOST:PORT}) to C{name}:C{port}, held by another replica or by none.
         """
-        d = self.presence.agent(name)
-
-        def found(record: AgentPresence | None) -> Any:
-            if (record is None or record.replica == self.presence.replica
-                    or record.account != account or port not in record.ports):
-                self.relay.counters.session(TCP, NOT_FOUND)
-                session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
-                return None
-            return self.peers.link(record.replica).addCallback(opened, record)
-
-        def opened(link: LinkProtocol, record: AgentPresence) -> None:
+        def opened(found: tuple[LinkProtocol, AgentPresence]) -> None:
+            link, record = found
             holder = ReplicaHolder(link, name, key, self.clock.seconds())
-            # Resumes: the holding replica refuses a resumable session its agent cannot take.
-            entry = AgentEntry(name, record.account, "", record.ports, holder,
-                               plain=record.plain, resumes=True)
+            entry = _entry(name, record, holder, addressed=kind == PLAIN)
             route = self.relay.tcp
             try:
                 if kind == PLAIN:
-                    end = route.openEntry(entry, port, "client link lost")
+                    end = route.openEntry(entry, port, "client link lost", client=client)
                 else:
                     end = route.openResumableEntry(entry, kind, port, "client link lost")
             except RouteRefused as e:
@@ -118,16 +114,67 @@ class RemoteRoutes:
             self.peers.counters.forwarded["tcp"] += 1
             session.accept(end)
 
-        def failed(failure: Failure) -> None:
+        def refused(failure: Failure) -> None:
+            failure.trap(RouteRefused)
+            assert isinstance(failure.value, RouteRefused)
+            session.refuse(failure.value.code, failure.value.reason)
+
+        self._reach(account, name, port).addCallbacks(opened, refused)
+
+    def openSSH(self, account: str, credential: str, name: str, port: int, lostReason: str,
+                client: str | None) -> Deferred[SpliceEnd]:
+        """
+        See L{IRemoteRoutes.openSSH}.
+        """
+        def opened(found: tuple[LinkProtocol, AgentPresence]) -> SpliceEnd:
+            link, record = found
+            holder = ReplicaHolder(link, name, None, self.clock.seconds(), ssh=credential)
+            end = self.relay.tcp.openEntry(_entry(name, record, holder, True), port, lostReason,
+                                           plainOnly=True, client=client)
+            self.peers.counters.forwarded["ssh"] += 1
+            return end
+
+        return self._reach(account, name, port).addCallback(opened)
+
+    def _reach(self, account: str, name: str, port: int,
+               ) -> Deferred[tuple[LinkProtocol, AgentPresence]]:
+        """
+        A replica link to the replica that holds C{name}, and the agent's
+        presence record; a L{RouteRefused} failure in the one TCP route's
+        words for an agent the record rules out for C{account} and C{port}
+        (the holding replica checks again), or one that cannot be reached.
+        """
+        def found(record: AgentPresence | None) -> Any:
+            if (record is None or record.replica == self.presence.replica
+                    or record.account != account or port not in record.ports):
+                self.relay.counters.session(TCP, NOT_FOUND)
+                raise RouteRefused(NOT_FOUND_CODE, NOT_FOUND_REASON)
+            return self.peers.link(record.replica).addCallback(lambda link: (link, record))
+
+        def failed(failure: Failure) -> Failure:
+            if failure.check(RouteRefused):
+                return failure
             self.log.debug("session to {name}:{port} not forwarded: {error}", name=name,
                            port=port, error=failure.getErrorMessage())
             self.relay.counters.session(TCP, UNAVAILABLE_OUTCOME)
-            if failure.check(StoreUnavailable):
-                session.refuse(ErrorCode.GOING_AWAY, CANNOT_LOOK_UP)
-            else:
-                session.refuse(ErrorCode.GOING_AWAY, AGENT_UNAVAILABLE)
+            why = CANNOT_LOOK_UP if failure.check(StoreUnavailable) else AGENT_UNAVAILABLE
+            return Failure(RouteRefused(ErrorCode.GOING_AWAY, why))
 
-        d.addCallback(found).addErrback(failed)
+        return self.presence.agent(name).addCallback(found).addErrback(failed)
+
+
+def _entry(name: str, record: AgentPresence, holder: ReplicaHolder,
+           addressed: bool) -> AgentEntry:
+    """
+    The agent C{record} describes, reached through C{holder}.  If
+    C{addressed} (a plain session), every port is named C{addressed}, so
+    that the client's address travels: the holding replica, which knows
+    which ports want it (PROXY headers), passes it on or drops it.  It
+    resumes: the holding replica refuses a resumable session its agent
+    cannot take.
+    """
+    return AgentEntry(name, record.account, "", record.ports, holder, plain=record.plain,
+                      addressed=record.ports if addressed else frozenset(), resumes=True)
 
 
 @implementer(ISpliceBackend)

@@ -9,11 +9,14 @@ is C{tests.integration.test_replicas}.
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given
 from hypothesis import strategies as st
 from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.task import Clock, deferLater
+from twisted.internet.testing import StringTransport
 from twisted.test.iosim import FakeTransport, connect
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
@@ -32,17 +35,25 @@ from nfltr.relay.cluster.listener import ReplicaLinkHandler, visitor_address
 from nfltr.relay.cluster.peers import Peers, PeerUnreachable
 from nfltr.relay.cluster.presence import RedisPresence
 from nfltr.relay.cluster.routes import RemoteRoutes
-from nfltr.relay.interfaces import KINDS, REPLICA, HolderFigures, IAgentHolder
-from nfltr.relay.tcp_route import AGENT_UNAVAILABLE
+from nfltr.relay.interfaces import KINDS, REPLICA, HolderFigures, IAgentHolder, IRemoteRoutes
+from nfltr.relay.tcp_route import AGENT_UNAVAILABLE, RouteRefused
 from nfltr.resume.twisted import is_final
 from nfltr.store import IPresenceTable
-from nfltr.wire.messages import MessageError, TcpShare, agent_hello
+from nfltr.wire.messages import (
+    NOT_FOUND_CODE,
+    NOT_FOUND_REASON,
+    MessageError,
+    TcpShare,
+    agent_hello,
+)
 from nfltr.wire.resume import RESUME_UNSUPPORTED, offers_resume, resumable_target, resume_target
 from tests.link.twisted_helpers import RecordingHandler
 from tests.relay.helpers import RelayHarness, lost_reason
 from tests.relay.test_link_handler import A2_KEY, A_KEY, Recorder
 
 KEY = "nfltr_0123456789ab_" + "A" * 43
+#: An ed25519 public key, base64 (as an SSH login's credential carries it).
+BLOB = "AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
 NAMES = st.from_regex(r"[a-z0-9](?:[a-z0-9-]{0,20}[a-z0-9])?", fullmatch=True)
 
 
@@ -91,7 +102,35 @@ class TargetTests(SynchronousTestCase):
         resumption).
         """
         self.assertEqual(parse_replica_tcp_target(replica_tcp_target(name, port, KEY, kind)),
-                         (kind, name, port, KEY))
+                         (kind, name, port, KEY, None))
+
+    @given(st.sampled_from(["tcp", "ssh"]), NAMES, st.integers(1, 65535),
+           st.sampled_from(["1.2.3.4:5", "[::1]:80"]))
+    def test_clientRoundTrip(self, kind: str, name: str, port: int, client: str) -> None:
+        """
+        A client's address after an C{@} is read back, for a plain session and an SSH
+        client's (whose credential names how it logged in).
+        """
+        key = f"publickey:{BLOB}" if kind == "ssh" else KEY
+        self.assertEqual(
+            parse_replica_tcp_target(replica_tcp_target(name, port, key, kind, client)),
+            (kind, name, port, key, client))
+
+    def test_sshCredentials(self) -> None:
+        """
+        An SSH client's credential is C{publickey:BLOB} or C{password:KEY}; anything else
+        is refused, without the secret in the message; an open session shows neither the
+        credential nor the client's address.
+        """
+        target = replica_tcp_target("web", 22, f"password:{KEY}", "ssh", "1.2.3.4:5")
+        self.assertEqual(target, f"replica-ssh:web:22:password:{KEY}@1.2.3.4:5")
+        self.assertEqual(without_key(target), "replica-ssh:web:22")
+        for credential in (KEY, f"other:{KEY}", "publickey:", f"publickey:{KEY}:x"):
+            with self.assertRaises(MessageError) as caught:
+                parse_replica_tcp_target(f"replica-ssh:web:22:{credential}@1.2.3.4:5")
+            self.assertNotIn(KEY, str(caught.exception))
+        with self.assertRaises(MessageError):
+            parse_replica_tcp_target(f"replica-tcp:web:22:{KEY}@")
 
     def test_kinds(self) -> None:
         """
@@ -190,11 +229,10 @@ class _Holding(ReplicaLinkHandler):
         self.targets.append(session.target)
 
 
-class ResumableAcrossReplicasTests(SynchronousTestCase):
+class AcrossReplicasCase(SynchronousTestCase):
     """
-    A connector's C{rtcp:} and C{resume:} sessions on replica C{b} for an agent replica C{a}
-    holds: carried over the replica link (L{RemoteRoutes}, L{ReplicaHolder}) and opened on
-    the agent's link by the holding replica (L{ReplicaLinkHandler}), which alone decides.
+    Replica C{b} (C{self.forwarding}) forwards to replica C{a} (C{self.holding}), which
+    holds agent C{web} of acme.
     """
 
     def setUp(self) -> None:
@@ -227,8 +265,8 @@ class ResumableAcrossReplicasTests(SynchronousTestCase):
         self.holding.run()
         return dialer.whenEstablished()
 
-    def agent(self, resumes: bool) -> None:
-        app = agent_hello(self.keyA, "web", [TcpShare(3000)])
+    def agent(self, resumes: bool, share: TcpShare | None = None) -> None:
+        app = agent_hello(self.keyA, "web", [share or TcpShare(3000)])
         if resumes:
             app["resume"] = True
         self.holding.dial(app, self.agentSide)
@@ -255,6 +293,15 @@ class ResumableAcrossReplicasTests(SynchronousTestCase):
             self.holding.clock.advance(1)
             if not any(pump.pump() for pump in [*self.forwarding.pumps, *self.holding.pumps]):
                 break
+
+
+
+class ResumableAcrossReplicasTests(AcrossReplicasCase):
+    """
+    A connector's C{rtcp:} and C{resume:} sessions on replica C{b} for an agent replica C{a}
+    holds: carried over the replica link (L{RemoteRoutes}, L{ReplicaHolder}) and opened on
+    the agent's link by the holding replica (L{ReplicaLinkHandler}), which alone decides.
+    """
 
     def test_forwarded(self) -> None:
         """
@@ -304,3 +351,130 @@ class ResumableAcrossReplicasTests(SynchronousTestCase):
         self.assertEqual(lost_reason(recorder.lost), (ErrorCode.GOING_AWAY, AGENT_UNAVAILABLE))
         self.assertFalse(is_final(recorder.lost))
         self.assertEqual(self.agentSide.sessions, [])
+
+
+class SSHAcrossReplicasTests(AcrossReplicasCase):
+    """
+    An SSH client's C{-L}/C{-W} channel on replica C{b} for an agent replica C{a} holds
+    (L{RemoteRoutes.openSSH}), and a plain session's client address, carried over the
+    replica link; the holding replica finds the account itself.
+    """
+
+    line = f"ssh-ed25519 {BLOB}"
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.records = _Records()
+        self.records.records["agent", "web"]["plain"] = "3000"
+        presence = RedisPresence(self.records, "b", self.holding.clock)
+        remote = self.forwarding.relay.remote
+        assert isinstance(remote, RemoteRoutes)
+        remote.presence = presence
+        self.holding.store.sshKeys[self.line] = "acme"
+
+    def openSSH(self, account: str, credential: str,
+                transport: StringTransport | None = None) -> Deferred[Any]:
+        """
+        Open a channel's session for a client of C{account} that logged in with
+        C{credential}; its end is connected to C{transport} (a new one by default) as
+        soon as it comes, as the SSH connection connects its channel.
+        """
+        remote = self.forwarding.relay.remote
+        assert remote is not None
+        d = remote.openSSH(account, credential, "web", 3000, "SSH channel lost", "1.2.3.4:5")
+
+        def connect(end: Any) -> Any:
+            end.makeConnection(transport or StringTransport())
+            return end
+
+        d.addCallback(connect)
+        self.pump()
+        return d
+
+    def test_interface(self) -> None:
+        """
+        L{RemoteRoutes} provides L{IRemoteRoutes}.
+        """
+        self.assertTrue(verifyObject(IRemoteRoutes, self.forwarding.relay.remote))
+
+    def test_publicKey(self) -> None:
+        """
+        A client logged in with a public key registered to acme reaches acme's agent: the
+        holding replica opens C{tcp:3000@CLIENT} for an agent that writes PROXY headers,
+        and bytes pass both ways.
+        """
+        self.agent(False, TcpShare(3000, e2ee=False, addressed=True))
+        end = self.successResultOf(self.openSSH("acme", f"publickey:{BLOB}"))
+        end.dataReceived(b"hello")
+        self.pump()
+        [session] = self.agentSide.sessions
+        self.assertEqual(session.target, "tcp:3000@1.2.3.4:5")
+        self.assertEqual(session.protocol.received, b"hello")
+        self.assertEqual(self.targets, [
+            f"replica-ssh:web:3000:publickey:{BLOB}@1.2.3.4:5", "replica-ssh:web:3000"])
+
+    def test_password(self) -> None:
+        """
+        A client logged in with an API key as its password reaches its agent; one that does
+        not write PROXY headers is not told the client's address.
+        """
+        self.agent(False, TcpShare(3000, e2ee=False))
+        self.successResultOf(self.openSSH("acme", f"password:{self.keyA2}"))
+        self.assertEqual([s.target for s in self.agentSide.sessions], ["tcp:3000"])
+
+    def test_otherAccount(self) -> None:
+        """
+        Another account is refused on the forwarding replica in the one TCP route's words;
+        when a forged record names its account, the holding replica, which asks its own
+        store about the key, resets the session in the same words; an unknown key too.
+        """
+        self.agent(False, TcpShare(3000, e2ee=False))
+        failure = self.failureResultOf(self.openSSH("other", f"publickey:{BLOB}"), RouteRefused)
+        self.assertEqual(failure.value.reason, NOT_FOUND_REASON)
+        self.holding.store.sshKeys[self.line] = "other"
+        self.records.records["agent", "web"]["account"] = "other"
+        for credential in (f"publickey:{BLOB}", "publickey:AAAA", f"password:{KEY}"):
+            transport = _Aborting()
+            self.successResultOf(self.openSSH("other", credential, transport))
+            self.assertEqual(transport.aborted, (NOT_FOUND_CODE, NOT_FOUND_REASON), credential)
+        self.assertEqual(self.agentSide.sessions, [])
+
+    def test_e2eeOnly(self) -> None:
+        """
+        A port shared end-to-end encrypted is refused to an SSH client on the forwarding
+        replica, in the words one relay uses.
+        """
+        self.agent(False)
+        self.records.records["agent", "web"]["plain"] = ""
+        failure = self.failureResultOf(self.openSSH("acme", f"publickey:{BLOB}"), RouteRefused)
+        self.assertIn("end-to-end encrypted", failure.value.reason)
+        self.assertEqual(self.agentSide.sessions, [])
+
+    def test_clientAddressOfPlainSession(self) -> None:
+        """
+        A connector's plain session on replica C{b} carries its address to an agent on
+        replica C{a} that writes PROXY headers.
+        """
+        self.agent(False, TcpShare(3000, addressed=True))
+        self.open("tcp:web:3000")
+        [session] = self.agentSide.sessions
+        self.assertTrue(session.target.startswith("tcp:3000@"), session.target)
+        self.assertNotIn("@", self.targets[1])
+
+
+class _Aborting(StringTransport):
+    """
+    A client's transport that records the reset passed on to it.
+    """
+
+    aborted: tuple[int, str] | None = None
+
+    def abortWith(self, code: int, reason: str) -> None:
+        self.aborted = (code, reason)
+        self.loseConnection()
+
+    def unregisterProducer(self) -> None:
+        """
+        As a session does: nothing to unregister is not an error.
+        """
+        self.producer = None

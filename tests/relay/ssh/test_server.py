@@ -6,6 +6,7 @@ the login checkers (L{nfltr.relay.ssh._auth}).
 
 from __future__ import annotations
 
+import base64
 import struct
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,12 @@ from twisted.internet.defer import Deferred, succeed
 from twisted.internet.task import Clock
 from twisted.logger import Logger
 from twisted.trial.unittest import SynchronousTestCase
+from zope.interface import implementer
+from zope.interface.verify import verifyObject
 
 from nfltr.link.twisted import LinkUnavailable
 from nfltr.relay.directory import AgentEntry
+from nfltr.relay.interfaces import IRemoteRoutes
 from nfltr.relay.leases import Leases
 from nfltr.relay.link_handler import Relay
 from nfltr.relay.shares import ShareRegistry
@@ -34,6 +38,7 @@ from nfltr.relay.ssh._auth import (
 from nfltr.relay.ssh._session import StatusSession
 from nfltr.relay.ssh._user import ChannelRefused, RelayUser, SSHHub
 from nfltr.relay.store_health import StoreHealth
+from nfltr.relay.tcp_route import RouteRefused
 from nfltr.ssh import SSHConfig
 from nfltr.ssh.channel import ForwardChannel
 from nfltr.store import StoreUnavailable
@@ -105,7 +110,8 @@ class UserTests(SynchronousTestCase):
 
     def user(self, account: str = "alice", name: str = "laptop") -> tuple[RelayUser,
                                                                           FakeConnection]:
-        user = RelayUser(SSHIdentity(account, name, f"ssh:{account}"), self.hub)
+        user = RelayUser(SSHIdentity(account, name, f"ssh:{account}", "publickey:AAAA"),
+                         self.hub)
         user.conn = FakeConnection()
         return user, user.conn
 
@@ -194,6 +200,32 @@ class UserTests(SynchronousTestCase):
             alice.openChannel(b"direct-tcpip", 65536, 32768, direct(b"web", 443))
         self.assertIn("tcp-connect", e.exception.text)
 
+    def test_otherReplica(self) -> None:
+        """
+        On a replica of a cluster, C{direct-tcpip} to an agent this replica
+        does not hold asks the cluster's routes, with the client's proof
+        and address: the channel comes when they answer, or its refusal in
+        their words.
+        """
+        remote = _Remote()
+        self.assertTrue(verifyObject(IRemoteRoutes, remote))
+        self.relay.remote = remote
+        alice, _ = self.user()
+        first = alice.openChannel(b"direct-tcpip", 65536, 32768, direct(b"web", 22))
+        second = alice.openChannel(b"direct-tcpip", 65536, 32768, direct(b"web", 23))
+        self.assertEqual([call[:4] for call in remote.calls],
+                         [("alice", "publickey:AAAA", "web", 22),
+                          ("alice", "publickey:AAAA", "web", 23)])
+        self.assertEqual(remote.calls[0][5], "192.0.2.7:50022")
+        end = Sink()
+        remote.answers[0].callback(end)
+        channel = self.successResultOf(first)
+        self.assertIsInstance(channel, ForwardChannel)
+        self.assertIs(channel.protocol, end)
+        remote.answers[1].errback(RouteRefused(1, "no such agent or port"))
+        refused = self.failureResultOf(second, ChannelRefused)
+        self.assertEqual(refused.value.text, "no such agent or port")
+
     def test_unknownChannelType(self) -> None:
         """
         Channel types other than session and direct-tcpip are refused.
@@ -224,6 +256,27 @@ class UserTests(SynchronousTestCase):
         lines = other._commands()["status"]()
         self.assertIn("  agent laptop: TCP ports [5000]", lines)
         self.assertTrue(any(line.startswith("  share blog (inspect)") for line in lines))
+
+
+@implementer(IRemoteRoutes)
+class _Remote:
+    """
+    The cluster's routes, answering C{openSSH} when the test says.
+    """
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+        self.answers: list[Deferred[Any]] = []
+
+    def routeTCP(self, session: Any, key: str, account: str, name: str, port: int,
+                 kind: str = "tcp", client: str | None = None) -> None:
+        raise AssertionError("not an SSH channel")
+
+    def openSSH(self, account: str, credential: str, name: str, port: int, lostReason: str,
+                client: str | None) -> Deferred[Any]:
+        self.calls.append((account, credential, name, port, lostReason, client))
+        self.answers.append(Deferred())
+        return self.answers[-1]
 
 
 class KeyStore:
@@ -260,6 +313,10 @@ class CheckerTests(SynchronousTestCase):
         identity = self.login()
         self.assertEqual((identity.account, identity.user), ("alice", "laptop"))
         self.assertTrue(identity.credential.startswith("ssh:SHA256:"))
+        # What another replica checks: the public key, never shown in a repr.
+        blob = base64.b64encode(self.key.public().blob()).decode()
+        self.assertEqual(identity.proof, f"publickey:{blob}")
+        self.assertNotIn(blob, repr(identity))
 
     def test_refusals(self) -> None:
         """
@@ -289,6 +346,8 @@ class CheckerTests(SynchronousTestCase):
         results: list[Any] = []
         checker.requestAvatarId(UsernamePassword(b"u", text.encode())).addBoth(results.append)
         self.assertEqual(results[-1].account, "alice")
+        self.assertEqual(results[-1].proof, f"password:{text}")
+        self.assertNotIn(text, repr(results[-1]))
         checker.requestAvatarId(UsernamePassword(b"u", b"nope")).addBoth(results.append)
         self.assertTrue(results[-1].check(UnauthorizedLogin))
         revoked.add("0123456789ab")

@@ -1,0 +1,149 @@
+"""
+More paths across replicas, with real processes (the harness of
+L{tests.integration.test_replicas}): C{ssh -L} and C{-W} (the OpenSSH
+client) through the SSH port of a replica that does not hold the agent,
+8 MiB each way verified by sha256, and another account refused in the same
+words as on one relay; the PROXY protocol's visitor address carried over
+the replica link (e2ee and inspect shares, a TCP share).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from .harness import missing, run
+from .service import pattern
+from .test_proxy_protocol import get, logged, start_nginx
+from .test_public_ports import free_ports
+from .test_replicas import CURL_TIMEOUT, SIZE, ReplicasCase
+from .test_ssh import SSHStack
+from .test_tcp_tunnel import download, upload
+
+
+class SSHClientsAcrossReplicasTests(ReplicasCase):
+    """
+    Two replicas; replica 0 has an SSH port, the agent is on replica 1.
+    """
+
+    skip = missing("redis-server", "redis-cli", "curl", "ssh", "ssh-keygen")
+    replicaCount = 2
+
+    def replicaArgs(self, i: int) -> tuple[str, ...]:
+        return ("--ssh", "tcp:0:interface=127.0.0.1") if i == 0 else ()
+
+    def sshKey(self, account: str) -> Path:
+        """
+        A new ed25519 key registered to C{account} in the directory.
+        """
+        path = self.tmp / f"id-{account}"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)],
+                       check=True, stdin=subprocess.DEVNULL, timeout=CURL_TIMEOUT)
+        self.replicas[0].key(account)  # creates the account
+        done = run("keys", "add-ssh", "--account", account, f"{path}.pub", "--directory",
+                   self.redis.url)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        return path
+
+    def test_localAndStdioForwards(self) -> None:
+        """
+        C{ssh -L} and C{ssh -W} through replica 0 reach alice's agent on
+        replica 1 (a port shared with C{--e2ee false}): 8 MiB each way,
+        sha256-checked; the sessions were forwarded over the replica link.
+        """
+        first, second = self.replicas
+        service = second.service()
+        second.agent(second.key("alice"), "web", service, "--e2ee", "false")
+        ssh = SSHStack(first)
+        key = self.sshKey("alice")
+        local, _ = ssh.forward(key, f"web:{service}")
+        self.assertTrue(download(local, 3, SIZE), "download through ssh -L")
+        self.assertTrue(upload(local, 4, SIZE), "upload through ssh -L")
+        done = ssh.run(key, "-W", f"web:{service}", input=f"DOWNLOAD {SIZE} 5\n".encode())
+        self.assertEqual(hashlib.sha256(done.stdout).hexdigest(),
+                         hashlib.sha256(pattern(5, SIZE)).hexdigest(), done.stderr)
+        data = pattern(6, SIZE)
+        done = ssh.run(key, "-W", f"web:{service}", input=f"UPLOAD {SIZE}\n".encode() + data)
+        self.assertEqual(done.stdout.strip(), hashlib.sha256(data).hexdigest().encode(),
+                         done.stderr)
+        self.assertGreaterEqual(
+            self.metric(first, 'nfltr_replica_sessions_forwarded_total{kind="ssh"}'), 3)
+
+    def test_refusedAsOnOneRelay(self) -> None:
+        """
+        Bob's C{-W} to alice's agent on replica 1 is refused through
+        replica 0 in the words OpenSSH prints for an agent that does not
+        exist, and for alice's agent on replica 0 itself; alice's C{-W} to
+        a port shared end-to-end encrypted on replica 1 is told so, as on
+        one relay.
+        """
+        first, second = self.replicas
+        service = second.service()
+        second.agent(second.key("alice"), "web", service, "--e2ee", "false")
+        first.agent(first.key("alice"), "home", service, "--e2ee", "false")
+        second.agent(second.key("alice"), "vault", service)
+        ssh = SSHStack(first)
+        bob, alice = self.sshKey("bob"), self.sshKey("alice")
+        ssh.run(bob, command=("help",))  # the host key is known from here on
+        texts = {}
+        for name in ("web", "home", "nosuch"):
+            done = ssh.run(bob, "-o", "LogLevel=INFO", "-W", f"{name}:{service}")
+            self.assertNotEqual(done.returncode, 0)
+            texts[name] = done.stderr.replace(name.encode(), b"X")
+        self.assertIn(b"no such agent or port", texts["web"])
+        self.assertEqual(texts["web"], texts["nosuch"])
+        self.assertEqual(texts["home"], texts["nosuch"])
+        done = ssh.run(alice, "-o", "LogLevel=INFO", "-W", f"vault:{service}")
+        self.assertNotEqual(done.returncode, 0)
+        self.assertIn(b"is shared end-to-end encrypted", done.stderr)
+
+
+class ProxyProtocolAcrossReplicasTests(ReplicasCase):
+    """
+    Agents with C{--proxy-protocol v2} on replica 1, their visitors on
+    replica 0: nginx behind each agent logs the visitor's address, carried
+    over the replica link with the forwarded session.
+    """
+
+    skip = missing("redis-server", "redis-cli", "curl", "nginx")
+    replicaCount = 2
+
+    def visit(self, url: str, ca: str, source: str) -> None:
+        """
+        C{curl} C{url} from C{source} through replica 0's TLS port.
+        """
+        host = urlsplit(url).hostname or ""
+        port = int(self.replicas[0].address.rsplit(":", 1)[1])
+        done = subprocess.run(
+            ["curl", "--silent", "--show-error", "--fail", "--interface", source, "--cacert", ca,
+             "--resolve", f"{host}:{port}:127.0.0.1",
+             urlsplit(url)._replace(netloc=f"{host}:{port}").geturl()],
+            capture_output=True, timeout=CURL_TIMEOUT, check=False,
+        )
+        self.assertEqual(done.returncode, 0, done.stderr)
+
+    def test_sharesAndTCP(self) -> None:
+        """
+        An e2ee and an inspect share, each visited from its own loopback
+        address, and a TCP share reached with C{tcp-connect} through
+        replica 0: nginx logs the visitor's address each time (not a
+        replica's, not nobody's).
+        """
+        second = self.replicas[1]
+        key = second.key("alice")
+        e2ee, inspect, tcp = free_ports(3)
+        logs = [start_nginx(second, port) for port in (e2ee, inspect, tcp)]
+        _, url = second.http_agent(key, "app", e2ee, "--proxy-protocol", "v2")
+        self.visit(url + "e2ee", str(second.data / "tls" / "share-ca.crt"), "127.0.0.5")
+        self.assertTrue(logged(logs[0], "127.0.0.5 GET /e2ee HTTP/1.1"), logs[0].read_text())
+        _, url = second.http_agent(key, "site", inspect, "--mode", "inspect",
+                                   "--proxy-protocol", "v2")
+        self.visit(url + "inspect", str(second.data / "tls" / "share-ca.crt"), "127.0.0.6")
+        self.assertTrue(logged(logs[1], "127.0.0.6 GET /inspect HTTP/1.1"), logs[1].read_text())
+        _, pin = second.agent(key, "box", tcp, "--proxy-protocol", "v2")
+        assert pin is not None
+        _, local = self.replicas[0].connector(key, "box", tcp, "--pin", pin)
+        self.assertIn(b"200 OK", get(local, "127.0.0.1", "/connector"))
+        self.assertTrue(logged(logs[2], "127.0.0.1 GET /connector HTTP/1.0"), logs[2].read_text())
