@@ -255,7 +255,8 @@ class Relay:
         replaced = {id(h): h for h in before if h is not None and h is not holder}
         for old in replaced.values():
             old.refuse(RefusalReason.CONFLICT, REPLACED)
-        self.presence.sharesPublished(account, [(share.name, share.mode) for share in shares])
+        self.presence.sharesPublished(account, [(share.name, share.mode) for share in shares],
+                                      [share.name for share in shares if share.plain])
         return answers
 
     def withdrawShares(self, holder: IAgentHolder, name: str | None = None) -> list[str]:

@@ -201,10 +201,12 @@ class IPresence(Interface):
         C{entry} (an L{nfltr.relay.directory.AgentEntry}) gave its name up.
         """
 
-    def sharesPublished(account: str, shares: Sequence[tuple[str, str]]) -> None:
+    def sharesPublished(account: str, shares: Sequence[tuple[str, str]],
+                        plain: Sequence[str] = ()) -> None:
         """
         A holder of C{account} publishes C{shares} (name, mode) on this
-        replica now.
+        replica now; those named in C{plain} are served in plain HTTP on
+        the HTTP port too.
         """
 
     def sharesWithdrawn(names: Sequence[str]) -> None:

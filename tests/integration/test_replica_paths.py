@@ -21,6 +21,9 @@ from .test_public_ports import free_ports
 from .test_replicas import CURL_TIMEOUT, SIZE, ReplicasCase
 from .test_ssh import SSHStack
 from .test_tcp_tunnel import download, upload
+from .web_service import pattern as web_pattern
+
+MIB = 1024 * 1024
 
 
 class SSHClientsAcrossReplicasTests(ReplicasCase):
@@ -147,3 +150,54 @@ class ProxyProtocolAcrossReplicasTests(ReplicasCase):
         _, local = self.replicas[0].connector(key, "box", tcp, "--pin", pin)
         self.assertIn(b"200 OK", get(local, "127.0.0.1", "/connector"))
         self.assertTrue(logged(logs[2], "127.0.0.1 GET /connector HTTP/1.0"), logs[2].read_text())
+
+
+class PlainHTTPAcrossReplicasTests(ReplicasCase):
+    """
+    A share published with C{--plain-http true} on replica 1, visited on
+    replica 0's HTTP port, as on one relay.
+    """
+
+    replicaCount = 2
+
+    def get(self, url: str, *extra: str) -> tuple[str, bytes]:
+        """
+        C{curl} C{url} on replica 0's HTTP port: the status and redirect,
+        and the body.
+        """
+        host = urlsplit(url).hostname or ""
+        port = int(self.replicas[0].info["http"].rsplit(":", 1)[1])
+        out = self.tmp / "body"
+        done = subprocess.run(
+            ["curl", "-sS", "-o", str(out), "-w", "%{http_code} %{redirect_url}", "--resolve",
+             f"{host}:{port}:127.0.0.1", *extra,
+             urlsplit(url)._replace(netloc=f"{host}:{port}").geturl()],
+            capture_output=True, timeout=CURL_TIMEOUT, check=False, text=True,
+        )
+        self.assertEqual(done.returncode, 0, done.stderr)
+        return done.stdout.strip(), out.read_bytes()
+
+    def test_plainHTTP(self) -> None:
+        """
+        The plain-HTTP share answers through replica 0 (1 MiB down intact,
+        an upload's sha256, the visitor's address added by the holding
+        replica's proxy); a share without plain HTTP and a name no replica
+        knows are redirected to HTTPS, as on one relay.
+        """
+        second = self.replicas[1]
+        key = second.key("alice")
+        agent, _ = second.http_agent(key, "blog", second.web_service(), "--mode", "inspect",
+                                     "--plain-http", "true")
+        url = agent.wait_for(r"share (http://\S+) ").group(1)
+        second.http_agent(key, "safe", second.web_service())
+        self.assertEqual(self.get(f"{url}bytes/{MIB}"), ("200", web_pattern(MIB)))
+        status, head = self.get(f"{url}headers")
+        self.assertIn(b"X-Forwarded-For: 127.0.0.1", head)
+        data = self.tmp / "plain.bin"
+        data.write_bytes(pattern(9, MIB))
+        status, answer = self.get(f"{url}sha256", "--data-binary", f"@{data}")
+        self.assertEqual(answer.strip().decode(), hashlib.sha256(pattern(9, MIB)).hexdigest())
+        tls = int(self.replicas[0].address.rsplit(":", 1)[1])
+        for name in ("safe", "nosuch"):
+            status, _ = self.get(f"http://{name}.localhost/x")
+            self.assertEqual(status, f"308 https://{name}.localhost:{tls}/x")

@@ -25,7 +25,10 @@ C{docs/link-protocol.md}):
     and C{resume:<port>} on the agent's link (it alone knows whether the
     agent resumes sessions); nothing about them is kept on either replica;
   - C{share:<name>@<visitor>}: a share visitor's raw bytes (e2ee,
-    passthrough), as a relay opens it on an agent's link.
+    passthrough), as a relay opens it on an agent's link;
+  - C{plain:<name>@<visitor>}: a visitor of the share's plain-HTTP URL on
+    the HTTP port (C{--plain-http}), its bytes as they came: the holding
+    replica serves it with the share's plain-HTTP proxy.
 """
 
 from __future__ import annotations
@@ -118,6 +121,31 @@ def parse_replica_tcp_target(target: str) -> ReplicaTarget | None:
     return ReplicaTarget(kind, check_name(name), check_port(int(port)), key, client or None)
 
 
+#: A plain-HTTP visitor of a share (C{--plain-http}), on the replica link.
+PLAIN_HTTP = "plain"
+
+
+def plain_target(name: str, visitor: str) -> str:
+    """
+    The target of a visitor (C{HOST:PORT}) of the share C{name}'s plain-HTTP
+    URL, its bytes as they came to the forwarding replica's HTTP port.
+    """
+    return f"{PLAIN_HTTP}:{check_name(name)}@{visitor}"
+
+
+def parse_plain_target(target: str) -> tuple[str, str] | None:
+    """
+    The share and visitor of a L{plain_target}; L{None} if C{target} is not one.
+
+    @raise MessageError: such a target with a bad name.
+    """
+    kind, _, rest = target.partition(":")
+    if kind != PLAIN_HTTP:
+        return None
+    name, _, visitor = rest.partition("@")
+    return check_name(name), visitor
+
+
 def without_key(target: str) -> str:
     """
     C{target} with a replica client target's credential (and client address) left out:
@@ -168,7 +196,8 @@ class ReplicaHolder:
             cannot be carried (a TCP session without a credential, or one
             too long for an OPEN).
         """
-        forwarded = target if target.startswith(f"{SHARE}:") else self._clientTarget(target)
+        raw = target.startswith((f"{SHARE}:", f"{PLAIN_HTTP}:"))
+        forwarded = target if raw else self._clientTarget(target)
         if len(forwarded.encode("utf-8")) > MAX_TARGET:
             raise LinkUnavailable("the client's credential is too long to carry across replicas")
         session = self.link.openSession(forwarded, protocol, firstBytes)

@@ -21,6 +21,9 @@ It decides for itself, as for a visitor of its own:
     one TCP route's resumable sessions (L{nfltr.wire.resume}), which open
     C{rtcp:<port>} or C{resume:<port>} on the agent's link, or refuse them
     for an agent that does not resume sessions;
+  - C{plain:<name>@<visitor>}: a visitor of the plain-HTTP URL of a share
+    published here, served by its plain-HTTP proxy (allow list, policy and
+    rate there), as a visitor of this replica's HTTP port would be;
   - C{share:<name>@<visitor>}: only a share published here (never one the
     directory says is elsewhere: no second hop), as this replica's TLS port
     would route it: e2ee and passthrough through its backend (the share's
@@ -63,7 +66,13 @@ from nfltr.wire.resume import PLAIN
 from ..agents import Relay
 from ..link_handler import held_note
 from ..tcp_route import AGENT_UNAVAILABLE, RouteRefused, SessionEnd
-from .holder import SSH_CLIENT, ReplicaTarget, parse_replica_tcp_target, without_key
+from .holder import (
+    SSH_CLIENT,
+    ReplicaTarget,
+    parse_plain_target,
+    parse_replica_tcp_target,
+    without_key,
+)
 
 CANNOT_CHECK = "the replica that holds the agent cannot check API keys now; try again later"
 REPLICA_LINK_LOST = "replica link lost"
@@ -131,10 +140,13 @@ class ReplicaLinkHandler(LinkHandler):
         try:
             tcp = parse_replica_tcp_target(target)
             share = None if tcp is not None else parse_share_target(target)
+            plain = None if tcp or share else parse_plain_target(target)
         except MessageError as e:
             session.refuse(ErrorCode.REFUSED, str(e))
             return
-        if tcp is not None:
+        if plain is not None:
+            self._plain(session, *plain)
+        elif tcp is not None:
             session.target = without_key(target)  # what getHost() and reprs show
             self._tcp(session, tcp)
         elif share is not None:
@@ -189,6 +201,19 @@ class ReplicaLinkHandler(LinkHandler):
             return info.account
 
         return self.relay.verifyKey(key).addCallback(account)
+
+    def _plain(self, session: LinkSession, name: str, visitor: str) -> None:
+        shares = self.relay.shares
+        factory = shares.plainOf(name) if shares is not None else None
+        address = visitor_address(visitor)
+        protocol = None
+        if factory is not None and address is not None:
+            session.peerAddress = address  # the visitor's, as the forwarding replica saw it
+            protocol = factory.buildProtocol(address)  # None: outside the allow list
+        if protocol is None:
+            session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
+        else:
+            session.accept(protocol)
 
     def _share(self, session: LinkSession, name: str, visitor: str) -> None:
         route = self.relay.shares.route(name) if self.relay.shares is not None else None

@@ -34,13 +34,14 @@ from ..deferreds import passing
 from ..interfaces import IShareRoutes
 from ..names import REPLACED
 from ..store_health import StoreHealth
+from ..vhost import Chooser
 from .config import ReplicaConfig
 from .counters import ReplicaCounters
 from .listener import ReplicaLinkHandler
 from .metrics import ReplicaCollector
 from .peers import Peers, tls_dialler
 from .presence import AGENT, SHARE, RedisPresence
-from .routes import ClusterShareRoutes, RemoteRoutes
+from .routes import ClusterPlainRoutes, ClusterShareRoutes, RemoteRoutes
 
 Listen = Callable[[str, str, Any], Awaitable[Any]]
 _WILDCARDS = ("0.0.0.0", "::", "")
@@ -115,6 +116,14 @@ class Replica:
         """
         assert self.routes is not None
         return ClusterShareRoutes(local, self.routes)
+
+    def plainRoutes(self) -> Chooser:
+        """
+        The HTTP port's choice of a plain-HTTP share: this replica's, then
+        the cluster's (L{ClusterPlainRoutes}).
+        """
+        assert self.routes is not None and self.relay.shares is not None
+        return ClusterPlainRoutes(self.relay.shares, self.routes)
 
     def _accept(self) -> LinkHandler:
         return _Accepted(self.relay, self._accepted, self.counters)

@@ -37,12 +37,13 @@ from typing import Any
 from twisted.internet.defer import Deferred
 from twisted.internet.error import ConnectionRefusedError
 from twisted.internet.interfaces import IAddress, IProtocol, IReactorTime
+from twisted.internet.protocol import Factory
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from nfltr.link import ErrorCode
-from nfltr.link.twisted import LinkProtocol, LinkSession
+from nfltr.link.twisted import LinkProtocol, LinkSession, LinkUnavailable
 from nfltr.sni.twisted import ISpliceBackend, Route, Splice
 from nfltr.store import StoreUnavailable
 from nfltr.streams import SpliceEnd
@@ -62,8 +63,9 @@ from ..counters import AGENT_UNAVAILABLE as UNAVAILABLE_OUTCOME
 from ..counters import NOT_FOUND, ROUTED, SHARE, TCP
 from ..directory import AgentEntry
 from ..interfaces import IRemoteRoutes, IShareRoutes
+from ..shares import ShareRegistry
 from ..tcp_route import AGENT_UNAVAILABLE, RouteRefused
-from .holder import ReplicaHolder
+from .holder import ReplicaHolder, plain_target
 from .peers import Peers
 from .presence import AgentPresence, RedisPresence, SharePresence
 
@@ -214,6 +216,74 @@ class RemoteShareBackend:
             protocol.connectionLost(Failure(ConnectionRefusedError(failure.getErrorMessage())))
 
         routes.presence.share(self.name).addCallback(found).addErrback(failed)
+
+
+class ForwardedPlainFactory(Factory):
+    """
+    The visitors of the plain-HTTP URL of the share C{name}, which the
+    replica at the other end of C{link} publishes: each connection, its
+    bytes as they came (the first request's head included), spliced to a
+    C{plain:NAME@VISITOR} session there.
+    """
+
+    noisy = False
+
+    def __init__(self, link: LinkProtocol, name: str, routes: RemoteRoutes) -> None:
+        self.link = link
+        self.name = name
+        self.routes = routes
+
+    def buildProtocol(self, addr: IAddress | None) -> SpliceEnd | None:
+        """
+        The visitor's end, spliced to a session on the link; L{None} (the
+        connection is closed) if the link cannot open one.
+        """
+        visitor, remote = SpliceEnd(), SpliceEnd()
+        visitor.other, remote.other = remote, visitor
+        holder = ReplicaHolder(self.link, self.name, None, self.routes.clock.seconds())
+        try:
+            holder.openSession(plain_target(self.name, format_address(addr)), remote)
+        except LinkUnavailable:
+            return None
+        self.routes.peers.counters.forwarded["share"] += 1
+        return visitor
+
+
+class ClusterPlainRoutes:
+    """
+    The HTTP port's choice on a replica (a L{nfltr.relay.vhost.Chooser}):
+    this replica's plain-HTTP shares first; a host under the share domain
+    that names none of them waits for the directory: a share another
+    replica publishes in plain HTTP is forwarded there
+    (L{ForwardedPlainFactory}); anything else is redirected to HTTPS, as on
+    one relay.
+    """
+
+    def __init__(self, shares: ShareRegistry, routes: RemoteRoutes) -> None:
+        self.shares = shares
+        self.routes = routes
+
+    def __call__(self, host: str) -> Any:
+        """
+        A factory, L{None} (the redirect), or a Deferred of either.
+        """
+        local = self.shares.plainRoute(host)
+        name = self.shares.shareName(host)
+        if local is not None or name is None:
+            return local
+        routes = self.routes
+
+        def found(record: SharePresence | None) -> Any:
+            if record is None or record.replica == routes.presence.replica or not record.plain:
+                return None
+            return routes.peers.link(record.replica).addCallback(
+                lambda link: ForwardedPlainFactory(link, name, routes))
+
+        def failed(failure: Failure) -> None:
+            routes.log.debug("plain-HTTP visitor of {name} not forwarded: {error}", name=name,
+                             error=failure.getErrorMessage())
+
+        return routes.presence.share(name).addCallback(found).addErrback(failed)
 
 
 @implementer(IShareRoutes)

@@ -27,7 +27,9 @@ from nfltr.link.twisted import LinkHandler, LinkProtocol, LinkSession, LinkUnava
 from nfltr.relay.agents import Relay
 from nfltr.relay.cluster.holder import (
     ReplicaHolder,
+    parse_plain_target,
     parse_replica_tcp_target,
+    plain_target,
     replica_tcp_target,
     without_key,
 )
@@ -115,6 +117,17 @@ class TargetTests(SynchronousTestCase):
         self.assertEqual(
             parse_replica_tcp_target(replica_tcp_target(name, port, key, kind, client)),
             (kind, name, port, key, client))
+
+    def test_plainTarget(self) -> None:
+        """
+        A plain-HTTP visitor's target names the share and the visitor; other
+        targets are not one; a bad name is refused.
+        """
+        self.assertEqual(plain_target("blog", "1.2.3.4:5"), "plain:blog@1.2.3.4:5")
+        self.assertEqual(parse_plain_target("plain:blog@[::1]:5"), ("blog", "[::1]:5"))
+        self.assertIsNone(parse_plain_target("share:blog@1.2.3.4:5"))
+        with self.assertRaises(MessageError):
+            parse_plain_target("plain:Not_A_Name@1.2.3.4:5")
 
     def test_sshCredentials(self) -> None:
         """
