@@ -4,20 +4,25 @@ L{tests.integration.test_replicas}): C{ssh -L} and C{-W} (the OpenSSH
 client) through the SSH port of a replica that does not hold the agent,
 8 MiB each way verified by sha256, and another account refused in the same
 words as on one relay; the PROXY protocol's visitor address carried over
-the replica link (e2ee and inspect shares, a TCP share).
+the replica link (e2ee and inspect shares, a TCP share); a share's
+plain-HTTP URL on every replica's HTTP port; C{nfltr login} saving every
+replica's address.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import signal
 import subprocess
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .harness import missing, run
+from .harness import REPO, missing, nfltr, run
 from .service import pattern
 from .test_proxy_protocol import get, logged, start_nginx
 from .test_public_ports import free_ports
+from .test_replica_dialler import AcrossReplicasCase
 from .test_replicas import CURL_TIMEOUT, SIZE, ReplicasCase
 from .test_ssh import SSHStack
 from .test_tcp_tunnel import download, upload
@@ -201,3 +206,48 @@ class PlainHTTPAcrossReplicasTests(ReplicasCase):
         for name in ("safe", "nosuch"):
             status, _ = self.get(f"http://{name}.localhost/x")
             self.assertEqual(status, f"308 https://{name}.localhost:{tls}/x")
+
+
+class LoginToReplicasTests(AcrossReplicasCase):
+    """
+    C{nfltr login} given every replica's address saves them all, and an
+    agent started on the saved login alone moves to the other replica when
+    its own stops.
+    """
+
+    replicaCount = 2
+
+    def test_savedAddresses(self) -> None:
+        """
+        Without --ca the login refuses (each replica presents a certificate
+        of its own: no one fingerprint to confirm); with the relay CA they
+        share it saves both addresses, and an agent with no --relay of its
+        own goes to the other replica when its replica drains (SIGTERM).
+        """
+        key = self.replicas[0].key("alice")
+        config = self.tmp / "config"
+        env = {"XDG_CONFIG_HOME": str(config)}
+
+        def login(*extra: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                nfltr("login", *(stack.address for stack in self.replicas), *extra),
+                input="y\n", capture_output=True, text=True, timeout=CURL_TIMEOUT, check=False,
+                env={**os.environ, **env, "NFLTR_KEY": key}, cwd=REPO,
+            )
+
+        done = login()
+        self.assertEqual(done.returncode, 1)
+        self.assertIn("present different certificates: give --ca", done.stderr)
+        done = login("--ca", self.replicas[0].ca)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn(f"use relay {self.addresses()}", done.stdout)
+        self.assertIn(f'relay = "{self.addresses()}"',
+                      (config / "nfltr" / "nfltr.toml").read_text())
+        first = self.replicas[0]
+        agent = first.start(
+            nfltr("tcp", str(first.service()), "--name", "web", "--e2ee", "false",
+                  "--state-dir", str(self.tmp / "agent-web")), "agent web", env)
+        held = self.holder(agent.wait_for(r"connected to the relay at (\S+)").group(1))
+        os.killpg(self.replicas[held].relay.popen.pid, signal.SIGTERM)
+        moved = agent.wait_for(r"reconnected to the relay at (\S+)").group(1)
+        self.assertEqual(self.holder(moved), 1 - held)
