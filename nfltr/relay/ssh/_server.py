@@ -55,6 +55,8 @@ DRAIN_NOTE = STOPPING + ": open connections may finish within {timeout:g} s"
 CLOSE_GRACE = 5.0
 #: The SSH disconnect reason C{BY_APPLICATION}.
 _BY_APPLICATION = 11
+#: What a client is told of a channel open that failed on the relay's side.
+UNAVAILABLE = "the relay could not open the channel"
 
 
 class _QuietLogger(Logger):
@@ -148,10 +150,13 @@ class RelayConnection(connection.SSHConnection):
 
         def refused(failure: Failure) -> None:
             self.waitingOpens -= 1
-            failure.trap(ChannelRefused)
-            assert isinstance(failure.value, ChannelRefused)
+            refusal = failure.value
+            if not isinstance(refusal, ChannelRefused):
+                # A bug, not the client's doing: logged, and the client is not left waiting.
+                _log.failure("a {kind!r} channel open failed", failure, kind=channelType[:64])
+                refusal = ChannelRefused(connection.OPEN_CONNECT_FAILED, UNAVAILABLE)
             if not self.stopped:
-                self._refuseOpen(senderChannel, channelType, failure.value)
+                self._refuseOpen(senderChannel, channelType, refusal)
 
         channel.addCallbacks(answered, refused)
 

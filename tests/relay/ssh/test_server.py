@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from twisted.conch.error import ValidPublicKey
-from twisted.conch.ssh import keys
+from twisted.conch.ssh import common, connection, keys
 from twisted.cred.credentials import SSHPrivateKey, UsernamePassword
 from twisted.cred.error import UnauthorizedLogin
 from twisted.internet.address import IPv4Address
@@ -35,6 +35,7 @@ from nfltr.relay.ssh._auth import (
     APIKeyPasswordChecker,
     SSHIdentity,
 )
+from nfltr.relay.ssh._server import UNAVAILABLE, RelayConnection
 from nfltr.relay.ssh._session import StatusSession
 from nfltr.relay.ssh._user import ChannelRefused, RelayUser, SSHHub
 from nfltr.relay.store_health import StoreHealth
@@ -386,3 +387,96 @@ def _ed25519() -> bytes:
         serialization.NoEncryption(),
     )
 
+
+
+class _Avatar:
+    """
+    An avatar whose channel opens answer when the test says.
+    """
+
+    def __init__(self, hub: SSHHub) -> None:
+        self.hub = hub
+        self.gone = self.draining = False
+        self.answers: list[Deferred[Any]] = []
+
+    def openChannel(self, channelType: bytes, windowSize: int, maxPacket: int,
+                    data: bytes) -> Deferred[Any]:
+        self.answers.append(Deferred())
+        return self.answers[-1]
+
+
+class _Channel:
+    """
+    A channel that records being closed.
+    """
+
+    ended = False
+
+    def closed(self) -> None:
+        self.ended = True
+
+
+class _Transport:
+    """
+    The parts of the SSH transport a L{RelayConnection} uses here.
+    """
+
+    def __init__(self, avatar: _Avatar) -> None:
+        self.avatar = avatar
+        self.packets: list[tuple[int, bytes]] = []
+
+    def sendPacket(self, kind: int, payload: bytes) -> None:
+        self.packets.append((kind, payload))
+
+
+class LaterOpenTests(SynchronousTestCase):
+    """
+    L{RelayConnection} with channel opens the avatar answers later (an agent
+    another replica holds).
+    """
+
+    def setUp(self) -> None:
+        clock = Clock()
+        relay = Relay(FakeStore(), clock, None, maxAgents=None)
+        self.avatar = _Avatar(SSHHub(relay, SSHConfig(max_channels=2), clock,
+                                     lambda: ("relay.test", 2222)))
+        self.transport = _Transport(self.avatar)
+        self.conn = RelayConnection()
+        self.conn.transport = self.transport
+
+    def open(self, sender: int) -> None:
+        self.conn.ssh_CHANNEL_OPEN(common.NS(b"direct-tcpip") + struct.pack(">3L", sender, 65536,
+                                                                            32768)
+                                   + direct(b"web", 22))
+
+    def test_answeredLater(self) -> None:
+        """
+        Nothing is sent until the avatar answers; opens still waiting count
+        against the channel limit; a refusal is sent with its text, and a
+        failure that is not one with L{UNAVAILABLE} (and logged).
+        """
+        self.open(1)
+        self.open(2)
+        self.open(3)  # over the limit of 2, counting the two waiting
+        [(kind, payload)] = self.transport.packets
+        self.assertEqual(kind, connection.MSG_CHANNEL_OPEN_FAILURE)
+        self.assertIn(b"at most 2 channels", payload)
+        self.assertEqual(len(self.avatar.answers), 2)
+        self.avatar.answers[0].errback(ChannelRefused(2, "no such agent or port"))
+        self.assertEqual(self.transport.packets[-1][0], connection.MSG_CHANNEL_OPEN_FAILURE)
+        self.assertIn(b"no such agent or port", self.transport.packets[-1][1])
+        self.avatar.answers[1].errback(RuntimeError("a bug"))
+        self.assertIn(UNAVAILABLE.encode(), self.transport.packets[-1][1])
+        self.assertEqual(len(self.flushLoggedErrors(RuntimeError)), 1)
+        self.assertEqual(self.conn.waitingOpens, 0)
+
+    def test_goneMeanwhile(self) -> None:
+        """
+        A channel that comes after the connection ended is closed, and
+        nothing is sent.
+        """
+        self.open(1)
+        self.conn.stopped = True
+        channel = _Channel()
+        self.avatar.answers[0].callback(channel)
+        self.assertEqual((channel.ended, self.transport.packets), (True, []))
