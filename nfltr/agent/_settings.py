@@ -219,21 +219,22 @@ def relay_settings(
     )
 
 
-def parse_relays(text: str) -> list[tuple[str, int]]:
+def parse_relays(text: str, option: str = "--relay") -> list[tuple[str, int]]:
     """
-    Read C{--relay}: one C{HOST:PORT}, or several separated by commas (the
-    replicas of one relay), at most L{MAX_RELAYS}, none twice.
+    Read C{--relay} (or another C{option}): one C{HOST:PORT}, or several
+    separated by commas (the replicas of one relay), at most L{MAX_RELAYS},
+    none twice.
 
     @raise ConfigError: an address is bad, or repeated, or there are too many.
     """
     parts = [part.strip() for part in text.split(",")]
     if len(parts) > MAX_RELAYS:
-        raise ConfigError(f"--relay: at most {MAX_RELAYS} addresses, not {len(parts)}")
+        raise ConfigError(f"{option}: at most {MAX_RELAYS} addresses, not {len(parts)}")
     addresses: list[tuple[str, int]] = []
     for part in parts:
-        address = parse_address(part, "--relay")
+        address = parse_address(part, option)
         if address in addresses:
-            raise ConfigError(f"--relay {part!r}: given twice")
+            raise ConfigError(f"{option} {part!r}: given twice")
         addresses.append(address)
     return addresses
 

@@ -1,6 +1,8 @@
 # -*- test-case-name: tests.cli.test_login -*-
 """
-C{nfltr login RELAY}: save the relay, how to trust it and the API key in
+C{nfltr login RELAY [RELAY...]}: save the relay (one address, or every
+replica's: C{HOST:PORT,HOST:PORT,...}, all saved and used in turn as
+C{--relay} uses them), how to trust it and the API key in
 the user's config file (L{nfltr.cli.saved_login}), so that C{nfltr tcp},
 C{nfltr http}, C{nfltr tcp-connect} and C{nfltr up} need none of them.
 
@@ -45,7 +47,9 @@ def register(subparsers: Subparsers) -> None:
         "to confirm.",
         epilog="environment: NFLTR_KEY (the key to save; else --key-file, else a prompt)",
     )
-    login.add_argument("relay", metavar="RELAY", help="the relay's TLS port, HOST:PORT")
+    login.add_argument("relay", metavar="RELAY", nargs="+",
+                       help="the relay's TLS port, HOST:PORT; the replicas of one relay: "
+                       "several, or HOST:PORT,HOST:PORT,...")
     login.add_argument("--ca", metavar="FILE", help="trust the relay through this CA "
                        "certificate (its DATA_DIR/tls/ca.crt)")
     login.add_argument("--relay-pin", metavar="FP", help="trust the relay's certificate by "
@@ -74,19 +78,21 @@ def login(args: argparse.Namespace, environ: Mapping[str, str],
     returns the fingerprint of the certificate at C{(host, port)}, C{check}
     tries the login on the relay (L{nfltr.cli.login_check.try_login}).
     """
-    from nfltr.agent import ConfigError, parse_address, read_secret_file
+    from nfltr.agent import ConfigError, parse_relays, read_secret_file
     from nfltr.cli.saved_login import login_path, write_login
 
+    given = args.relay if isinstance(args.relay, list) else [args.relay]
+    relay = ",".join(part.strip() for text in given for part in text.split(","))
     try:
         try:
-            host, port = parse_address(args.relay, "RELAY")
+            addresses = parse_relays(relay, "RELAY")
             if args.ca is not None and args.relay_pin is not None:
                 raise ConfigError("give --ca or --relay-pin, not both")
             if args.key_file is not None:
                 read_secret_file(args.key_file, "--key-file")
         except ConfigError as e:
             raise _Stop(EXIT_USAGE, str(e)) from None
-        saved = {"relay": args.relay, **_trust(args, host, port, ask, fetch),
+        saved = {"relay": relay, **_trust(args, relay, addresses, ask, fetch),
                  **_key(args, environ, secret)}
         why = check(saved)
         if why is not None:
@@ -99,7 +105,7 @@ def login(args: argparse.Namespace, environ: Mapping[str, str],
     except _Stop as stop:
         print(f"nfltr login: {stop.message}", file=sys.stderr)
         return stop.status
-    print(f"saved in {path}: nfltr tcp, http, tcp-connect and up now use relay {args.relay}")
+    print(f"saved in {path}: nfltr tcp, http, tcp-connect and up now use relay {relay}")
     return 0
 
 
@@ -109,11 +115,12 @@ class _Stop(Exception):
         self.status, self.message = status, message
 
 
-def _trust(args: argparse.Namespace, host: str, port: int, ask: Callable[[str], str],
-           fetch: Callable[[str, int], str]) -> dict[str, str]:
+def _trust(args: argparse.Namespace, relay: str, addresses: list[tuple[str, int]],
+           ask: Callable[[str], str], fetch: Callable[[str, int], str]) -> dict[str, str]:
     """
     How to trust the relay: C{--ca}, C{--relay-pin}, or the fingerprint of
-    its certificate once the user confirmed it.
+    its certificate once the user confirmed it (the replicas of one relay,
+    at several C{addresses}, must all present it).
     """
     from nfltr.tls import InvalidFingerprint, parse_fingerprint
 
@@ -127,11 +134,18 @@ def _trust(args: argparse.Namespace, host: str, port: int, ask: Callable[[str], 
         except InvalidFingerprint:
             raise _Stop(EXIT_USAGE, f"--relay-pin {args.relay_pin!r}: expected sha256:... "
                                     "(64 hex digits)") from None
-    try:
-        fingerprint = fetch(host, port)
-    except (OSError, ssl.SSLError) as e:
-        raise _Stop(EXIT_REFUSED, f"cannot reach {args.relay}: {e.strerror or e}") from None
-    print(f"the relay at {args.relay} has the certificate fingerprint {fingerprint}")
+    fingerprints = []
+    for host, port in addresses:
+        try:
+            fingerprints.append(fetch(host, port))
+        except (OSError, ssl.SSLError) as e:
+            where = f"{host}:{port}"
+            raise _Stop(EXIT_REFUSED, f"cannot reach {where}: {e.strerror or e}") from None
+    fingerprint = fingerprints[0]
+    if any(other != fingerprint for other in fingerprints):
+        raise _Stop(EXIT_REFUSED, f"the relays at {relay} present different certificates: give "
+                    "--ca with the CA they share, or --relay-pin of a certificate they all serve")
+    print(f"the relay at {relay} has the certificate fingerprint {fingerprint}")
     answer = ask("is it the one the relay printed at start (DATA_DIR/relay.json)? [y/N] ")
     if answer.strip().lower() not in ("y", "yes"):
         raise _Stop(EXIT_REFUSED, "not saved")

@@ -25,11 +25,12 @@ from ._events import (
     SessionReset,
     SessionWritable,
 )
-from ._frames import MAGIC, MAX_PAYLOAD, PREAMBLE, VERSION, FrameType, classify_prefix
+from ._frames import MAGIC, MAX_PAYLOAD, MAX_TARGET, PREAMBLE, VERSION, FrameType, classify_prefix
 from ._liveness import DEFAULT_KEEPALIVE, PRESETS, Keepalive, parse_duration, parse_keepalive
 
 __all__ = [
-    "DEFAULT_KEEPALIVE", "DIALER", "LISTENER", "MAGIC", "MAX_PAYLOAD", "PREAMBLE", "PRESETS",
+    "DEFAULT_KEEPALIVE", "DIALER", "LISTENER", "MAGIC", "MAX_PAYLOAD", "MAX_TARGET", "PREAMBLE",
+    "PRESETS",
     "VERSION", "ControlReceived", "DataReceived", "ErrorCode", "FinReceived", "FrameType",
     "GoAwayReceived", "Hello", "Keepalive", "LinkConfig", "LinkConnection", "LinkError",
     "LinkEstablished", "LinkTimedOut", "LocalProtocolError", "PongReceived", "RefusalReason",

@@ -24,7 +24,7 @@ connections) claim, replace and release their names.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import Deferred, gatherResults
@@ -138,16 +138,26 @@ class Relay:
         failure that says the store is unavailable marks it down
         (L{StoreHealth.failed}).
         """
+        return self._ask(lambda: self.store.verify_key(plaintext))
+
+    def sshKeyAccount(self, line: str) -> Deferred[str | None]:
+        """
+        The account the SSH public key C{line} is registered to
+        (L{IStore.ssh_key_account}), with the store's health as
+        L{verifyKey}.
+        """
+        return self._ask(lambda: self.store.ssh_key_account(line))
+
+    def _ask(self, call: Callable[[], Deferred[Any]]) -> Deferred[Any]:
         health = self.storeHealth
         if not health.available:
             return _unavailable(health.where)
-        d = self.store.verify_key(plaintext)
 
         def failed(failure: Failure) -> Failure:
             health.failed(failure)
             return failure
 
-        return d.addErrback(failed)
+        return call().addErrback(failed)
 
     def checkKey(self, plaintext: str) -> Deferred[bool]:
         """
@@ -245,7 +255,8 @@ class Relay:
         replaced = {id(h): h for h in before if h is not None and h is not holder}
         for old in replaced.values():
             old.refuse(RefusalReason.CONFLICT, REPLACED)
-        self.presence.sharesPublished(account, [(share.name, share.mode) for share in shares])
+        self.presence.sharesPublished(account, [(share.name, share.mode) for share in shares],
+                                      [share.name for share in shares if share.plain])
         return answers
 
     def withdrawShares(self, holder: IAgentHolder, name: str | None = None) -> list[str]:

@@ -36,6 +36,8 @@ from nfltr.wire.resume import PLAIN
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from twisted.internet.defer import Deferred
+
     from nfltr.link import RefusalReason
     from nfltr.link.twisted import LinkSession
     from nfltr.sni.twisted import Route
@@ -199,10 +201,12 @@ class IPresence(Interface):
         C{entry} (an L{nfltr.relay.directory.AgentEntry}) gave its name up.
         """
 
-    def sharesPublished(account: str, shares: Sequence[tuple[str, str]]) -> None:
+    def sharesPublished(account: str, shares: Sequence[tuple[str, str]],
+                        plain: Sequence[str] = ()) -> None:
         """
         A holder of C{account} publishes C{shares} (name, mode) on this
-        replica now.
+        replica now; those named in C{plain} are served in plain HTTP on
+        the HTTP port too.
         """
 
     def sharesWithdrawn(names: Sequence[str]) -> None:
@@ -218,11 +222,25 @@ class IRemoteRoutes(Interface):
     """
 
     def routeTCP(session: LinkSession, key: str, account: str, name: str, port: int,
-                 kind: str = PLAIN) -> None:
+                 kind: str = PLAIN, client: str | None = None) -> None:
         """
         Route C{session}, a client's (of C{account}, logged in with C{key})
         to C{name}:C{port}, an agent this replica does not hold: accept it
         spliced to a session at the replica that holds it, or refuse it in
         the one TCP route's words; now or later.  C{kind}: C{tcp}, or a
         resumable session's C{rtcp} or C{resume} (L{nfltr.wire.resume}).
+        C{client}: the client's C{HOST:PORT}, passed on for an agent that
+        writes PROXY headers.
+        """
+
+    def openSSH(account: str, credential: str, name: str, port: int, lostReason: str,
+                client: str | None) -> Deferred[SpliceEnd]:
+        """
+        Open an SSH client's session (of C{account}, which logged in with
+        C{credential}: C{publickey:BLOB} or C{password:KEY}; from C{client})
+        to C{name}:C{port}, an agent this replica does not hold, on a port
+        shared without end-to-end TLS: the end to connect the client's
+        channel to, or a L{nfltr.relay.tcp_route.RouteRefused} failure in
+        the one TCP route's words (the holding replica checks the
+        credential again and may still reset the session).
         """

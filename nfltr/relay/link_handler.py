@@ -510,7 +510,8 @@ class RelayLinkHandler(LinkHandler):
             assert self.hello is not None
             # Held by another replica, or by none: the directory says (the replica that holds
             # it checks this client's key itself, and whether its agent resumes sessions).
-            remote.routeTCP(session, self.hello.key, self.key.account, name, port, kind)
+            remote.routeTCP(session, self.hello.key, self.key.account, name, port, kind,
+                            self._peer())
             return
         route, account = self.relay.tcp, self.key.account
         try:

@@ -249,7 +249,9 @@ class RelayService(Service):
 
             fallback = config.names[0] if config.names else LOCAL_NAME
             site = redirect_site(fallback, lambda: self.shares.port, self.reactor)
-            front = HostRouterFactory(self.shares.plainRoute, site, self.reactor)
+            front = HostRouterFactory(  # on a replica, the cluster's plain-HTTP shares too
+                self.shares.plainRoute if self.replica is None else self.replica.plainRoutes(),
+                site, self.reactor)
             front.admission = self.httpAdmission = Admission(config.admission)
             httpPort = await self._listen("--http", config.http, front, "http")
             self._cleanups.append(httpPort.stopListening)

@@ -234,9 +234,23 @@ class ShareRegistry:
         The plain-HTTP proxy of the share whose host name is C{host}, if it
         asked for one.
         """
+        name = self.shareName(host)
+        return None if name is None else self.plainOf(name)
+
+    def shareName(self, host: str) -> str | None:
+        """
+        The share name a host name under the share domain names, if it does.
+        """
         if self.ca is None or not host.endswith("." + self.ca.domain):
             return None
-        entry = self._entries.get(host[: -len(self.ca.domain) - 1])
+        return host[: -len(self.ca.domain) - 1]
+
+    def plainOf(self, name: str) -> interfaces.IProtocolFactory | None:
+        """
+        The plain-HTTP proxy of the share C{name}, if it is published here
+        and asked for one.
+        """
+        entry = self._entries.get(name)
         return None if entry is None else entry.plain
 
     def route(self, name: str) -> Route | None:

@@ -10,6 +10,11 @@ connection by its C{Host}:
   - anything else: the redirect to HTTPS (L{nfltr.relay.redirect}), which
     also answers a malformed request.
 
+On a replica of a cluster a host under the share domain that names no share
+of its own waits for the directory (the connection is not read meanwhile):
+a share another replica publishes in plain HTTP is served through the
+replica link (L{nfltr.relay.cluster.routes.ClusterPlainRoutes}).
+
 The whole connection goes to the one chosen; a later request on it for
 another host is answered C{421} by the share's proxy (browsers open a
 connection per host, and retry a 421 on a new one).  Parsing is h11's, and
@@ -25,6 +30,9 @@ from typing import Any
 
 import h11
 from twisted.internet import interfaces
+from twisted.internet.defer import Deferred
+from twisted.internet.protocol import connectionDone
+from twisted.python.failure import Failure
 
 from nfltr.http import requestHost
 from nfltr.streams import AdmittingFactory, PrefixReader
@@ -35,8 +43,10 @@ MAX_HEAD = 64 * 1024
 #: Seconds a connection has to send its first request head.
 HEAD_TIMEOUT = 30.0
 
-#: Returns the factory serving a host name (lowercase, no port), or None.
-Chooser = Callable[[str], interfaces.IProtocolFactory | None]
+#: Returns the factory serving a host name (lowercase, no port), or None; or a
+#: Deferred of either (a replica asks the directory about a share published
+#: elsewhere: the connection is not read meanwhile).
+Chooser = Callable[[str], Any]
 
 
 def request_host(head: bytes) -> str | bool | None:
@@ -63,6 +73,9 @@ class HostRouter(PrefixReader):
     Routes one connection of the HTTP port by its first C{Host}.
     """
 
+    #: The connection was lost.
+    gone = False
+
     def __init__(self, factory: HostRouterFactory, addr: Any) -> None:
         super().__init__(factory, addr)
         self._buffer = bytearray()
@@ -78,7 +91,28 @@ class HostRouter(PrefixReader):
         self.cancelTimer()
         chosen = self.factory.choose(host) if isinstance(host, str) else None
         received, self._buffer = bytes(self._buffer), bytearray()
+        if isinstance(chosen, Deferred):
+            self.transport.pauseProducing()
+            chosen.addCallback(self._chosen, received)
+            return
         self.handOver(chosen or self.factory.fallback, received)
+
+    def _chosen(self, chosen: interfaces.IProtocolFactory | None, received: bytes) -> None:
+        """
+        The choice came later: hand over, unless the connection went away
+        meanwhile.
+        """
+        if self.gone:
+            return
+        self.transport.resumeProducing()
+        self.handOver(chosen or self.factory.fallback, received)
+
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
+        """
+        Gone (before a choice that comes later, too).
+        """
+        self.gone = True
+        super().connectionLost(reason)
 
     def timedOut(self) -> None:
         """

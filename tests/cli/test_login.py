@@ -25,7 +25,7 @@ PIN = "sha256:" + "cd" * 32
 SAVED = {"relay": "r.example:1", "relay-pin": PIN, "key": "saved"}
 
 
-def args(relay: str = "r.example:1", ca: str | None = None, pin: str | None = None,
+def args(relay: str | list[str] = "r.example:1", ca: str | None = None, pin: str | None = None,
          key_file: str | None = None) -> argparse.Namespace:
     return argparse.Namespace(relay=relay, ca=ca, relay_pin=pin, key_file=key_file)
 
@@ -130,6 +130,9 @@ class LoginTests(SynchronousTestCase):
         self.asked: list[str] = []
         self.checked: list[dict[str, str]] = []
         self.verdict: str | None = None
+        self.fetched: list[tuple[str, int]] = []
+        #: The fingerprint each host presents (L{PIN} if not here).
+        self.fingerprints: dict[str, str] = {}
 
     def runLogin(self, a: argparse.Namespace, answer: str = "y\n", typed: str = "typed-key",
             env: dict[str, str] | None = None) -> int:
@@ -141,8 +144,11 @@ class LoginTests(SynchronousTestCase):
             self.checked.append(dict(values))
             return self.verdict
 
-        return login(a, {**self.env, **(env or {})}, ask, lambda prompt: typed,
-                     lambda host, port: PIN, check)
+        def fetch(host: str, port: int) -> str:
+            self.fetched.append((host, port))
+            return self.fingerprints.get(host, PIN)
+
+        return login(a, {**self.env, **(env or {})}, ask, lambda prompt: typed, fetch, check)
 
     def test_confirmed(self) -> None:
         """
@@ -166,6 +172,29 @@ class LoginTests(SynchronousTestCase):
                                          "key": "typed-key"}])
         self.assertFalse(self.path.exists())
         self.assertIn("not saved: relay refused: invalid API key", self.stderr.getvalue())
+
+    def test_severalRelays(self) -> None:
+        """
+        The replicas of one relay, given as one comma list or as several
+        arguments: every address is saved (and tried in one check, as
+        C{--relay} takes them); each presents the fingerprint confirmed
+        once.  Replicas that present different certificates are not saved
+        without a --ca.
+        """
+        for given in ("r0.example:1, r1.example:2", ["r0.example:1", "r1.example:2"]):
+            self.asked.clear()
+            self.fetched.clear()
+            self.assertEqual(self.runLogin(args(relay=given)), 0)
+            self.assertEqual(self.fetched, [("r0.example", 1), ("r1.example", 2)])
+            self.assertEqual(len(self.asked), 1)
+            self.assertEqual(saved_login(self.env)["relay"], "r0.example:1,r1.example:2")
+            self.assertEqual(self.checked[-1]["relay"], "r0.example:1,r1.example:2")
+        self.fingerprints["r1.example"] = "sha256:" + "ef" * 32
+        self.assertEqual(self.runLogin(args(relay="r0.example:1,r1.example:3")), 1)
+        self.assertIn("present different certificates", self.stderr.getvalue())
+        self.assertEqual(saved_login(self.env)["relay"], "r0.example:1,r1.example:2")
+        self.assertEqual(self.runLogin(args(relay="r0.example:1,r0.example:1"), typed="k"), 2)
+        self.assertIn("given twice", self.stderr.getvalue())
 
     def test_refused(self) -> None:
         """

@@ -46,6 +46,8 @@ class FakeStore:
 
     def __init__(self) -> None:
         self.keys: dict[str, KeyInfo] = {}
+        #: The account of each SSH public key (its OpenSSH line).
+        self.sshKeys: dict[str, str] = {}
         self.hold = False
         self.held: list[tuple[str, Deferred[KeyInfo | None]]] = []
         self.error: Exception | None = None
@@ -110,7 +112,7 @@ class FakeStore:
         return succeed(next(k for k in self.keys.values() if k.keyid == keyid))
 
     def ssh_key_account(self, line: str) -> Deferred[str | None]:
-        return succeed(None)
+        return succeed(self.sshKeys.get(line))
 
     def close(self) -> Deferred[None]:
         return succeed(None)

@@ -7,9 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 from twisted.internet.address import IPv4Address
+from twisted.internet.defer import Deferred
+from twisted.internet.error import ConnectionDone
 from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
+from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr.relay.vhost import HEAD_TIMEOUT, MAX_HEAD, HostRouterFactory, request_host
@@ -123,3 +126,35 @@ class RouterTests(SynchronousTestCase):
         self.clock.advance(HEAD_TIMEOUT)
         self.assertTrue(transport.disconnecting)
         self.assertEqual(self.made, [])
+
+    def test_choiceLater(self) -> None:
+        """
+        A choice that comes later (a replica asks the directory): the
+        connection is not read meanwhile, then handed whole to the factory
+        chosen, or to the fallback for L{None}; a connection lost meanwhile
+        is handed to nobody.
+        """
+        later: list[Deferred[Any]] = []
+        share = self.factory("share")
+
+        def choose(host: str) -> Deferred[Any]:
+            later.append(Deferred())
+            return later[-1]
+
+        self.router.choose = choose
+        head = b"GET / HTTP/1.1\r\nHost: blog.localhost\r\n\r\n"
+        transport = self.connect(head)
+        self.assertEqual((self.made, transport.producerState), ([], "paused"))
+        later[0].callback(share)
+        [protocol] = self.made
+        self.assertEqual((protocol.name, protocol.received), ("share", head))
+        self.assertEqual(transport.producerState, "producing")
+        self.connect(head)
+        later[1].callback(None)
+        self.assertEqual((self.made[1].name, self.made[1].received), ("fallback", head))
+        router = self.router.buildProtocol(ADDRESS)
+        router.makeConnection(StringTransport())
+        router.dataReceived(head)
+        router.connectionLost(Failure(ConnectionDone()))
+        later[2].callback(share)
+        self.assertEqual(len(self.made), 2)

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from nfltr.link.twisted import LinkProtocol
 
 #: The kinds of forwarded sessions.
-FORWARDED_KINDS = ("tcp", "share")
+FORWARDED_KINDS = ("tcp", "share", "ssh")
 
 
 @dataclass

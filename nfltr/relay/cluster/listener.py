@@ -14,10 +14,18 @@ It decides for itself, as for a visitor of its own:
     (L{Relay.tcp}) applies the ownership rule with the key's account, so
     another account's client is refused in the same words as on one relay,
     whatever the forwarding replica or a presence record said;
+  - C{replica-ssh:<agent>:<port>:publickey:<blob>} (or C{password:<key>}):
+    an SSH client's channel: the account is the one this replica's store
+    gives the public key (the forwarding replica checked the login's
+    signature) or the API key, and only ports shared without end-to-end TLS
+    open, as for an SSH client of its own;
   - C{replica-rtcp:...} and C{replica-resume:...}: the same check, then the
     one TCP route's resumable sessions (L{nfltr.wire.resume}), which open
     C{rtcp:<port>} or C{resume:<port>} on the agent's link, or refuse them
     for an agent that does not resume sessions;
+  - C{plain:<name>@<visitor>}: a visitor of the plain-HTTP URL of a share
+    published here, served by its plain-HTTP proxy (allow list, policy and
+    rate there), as a visitor of this replica's HTTP port would be;
   - C{share:<name>@<visitor>}: only a share published here (never one the
     directory says is elsewhere: no second hop), as this replica's TLS port
     would route it: e2ee and passthrough through its backend (the share's
@@ -26,15 +34,20 @@ It decides for itself, as for a visitor of its own:
 
 The link's peer proved it is a replica of this cluster in the mutual TLS
 handshake (L{nfltr.tls.ReplicaTLS}); it is trusted with the visitor's
-address, never with an account.
+address and with the signature of an SSH client's login (made for the
+forwarding replica's SSH session), never with an account.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import ipaddress
 
 from OpenSSL import SSL
+from twisted.conch.ssh import keys
 from twisted.internet.address import IPv4Address, IPv6Address
+from twisted.internet.defer import Deferred, succeed
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
@@ -55,7 +68,13 @@ from nfltr.wire.resume import PLAIN
 from ..agents import Relay
 from ..link_handler import held_note
 from ..tcp_route import AGENT_UNAVAILABLE, RouteRefused, SessionEnd
-from .holder import parse_replica_tcp_target, shown_target
+from .holder import (
+    SSH_CLIENT,
+    ReplicaTarget,
+    parse_plain_target,
+    parse_replica_tcp_target,
+    shown_target,
+)
 from .key_cache import KeyCache
 
 CANNOT_CHECK = "the replica that holds the agent cannot check API keys now; try again later"
@@ -129,49 +148,43 @@ class ReplicaLinkHandler(LinkHandler):
         try:
             tcp = parse_replica_tcp_target(target)
             share = None if tcp is not None else parse_share_target(target)
+            plain = None if tcp or share else parse_plain_target(target)
         except MessageError as e:
             session.refuse(ErrorCode.REFUSED, str(e))
             return
-        if tcp is not None:
-            kind, name, port, _ = tcp
-            session.target = shown_target(kind, name, port)  # what getHost() and reprs show
-            self._tcp(session, *tcp)
+        if plain is not None:
+            self._plain(session, *plain)
+        elif tcp is not None:
+            # What getHost() and reprs show: one string per agent and port, no credential.
+            session.target = shown_target(tcp.kind, tcp.name, tcp.port)
+            self._tcp(session, tcp)
         elif share is not None:
             self._share(session, *share)
         else:
             session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
 
-    def _tcp(self, session: LinkSession, kind: str, name: str, port: int, key: str) -> None:
-        d = self.relay.verifyKey(key)
-        keys = self.keys
+    def _tcp(self, session: LinkSession, target: ReplicaTarget) -> None:
+        d = self._account(target)
 
-        def verified(info: KeyInfo | None, fresh: bool = True) -> None:
-            if fresh and keys is not None:
-                keys.remember(key, info)
-            if info is None or info.revoked or self.relay.directory.isRevoked(info.keyid):
+        def verified(account: str | None) -> None:
+            if account is None:
                 session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
                 return
-            route = self.relay.tcp
+            route, kind, name, port = self.relay.tcp, target.kind, target.name, target.port
             try:
-                if kind == PLAIN:
-                    end = route.openTCP(info.account, name, port, REPLICA_LINK_LOST)
+                if kind in (PLAIN, SSH_CLIENT):
+                    end = route.openTCP(account, name, port, REPLICA_LINK_LOST,
+                                        plainOnly=kind == SSH_CLIENT, client=target.client)
                 else:
-                    end = route.openResumable(info.account, kind, name, port, REPLICA_LINK_LOST)
+                    end = route.openResumable(account, kind, name, port, REPLICA_LINK_LOST)
             except RouteRefused as e:
                 session.refuse(e.code, e.reason)
                 return
             session.accept(end)
 
         def failed(failure: Failure) -> None:
-            info = None
-            if keys is not None and failure.check(StoreUnavailable):
-                info = keys.recall(key)
-            if info is None:
-                self.log.debug("forwarded session: {error}", error=failure.getErrorMessage())
-                session.refuse(ErrorCode.GOING_AWAY, CANNOT_CHECK)
-                return
-            self._staleKeys()
-            verified(info, fresh=False)
+            self.log.debug("forwarded session: {error}", error=failure.getErrorMessage())
+            session.refuse(ErrorCode.GOING_AWAY, CANNOT_CHECK)
 
         d.addCallbacks(verified, failed)
 
@@ -187,6 +200,55 @@ class ReplicaLinkHandler(LinkHandler):
             "the directory cannot check API keys: forwarded sessions with a key this replica "
             "checked within {limit:g} s (--presence-stale-limit) and has not seen revoked are "
             "let through; other keys are refused until it answers", limit=keys.limit)
+
+    def _account(self, target: ReplicaTarget) -> Deferred[str | None]:
+        """
+        The account of the client C{target} carries, by this replica's own
+        check of its credential (revocations included); L{None} for one
+        that is not valid.
+        """
+        method, _, secret = target.credential.partition(":")
+        if target.kind == SSH_CLIENT and method == "publickey":
+            try:
+                line = keys.Key.fromString(base64.b64decode(secret, validate=True))
+                text = line.toString("OPENSSH").decode("ascii")
+            except (keys.BadKeyError, ValueError, TypeError, binascii.Error):
+                return succeed(None)
+            return self.relay.sshKeyAccount(text)
+        key = secret if target.kind == SSH_CLIENT else target.credential
+        remembered = self.keys
+
+        def account(info: KeyInfo | None, fresh: bool = True) -> str | None:
+            if fresh and remembered is not None:
+                remembered.remember(key, info)
+            if info is None or info.revoked or self.relay.directory.isRevoked(info.keyid):
+                return None
+            return info.account
+
+        def outage(failure: Failure) -> str | Failure | None:
+            # The directory cannot answer: a key this replica checked lately, never revoked.
+            info = None
+            if remembered is not None and failure.check(StoreUnavailable):
+                info = remembered.recall(key)
+            if info is None:
+                return failure
+            self._staleKeys()
+            return account(info, fresh=False)
+
+        return self.relay.verifyKey(key).addCallbacks(account, outage)
+
+    def _plain(self, session: LinkSession, name: str, visitor: str) -> None:
+        shares = self.relay.shares
+        factory = shares.plainOf(name) if shares is not None else None
+        address = visitor_address(visitor)
+        protocol = None
+        if factory is not None and address is not None:
+            session.peerAddress = address  # the visitor's, as the forwarding replica saw it
+            protocol = factory.buildProtocol(address)  # None: outside the allow list
+        if protocol is None:
+            session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
+        else:
+            session.accept(protocol)
 
     def _share(self, session: LinkSession, name: str, visitor: str) -> None:
         route = self.relay.shares.route(name) if self.relay.shares is not None else None

@@ -6,7 +6,7 @@ same C{/metrics}: L{ReplicaCollector} reads its L{ReplicaCounters}
 
 | metric | type | labels |
 |---|---|---|
-| C{nfltr_replica_sessions_forwarded_total} | counter | C{kind} (tcp, share) |
+| C{nfltr_replica_sessions_forwarded_total} | counter | C{kind} (tcp, share, ssh) |
 | C{nfltr_replica_links} | gauge | C{direction} (dialled, accepted) |
 | C{nfltr_replica_peers_up} | gauge | |
 | C{nfltr_replica_link_bytes_total} | counter | C{direction} (in, out) |

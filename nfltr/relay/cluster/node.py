@@ -34,6 +34,7 @@ from ..deferreds import passing
 from ..interfaces import IShareRoutes
 from ..names import REPLACED
 from ..store_health import StoreHealth
+from ..vhost import Chooser
 from .config import ReplicaConfig
 from .counters import ReplicaCounters
 from .key_cache import KeyCache
@@ -42,7 +43,7 @@ from .metrics import ReplicaCollector
 from .peers import Peers, tls_dialler
 from .presence import AGENT, SHARE, RedisPresence
 from .presence_cache import PresenceCache
-from .routes import ClusterShareRoutes, RemoteRoutes
+from .routes import ClusterPlainRoutes, ClusterShareRoutes, RemoteRoutes
 
 Listen = Callable[[str, str, Any], Awaitable[Any]]
 _WILDCARDS = ("0.0.0.0", "::", "")
@@ -122,6 +123,14 @@ class Replica:
         """
         assert self.routes is not None
         return ClusterShareRoutes(local, self.routes)
+
+    def plainRoutes(self) -> Chooser:
+        """
+        The HTTP port's choice of a plain-HTTP share: this replica's, then
+        the cluster's (L{ClusterPlainRoutes}).
+        """
+        assert self.routes is not None and self.relay.shares is not None
+        return ClusterPlainRoutes(self.relay.shares, self.routes)
 
     def _accept(self) -> LinkHandler:
         return _Accepted(self.relay, self._accepted, self.counters, self.keys)

@@ -10,7 +10,8 @@ them):
 
     agent:<name>   account, ports (comma list), plain (comma list: ports
                    shared without end-to-end TLS), shares (comma list)
-    share:<name>   account, mode
+    share:<name>   account, mode, plain (C{1} for a share also served in
+                   plain HTTP on the HTTP port; absent otherwise)
     replica:<id>   address (HOST:PORT of its replica link)
 
 Bounds (each a keyword of L{RedisPresence}):
@@ -68,6 +69,8 @@ if TYPE_CHECKING:
 AGENT = "agent"
 SHARE = "share"
 REPLICA = "replica"
+#: A share record's C{plain} field for a share also served in plain HTTP.
+PLAIN_HTTP = "1"
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,8 @@ class SharePresence:
     replica: str
     account: str
     mode: str
+    #: It is served in plain HTTP on the HTTP port too (C{--plain-http}).
+    plain: bool = False
 
 
 def _ports(text: str) -> frozenset[int]:
@@ -143,7 +148,8 @@ def parse_share(name: str, fields: dict[str, str]) -> SharePresence:
     @raise ValueError: it is not one nfltr wrote.
     """
     try:
-        return SharePresence(name, fields["replica"], fields["account"], fields["mode"])
+        return SharePresence(name, fields["replica"], fields["account"], fields["mode"],
+                             fields.get("plain") == PLAIN_HTTP)
     except KeyError as e:
         raise ValueError(f"share {name}: no {e}") from None
 
@@ -166,7 +172,8 @@ class NoPresence:
         Nothing to remove.
         """
 
-    def sharesPublished(self, account: str, shares: Sequence[tuple[str, str]]) -> None:
+    def sharesPublished(self, account: str, shares: Sequence[tuple[str, str]],
+                        plain: Sequence[str] = ()) -> None:
         """
         Nothing to write.
         """
@@ -227,12 +234,16 @@ class RedisPresence:
         """
         self._remove(AGENT, entry.name)
 
-    def sharesPublished(self, account: str, shares: Sequence[tuple[str, str]]) -> None:
+    def sharesPublished(self, account: str, shares: Sequence[tuple[str, str]],
+                        plain: Sequence[str] = ()) -> None:
         """
         See L{IPresence.sharesPublished}.
         """
         for name, mode in shares:
-            self._write(SHARE, name, {"account": account, "mode": mode})
+            fields = {"account": account, "mode": mode}
+            if name in plain:
+                fields["plain"] = PLAIN_HTTP
+            self._write(SHARE, name, fields)
 
     def sharesWithdrawn(self, names: Sequence[str]) -> None:
         """

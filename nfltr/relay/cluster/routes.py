@@ -13,7 +13,12 @@ says holds them.
     key, which the holding replica checks again.  A resumable session
     (C{rtcp}) or a resumption (C{resume}) goes the same way
     (L{nfltr.relay.tcp_route.TCPRoute.openResumableEntry}); whether the
-    agent resumes sessions is the holding replica's to say.
+    agent resumes sessions is the holding replica's to say.  The client's
+    address travels with a plain session, for an agent that writes PROXY
+    headers.
+  - L{RemoteRoutes.openSSH}: an SSH client's C{ssh -L}/C{-W} channel, the
+    same way, with the public key it logged in with (or the API key it gave
+    as its password), to ports shared without end-to-end TLS only.
   - L{ClusterShareRoutes}: the TLS port's routing table: this replica's
     shares first; any other name is spliced to L{RemoteShareBackend}, which
     looks the share up and forwards the visitor's raw bytes, in every mode:
@@ -29,16 +34,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from twisted.internet.defer import Deferred
 from twisted.internet.error import ConnectionRefusedError
 from twisted.internet.interfaces import IAddress, IProtocol, IReactorTime
+from twisted.internet.protocol import Factory
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from nfltr.link import ErrorCode
-from nfltr.link.twisted import LinkProtocol, LinkSession
+from nfltr.link.twisted import LinkProtocol, LinkSession, LinkUnavailable
 from nfltr.sni.twisted import ISpliceBackend, Route, Splice
 from nfltr.store import StoreUnavailable
+from nfltr.streams import SpliceEnd
 from nfltr.wire import format_address
 from nfltr.wire.messages import (
     E2EE,
@@ -55,8 +63,9 @@ from ..counters import AGENT_UNAVAILABLE as UNAVAILABLE_OUTCOME
 from ..counters import NOT_FOUND, ROUTED, SHARE, TCP
 from ..directory import AgentEntry
 from ..interfaces import IRemoteRoutes, IShareRoutes
+from ..shares import ShareRegistry
 from ..tcp_route import AGENT_UNAVAILABLE, RouteRefused
-from .holder import ReplicaHolder
+from .holder import ReplicaHolder, plain_target
 from .peers import Peers
 from .presence import AgentPresence, RedisPresence, SharePresence
 
@@ -85,31 +94,20 @@ class RemoteRoutes:
         self.clock = clock
 
     def routeTCP(self, session: LinkSession, key: str, account: str, name: str,
-                 port: int, kind: str = PLAIN) -> None:
+                 port: int, kind: str = PLAIN, client: str | None = None) -> None:
         """
         Route a client's session (of C{account}, which logged in with
-        C{key}; of C{kind}: C{tcp}, C{rtcp}, C{resume}) to C{name}:C{port},
-        held by another replica or by none.
+        C{key}; of C{kind}: C{tcp}, C{rtcp}, C{resume}; from C{client}'s
+        C{HOST:PORT}) to C{name}:C{port}, held by another replica or by none.
         """
-        d = self.presence.agent(name)
-
-        def found(record: AgentPresence | None) -> Any:
-            if (record is None or record.replica == self.presence.replica
-                    or record.account != account or port not in record.ports):
-                self.relay.counters.session(TCP, NOT_FOUND)
-                session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
-                return None
-            return self.peers.link(record.replica).addCallback(opened, record)
-
-        def opened(link: LinkProtocol, record: AgentPresence) -> None:
+        def opened(found: tuple[LinkProtocol, AgentPresence]) -> None:
+            link, record = found
             holder = ReplicaHolder(link, name, key, self.clock.seconds())
-            # Resumes: the holding replica refuses a resumable session its agent cannot take.
-            entry = AgentEntry(name, record.account, "", record.ports, holder,
-                               plain=record.plain, resumes=True)
+            entry = _entry(name, record, holder, addressed=kind == PLAIN)
             route = self.relay.tcp
             try:
                 if kind == PLAIN:
-                    end = route.openEntry(entry, port, "client link lost")
+                    end = route.openEntry(entry, port, "client link lost", client=client)
                 else:
                     end = route.openResumableEntry(entry, kind, port, "client link lost")
             except RouteRefused as e:
@@ -118,16 +116,67 @@ class RemoteRoutes:
             self.peers.counters.forwarded["tcp"] += 1
             session.accept(end)
 
-        def failed(failure: Failure) -> None:
+        def refused(failure: Failure) -> None:
+            failure.trap(RouteRefused)
+            assert isinstance(failure.value, RouteRefused)
+            session.refuse(failure.value.code, failure.value.reason)
+
+        self._reach(account, name, port).addCallbacks(opened, refused)
+
+    def openSSH(self, account: str, credential: str, name: str, port: int, lostReason: str,
+                client: str | None) -> Deferred[SpliceEnd]:
+        """
+        See L{IRemoteRoutes.openSSH}.
+        """
+        def opened(found: tuple[LinkProtocol, AgentPresence]) -> SpliceEnd:
+            link, record = found
+            holder = ReplicaHolder(link, name, None, self.clock.seconds(), ssh=credential)
+            end = self.relay.tcp.openEntry(_entry(name, record, holder, True), port, lostReason,
+                                           plainOnly=True, client=client)
+            self.peers.counters.forwarded["ssh"] += 1
+            return end
+
+        return self._reach(account, name, port).addCallback(opened)
+
+    def _reach(self, account: str, name: str, port: int,
+               ) -> Deferred[tuple[LinkProtocol, AgentPresence]]:
+        """
+        A replica link to the replica that holds C{name}, and the agent's
+        presence record; a L{RouteRefused} failure in the one TCP route's
+        words for an agent the record rules out for C{account} and C{port}
+        (the holding replica checks again), or one that cannot be reached.
+        """
+        def found(record: AgentPresence | None) -> Any:
+            if (record is None or record.replica == self.presence.replica
+                    or record.account != account or port not in record.ports):
+                self.relay.counters.session(TCP, NOT_FOUND)
+                raise RouteRefused(NOT_FOUND_CODE, NOT_FOUND_REASON)
+            return self.peers.link(record.replica).addCallback(lambda link: (link, record))
+
+        def failed(failure: Failure) -> Failure:
+            if failure.check(RouteRefused):
+                return failure
             self.log.debug("session to {name}:{port} not forwarded: {error}", name=name,
                            port=port, error=failure.getErrorMessage())
             self.relay.counters.session(TCP, UNAVAILABLE_OUTCOME)
-            if failure.check(StoreUnavailable):
-                session.refuse(ErrorCode.GOING_AWAY, CANNOT_LOOK_UP)
-            else:
-                session.refuse(ErrorCode.GOING_AWAY, AGENT_UNAVAILABLE)
+            why = CANNOT_LOOK_UP if failure.check(StoreUnavailable) else AGENT_UNAVAILABLE
+            return Failure(RouteRefused(ErrorCode.GOING_AWAY, why))
 
-        d.addCallback(found).addErrback(failed)
+        return self.presence.agent(name).addCallback(found).addErrback(failed)
+
+
+def _entry(name: str, record: AgentPresence, holder: ReplicaHolder,
+           addressed: bool) -> AgentEntry:
+    """
+    The agent C{record} describes, reached through C{holder}.  If
+    C{addressed} (a plain session), every port is named C{addressed}, so
+    that the client's address travels: the holding replica, which knows
+    which ports want it (PROXY headers), passes it on or drops it.  It
+    resumes: the holding replica refuses a resumable session its agent
+    cannot take.
+    """
+    return AgentEntry(name, record.account, "", record.ports, holder, plain=record.plain,
+                      addressed=record.ports if addressed else frozenset(), resumes=True)
 
 
 @implementer(ISpliceBackend)
@@ -167,6 +216,74 @@ class RemoteShareBackend:
             protocol.connectionLost(Failure(ConnectionRefusedError(failure.getErrorMessage())))
 
         routes.presence.share(self.name).addCallback(found).addErrback(failed)
+
+
+class ForwardedPlainFactory(Factory):
+    """
+    The visitors of the plain-HTTP URL of the share C{name}, which the
+    replica at the other end of C{link} publishes: each connection, its
+    bytes as they came (the first request's head included), spliced to a
+    C{plain:NAME@VISITOR} session there.
+    """
+
+    noisy = False
+
+    def __init__(self, link: LinkProtocol, name: str, routes: RemoteRoutes) -> None:
+        self.link = link
+        self.name = name
+        self.routes = routes
+
+    def buildProtocol(self, addr: IAddress | None) -> SpliceEnd | None:
+        """
+        The visitor's end, spliced to a session on the link; L{None} (the
+        connection is closed) if the link cannot open one.
+        """
+        visitor, remote = SpliceEnd(), SpliceEnd()
+        visitor.other, remote.other = remote, visitor
+        holder = ReplicaHolder(self.link, self.name, None, self.routes.clock.seconds())
+        try:
+            holder.openSession(plain_target(self.name, format_address(addr)), remote)
+        except LinkUnavailable:
+            return None
+        self.routes.peers.counters.forwarded["share"] += 1
+        return visitor
+
+
+class ClusterPlainRoutes:
+    """
+    The HTTP port's choice on a replica (a L{nfltr.relay.vhost.Chooser}):
+    this replica's plain-HTTP shares first; a host under the share domain
+    that names none of them waits for the directory: a share another
+    replica publishes in plain HTTP is forwarded there
+    (L{ForwardedPlainFactory}); anything else is redirected to HTTPS, as on
+    one relay.
+    """
+
+    def __init__(self, shares: ShareRegistry, routes: RemoteRoutes) -> None:
+        self.shares = shares
+        self.routes = routes
+
+    def __call__(self, host: str) -> Any:
+        """
+        A factory, L{None} (the redirect), or a Deferred of either.
+        """
+        local = self.shares.plainRoute(host)
+        name = self.shares.shareName(host)
+        if local is not None or name is None:
+            return local
+        routes = self.routes
+
+        def found(record: SharePresence | None) -> Any:
+            if record is None or record.replica == routes.presence.replica or not record.plain:
+                return None
+            return routes.peers.link(record.replica).addCallback(
+                lambda link: ForwardedPlainFactory(link, name, routes))
+
+        def failed(failure: Failure) -> None:
+            routes.log.debug("plain-HTTP visitor of {name} not forwarded: {error}", name=name,
+                             error=failure.getErrorMessage())
+
+        return routes.presence.share(name).addCallback(found).addErrback(failed)
 
 
 @implementer(IShareRoutes)

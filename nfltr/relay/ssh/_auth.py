@@ -12,8 +12,9 @@ signature algorithm without SHA-1.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from twisted.conch.error import ValidPublicKey
@@ -48,11 +49,15 @@ class SSHIdentity:
     @ivar user: the user name it logged in with (names its agent).
     @ivar credential: what it proved: C{ssh:FINGERPRINT} of its key, or the
         id of its API key.
+    @ivar proof: what another replica checks to find its account
+        (L{nfltr.relay.cluster.holder.ReplicaTarget}): C{publickey:BLOB}
+        (the public key, base64) or C{password:KEY} (a secret: never shown).
     """
 
     account: str
     user: str
     credential: str
+    proof: str = field(default="", repr=False)
 
 
 def _user(raw: bytes) -> str:
@@ -101,7 +106,8 @@ class AccountKeyChecker:
                 raise UnauthorizedLogin("bad signature")
             fingerprint = key.fingerprint(keys.FingerprintFormats.SHA256_BASE64)
             return SSHIdentity(account, _user(credentials.username),
-                               f"ssh:SHA256:{fingerprint.removeprefix('SHA256:')}")
+                               f"ssh:SHA256:{fingerprint.removeprefix('SHA256:')}",
+                               f"publickey:{base64.b64encode(key.blob()).decode('ascii')}")
 
         return d.addCallback(verdict)
 
@@ -137,7 +143,8 @@ class APIKeyPasswordChecker:
         def verdict(info: KeyInfo | None) -> SSHIdentity:
             if info is None or info.revoked or self.isRevoked(info.keyid):
                 raise UnauthorizedLogin("not a valid API key")
-            return SSHIdentity(info.account, _user(credentials.username), info.keyid)
+            return SSHIdentity(info.account, _user(credentials.username), info.keyid,
+                               f"password:{password}")
 
         return d.addCallback(verdict)
 

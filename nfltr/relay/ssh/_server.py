@@ -32,6 +32,7 @@ from twisted.cred.portal import IRealm, Portal
 from twisted.internet import interfaces
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from nfltr.ssh.channel import ForwardChannel
@@ -54,6 +55,8 @@ DRAIN_NOTE = STOPPING + ": open connections may finish within {timeout:g} s"
 CLOSE_GRACE = 5.0
 #: The SSH disconnect reason C{BY_APPLICATION}.
 _BY_APPLICATION = 11
+#: What a client is told of a channel open that failed on the relay's side.
+UNAVAILABLE = "the relay could not open the channel"
 
 
 class _QuietLogger(Logger):
@@ -81,6 +84,10 @@ class RelayConnection(connection.SSHConnection):
     _log = _QuietLogger(namespace="nfltr.ssh.connection")
     # The relay's transport (typed as conch's base there).
     transport: Any
+    #: Channel opens the avatar has not answered yet.
+    waitingOpens = 0
+    #: The connection ended.
+    stopped = False
 
     def serviceStarted(self) -> None:
         """
@@ -108,27 +115,60 @@ class RelayConnection(connection.SSHConnection):
     def ssh_CHANNEL_OPEN(self, packet: bytes) -> None:
         """
         Open what the avatar offers (L{RelayUser.openChannel}); refuse with
-        its text, or at the channel limit.
+        its text, or at the channel limit (opens still waiting count).  The
+        avatar may answer later (a Deferred: an agent another replica
+        holds); the client waits for the answer, and a channel that comes
+        after the connection ended or started draining is closed.
         """
         channelType, rest = common.getNS(packet)
         senderChannel, windowSize, maxPacket = struct.unpack(">3L", rest[:12])
         avatar = self.transport.avatar
         try:
-            if len(self.channels) >= avatar.hub.config.max_channels:
+            if len(self.channels) + self.waitingOpens >= avatar.hub.config.max_channels:
                 raise ChannelRefused(
                     connection.OPEN_RESOURCE_SHORTAGE,
                     f"at most {avatar.hub.config.max_channels} channels per connection",
                 )
             channel = avatar.openChannel(channelType, windowSize, maxPacket, rest[12:])
         except ChannelRefused as e:
-            self._log.debug("refused a {kind!r} channel: {text}", kind=channelType[:64],
-                            text=e.text)
-            self.transport.sendPacket(
-                connection.MSG_CHANNEL_OPEN_FAILURE,
-                struct.pack(">2L", senderChannel, e.code) + common.NS(e.text.encode("utf-8"))
-                + common.NS(b""),
-            )
+            self._refuseOpen(senderChannel, channelType, e)
             return
+        if not isinstance(channel, Deferred):
+            self._confirmOpen(senderChannel, channel)
+            return
+        self.waitingOpens += 1
+
+        def answered(channel: Any) -> None:
+            self.waitingOpens -= 1
+            if self.stopped or avatar.gone or avatar.draining:
+                channel.closed()  # ends what it was joined to
+                if not self.stopped:
+                    self._refuseOpen(senderChannel, channelType,
+                                     ChannelRefused(connection.OPEN_CONNECT_FAILED, STOPPING))
+                return
+            self._confirmOpen(senderChannel, channel)
+
+        def refused(failure: Failure) -> None:
+            self.waitingOpens -= 1
+            refusal = failure.value
+            if not isinstance(refusal, ChannelRefused):
+                # A bug, not the client's doing: logged, and the client is not left waiting.
+                _log.failure("a {kind!r} channel open failed", failure, kind=channelType[:64])
+                refusal = ChannelRefused(connection.OPEN_CONNECT_FAILED, UNAVAILABLE)
+            if not self.stopped:
+                self._refuseOpen(senderChannel, channelType, refusal)
+
+        channel.addCallbacks(answered, refused)
+
+    def _refuseOpen(self, senderChannel: int, channelType: bytes, e: ChannelRefused) -> None:
+        self._log.debug("refused a {kind!r} channel: {text}", kind=channelType[:64], text=e.text)
+        self.transport.sendPacket(
+            connection.MSG_CHANNEL_OPEN_FAILURE,
+            struct.pack(">2L", senderChannel, e.code) + common.NS(e.text.encode("utf-8"))
+            + common.NS(b""),
+        )
+
+    def _confirmOpen(self, senderChannel: int, channel: Any) -> None:
         local = self.localChannelID
         self.localChannelID += 1
         channel.id = local
@@ -191,6 +231,7 @@ class RelayConnection(connection.SSHConnection):
         The connection ended: open channels end as conch ends them, and so
         do those the relay opened that the client never answered.
         """
+        self.stopped = True
         pending = [c for c in self.channels.values() if c not in self.channelsToRemoteChannel]
         super().serviceStopped()
         for channel in pending:

@@ -15,7 +15,9 @@ agent holder like a native agent's link
     agent's link would open a session.  They end with the connection.
   - C{ssh -L}/C{-W} channels take the relay's one TCP route (C{Relay.tcp},
     as native clients do): only the account's own agents, refused with the
-    same words as a missing agent otherwise.
+    same words as a missing agent otherwise; on a replica of a cluster, an
+    agent another replica holds is reached over the replica link
+    (C{Relay.remote}), under the same rule.
 
 What a connection holds does not grow with what it asks: the status
 display keeps its last C{SSHConfig.max_status_lines} lines (and a display
@@ -38,7 +40,9 @@ from typing import TYPE_CHECKING, Any
 
 from twisted.conch.avatar import ConchUser
 from twisted.conch.ssh.connection import OPEN_ADMINISTRATIVELY_PROHIBITED, OPEN_CONNECT_FAILED
+from twisted.internet.defer import Deferred
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from nfltr.link import RefusalReason
@@ -74,6 +78,8 @@ STOPPING = "the relay is stopping"
 _BY_APPLICATION = 11
 #: The type of the channels the relay opens towards an C{ssh -R} forward.
 FORWARDED = b"forwarded-tcpip"
+#: What an agent's side of a C{-L}/C{-W} channel is told when the channel is lost.
+LOST = "SSH channel lost"
 
 
 class ChannelRefused(Exception):
@@ -418,23 +424,39 @@ class RelayUser(ConchUser):
             return self._direct(windowSize, maxPacket, data)
         raise ChannelRefused(3, f"unknown channel type {channelType[:64]!r}")  # UNKNOWN_TYPE
 
-    def _direct(self, windowSize: int, maxPacket: int, data: bytes) -> ForwardChannel:
+    def _direct(self, windowSize: int, maxPacket: int,
+                data: bytes) -> ForwardChannel | Deferred[ForwardChannel]:
         """
         C{ssh -L}/C{-W}: the relay's one TCP route, to ports shared without
-        end-to-end TLS.
+        end-to-end TLS; on a replica of a cluster, an agent this replica
+        does not hold is reached over the replica link, once the directory
+        answers (a Deferred).
         """
         try:
             name, port = fw.parse_direct_tcpip(data)
         except fw.RequestError as e:
             raise ChannelRefused(OPEN_CONNECT_FAILED, str(e)) from None
+        relay, config = self.hub.relay, self.hub.config
+
+        def channel(end: Any) -> ForwardChannel:
+            return ForwardChannel(end, config, self.conn, b"direct-tcpip", windowSize, maxPacket)
+
+        def refused(failure: Failure) -> Failure:
+            failure.trap(RouteRefused)
+            assert isinstance(failure.value, RouteRefused)
+            return Failure(ChannelRefused(OPEN_CONNECT_FAILED, failure.value.reason))
+
+        remote = relay.remote
+        if remote is not None and relay.directory.agent(name) is None:
+            d = remote.openSSH(self.identity.account, self.identity.proof, name, port,
+                               LOST, self._peer())
+            return d.addCallbacks(channel, refused)
         try:
-            end = self.hub.relay.tcp.openTCP(self.identity.account, name, port,
-                                             "SSH channel lost", plainOnly=True,
-                                             client=self._peer())
+            end = relay.tcp.openTCP(self.identity.account, name, port, LOST, plainOnly=True,
+                                    client=self._peer())
         except RouteRefused as e:
             raise ChannelRefused(OPEN_CONNECT_FAILED, e.reason) from None
-        return ForwardChannel(end, self.hub.config, self.conn, b"direct-tcpip",
-                              windowSize, maxPacket)
+        return channel(end)
 
     def _peer(self) -> str | None:
         """

@@ -185,13 +185,16 @@ class PresenceTests(unittest.TestCase):
 
     async def test_shares(self) -> None:
         """
-        Published shares are announced, withdrawn ones removed.
+        Published shares are announced (with whether they are served in
+        plain HTTP too), withdrawn ones removed.
         """
         presence = self.presence("r1")
-        presence.sharesPublished("acme", [("blog", "e2ee"), ("raw", "passthrough")])
+        presence.sharesPublished("acme", [("blog", "e2ee"), ("raw", "passthrough")], ["blog"])
         await self.settle(presence)
         self.assertEqual(await presence.share("raw"),
                          SharePresence("raw", "r1", "acme", "passthrough"))
+        self.assertEqual(await presence.share("blog"),
+                         SharePresence("blog", "r1", "acme", "e2ee", plain=True))
         presence.sharesWithdrawn(["raw"])
         await self.settle(presence)
         self.assertIsNone(await presence.share("raw"))

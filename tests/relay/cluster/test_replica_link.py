@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.task import Clock, deferLater
+from twisted.internet.testing import StringTransport
 from twisted.logger import Logger
 from twisted.test.iosim import FakeTransport, connect
 from twisted.trial.unittest import SynchronousTestCase
@@ -29,7 +30,9 @@ from nfltr.link.twisted import LinkHandler, LinkProtocol, LinkSession, LinkUnava
 from nfltr.relay.agents import Relay
 from nfltr.relay.cluster.holder import (
     ReplicaHolder,
+    parse_plain_target,
     parse_replica_tcp_target,
+    plain_target,
     replica_tcp_target,
     without_key,
 )
@@ -38,17 +41,26 @@ from nfltr.relay.cluster.listener import CANNOT_CHECK, ReplicaLinkHandler, visit
 from nfltr.relay.cluster.peers import Peers, PeerUnreachable
 from nfltr.relay.cluster.presence import RedisPresence
 from nfltr.relay.cluster.routes import RemoteRoutes
-from nfltr.relay.interfaces import KINDS, REPLICA, HolderFigures, IAgentHolder
-from nfltr.relay.tcp_route import AGENT_UNAVAILABLE
+from nfltr.relay.interfaces import KINDS, REPLICA, HolderFigures, IAgentHolder, IRemoteRoutes
+from nfltr.relay.tcp_route import AGENT_UNAVAILABLE, RouteRefused
 from nfltr.resume.twisted import is_final
 from nfltr.store import IPresenceTable, StoreUnavailable
-from nfltr.wire.messages import MessageError, TcpShare, agent_hello, client_target
+from nfltr.wire.messages import (
+    NOT_FOUND_CODE,
+    NOT_FOUND_REASON,
+    MessageError,
+    TcpShare,
+    agent_hello,
+    client_target,
+)
 from nfltr.wire.resume import RESUME_UNSUPPORTED, offers_resume, resumable_target, resume_target
 from tests.link.twisted_helpers import RecordingHandler
 from tests.relay.helpers import RelayHarness, lost_reason
 from tests.relay.test_link_handler import A2_KEY, A_KEY, Recorder
 
 KEY = "nfltr_0123456789ab_" + "A" * 43
+#: An ed25519 public key, base64 (as an SSH login's credential carries it).
+BLOB = "AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
 NAMES = st.from_regex(r"[a-z0-9](?:[a-z0-9-]{0,20}[a-z0-9])?", fullmatch=True)
 
 
@@ -97,7 +109,46 @@ class TargetTests(SynchronousTestCase):
         resumption).
         """
         self.assertEqual(parse_replica_tcp_target(replica_tcp_target(name, port, KEY, kind)),
-                         (kind, name, port, KEY))
+                         (kind, name, port, KEY, None))
+
+    @given(st.sampled_from(["tcp", "ssh"]), NAMES, st.integers(1, 65535),
+           st.sampled_from(["1.2.3.4:5", "[::1]:80"]))
+    def test_clientRoundTrip(self, kind: str, name: str, port: int, client: str) -> None:
+        """
+        A client's address after an C{@} is read back, for a plain session and an SSH
+        client's (whose credential names how it logged in).
+        """
+        key = f"publickey:{BLOB}" if kind == "ssh" else KEY
+        self.assertEqual(
+            parse_replica_tcp_target(replica_tcp_target(name, port, key, kind, client)),
+            (kind, name, port, key, client))
+
+    def test_plainTarget(self) -> None:
+        """
+        A plain-HTTP visitor's target names the share and the visitor; other
+        targets are not one; a bad name is refused.
+        """
+        self.assertEqual(plain_target("blog", "1.2.3.4:5"), "plain:blog@1.2.3.4:5")
+        self.assertEqual(parse_plain_target("plain:blog@[::1]:5"), ("blog", "[::1]:5"))
+        self.assertIsNone(parse_plain_target("share:blog@1.2.3.4:5"))
+        with self.assertRaises(MessageError):
+            parse_plain_target("plain:Not_A_Name@1.2.3.4:5")
+
+    def test_sshCredentials(self) -> None:
+        """
+        An SSH client's credential is C{publickey:BLOB} or C{password:KEY}; anything else
+        is refused, without the secret in the message; an open session shows neither the
+        credential nor the client's address.
+        """
+        target = replica_tcp_target("web", 22, f"password:{KEY}", "ssh", "1.2.3.4:5")
+        self.assertEqual(target, f"replica-ssh:web:22:password:{KEY}@1.2.3.4:5")
+        self.assertEqual(without_key(target), "replica-ssh:web:22")
+        for credential in (KEY, f"other:{KEY}", "publickey:", f"publickey:{KEY}:x"):
+            with self.assertRaises(MessageError) as caught:
+                parse_replica_tcp_target(f"replica-ssh:web:22:{credential}@1.2.3.4:5")
+            self.assertNotIn(KEY, str(caught.exception))
+        with self.assertRaises(MessageError):
+            parse_replica_tcp_target(f"replica-tcp:web:22:{KEY}@")
 
     def test_kinds(self) -> None:
         """
@@ -196,10 +247,10 @@ class _Holding(ReplicaLinkHandler):
         self.targets.append(session.target)
 
 
-class _AcrossReplicas(SynchronousTestCase):
+class AcrossReplicasCase(SynchronousTestCase):
     """
-    Replica C{b} (C{self.forwarding}) forwards a connector's sessions to the agent replica
-    C{a} (C{self.holding}) holds, over a replica link in memory.
+    Replica C{b} (C{self.forwarding}) forwards to replica C{a} (C{self.holding}), which
+    holds agent C{web} of acme.
     """
 
     def setUp(self) -> None:
@@ -234,8 +285,8 @@ class _AcrossReplicas(SynchronousTestCase):
         self.holding.run()
         return dialer.whenEstablished()
 
-    def agent(self, resumes: bool) -> None:
-        app = agent_hello(self.keyA, "web", [TcpShare(3000)])
+    def agent(self, resumes: bool, share: TcpShare | None = None) -> None:
+        app = agent_hello(self.keyA, "web", [share or TcpShare(3000)])
         if resumes:
             app["resume"] = True
         self.holding.dial(app, self.agentSide)
@@ -265,7 +316,7 @@ class _AcrossReplicas(SynchronousTestCase):
 
 
 
-class ResumableAcrossReplicasTests(_AcrossReplicas):
+class ResumableAcrossReplicasTests(AcrossReplicasCase):
     """
     A connector's C{rtcp:} and C{resume:} sessions on replica C{b} for an agent replica C{a}
     holds: carried over the replica link (L{RemoteRoutes}, L{ReplicaHolder}) and opened on
@@ -322,7 +373,134 @@ class ResumableAcrossReplicasTests(_AcrossReplicas):
         self.assertEqual(self.agentSide.sessions, [])
 
 
-class KeysWhileStoreAwayTests(_AcrossReplicas):
+class SSHAcrossReplicasTests(AcrossReplicasCase):
+    """
+    An SSH client's C{-L}/C{-W} channel on replica C{b} for an agent replica C{a} holds
+    (L{RemoteRoutes.openSSH}), and a plain session's client address, carried over the
+    replica link; the holding replica finds the account itself.
+    """
+
+    line = f"ssh-ed25519 {BLOB}"
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.records = _Records()
+        self.records.records["agent", "web"]["plain"] = "3000"
+        presence = RedisPresence(self.records, "b", self.holding.clock)
+        remote = self.forwarding.relay.remote
+        assert isinstance(remote, RemoteRoutes)
+        remote.presence = presence
+        self.holding.store.sshKeys[self.line] = "acme"
+
+    def openSSH(self, account: str, credential: str,
+                transport: StringTransport | None = None) -> Deferred[Any]:
+        """
+        Open a channel's session for a client of C{account} that logged in with
+        C{credential}; its end is connected to C{transport} (a new one by default) as
+        soon as it comes, as the SSH connection connects its channel.
+        """
+        remote = self.forwarding.relay.remote
+        assert remote is not None
+        d = remote.openSSH(account, credential, "web", 3000, "SSH channel lost", "1.2.3.4:5")
+
+        def connect(end: Any) -> Any:
+            end.makeConnection(transport or StringTransport())
+            return end
+
+        d.addCallback(connect)
+        self.pump()
+        return d
+
+    def test_interface(self) -> None:
+        """
+        L{RemoteRoutes} provides L{IRemoteRoutes}.
+        """
+        self.assertTrue(verifyObject(IRemoteRoutes, self.forwarding.relay.remote))
+
+    def test_publicKey(self) -> None:
+        """
+        A client logged in with a public key registered to acme reaches acme's agent: the
+        holding replica opens C{tcp:3000@CLIENT} for an agent that writes PROXY headers,
+        and bytes pass both ways.
+        """
+        self.agent(False, TcpShare(3000, e2ee=False, addressed=True))
+        end = self.successResultOf(self.openSSH("acme", f"publickey:{BLOB}"))
+        end.dataReceived(b"hello")
+        self.pump()
+        [session] = self.agentSide.sessions
+        self.assertEqual(session.target, "tcp:3000@1.2.3.4:5")
+        self.assertEqual(session.protocol.received, b"hello")
+        self.assertEqual(self.targets, [
+            f"replica-ssh:web:3000:publickey:{BLOB}@1.2.3.4:5", "replica-ssh:web:3000"])
+
+    def test_password(self) -> None:
+        """
+        A client logged in with an API key as its password reaches its agent; one that does
+        not write PROXY headers is not told the client's address.
+        """
+        self.agent(False, TcpShare(3000, e2ee=False))
+        self.successResultOf(self.openSSH("acme", f"password:{self.keyA2}"))
+        self.assertEqual([s.target for s in self.agentSide.sessions], ["tcp:3000"])
+
+    def test_otherAccount(self) -> None:
+        """
+        Another account is refused on the forwarding replica in the one TCP route's words;
+        when a forged record names its account, the holding replica, which asks its own
+        store about the key, resets the session in the same words; an unknown key too.
+        """
+        self.agent(False, TcpShare(3000, e2ee=False))
+        failure = self.failureResultOf(self.openSSH("other", f"publickey:{BLOB}"), RouteRefused)
+        self.assertEqual(failure.value.reason, NOT_FOUND_REASON)
+        self.holding.store.sshKeys[self.line] = "other"
+        self.records.records["agent", "web"]["account"] = "other"
+        for credential in (f"publickey:{BLOB}", "publickey:AAAA", f"password:{KEY}"):
+            transport = _Aborting()
+            self.successResultOf(self.openSSH("other", credential, transport))
+            self.assertEqual(transport.aborted, (NOT_FOUND_CODE, NOT_FOUND_REASON), credential)
+        self.assertEqual(self.agentSide.sessions, [])
+
+    def test_e2eeOnly(self) -> None:
+        """
+        A port shared end-to-end encrypted is refused to an SSH client on the forwarding
+        replica, in the words one relay uses.
+        """
+        self.agent(False)
+        self.records.records["agent", "web"]["plain"] = ""
+        failure = self.failureResultOf(self.openSSH("acme", f"publickey:{BLOB}"), RouteRefused)
+        self.assertIn("end-to-end encrypted", failure.value.reason)
+        self.assertEqual(self.agentSide.sessions, [])
+
+    def test_clientAddressOfPlainSession(self) -> None:
+        """
+        A connector's plain session on replica C{b} carries its address to an agent on
+        replica C{a} that writes PROXY headers.
+        """
+        self.agent(False, TcpShare(3000, addressed=True))
+        self.open("tcp:web:3000")
+        [session] = self.agentSide.sessions
+        self.assertTrue(session.target.startswith("tcp:3000@"), session.target)
+        self.assertNotIn("@", self.targets[1])
+
+
+class _Aborting(StringTransport):
+    """
+    A client's transport that records the reset passed on to it.
+    """
+
+    aborted: tuple[int, str] | None = None
+
+    def abortWith(self, code: int, reason: str) -> None:
+        self.aborted = (code, reason)
+        self.loseConnection()
+
+    def unregisterProducer(self) -> None:
+        """
+        As a session does: nothing to unregister is not an error.
+        """
+        self.producer = None
+
+
+class KeysWhileStoreAwayTests(AcrossReplicasCase):
     """
     The holding replica's check of a forwarded session's key while the directory cannot
     answer (L{KeyCache}): a key it checked before and has not seen revoked is taken; any

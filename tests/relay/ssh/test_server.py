@@ -6,12 +6,13 @@ the login checkers (L{nfltr.relay.ssh._auth}).
 
 from __future__ import annotations
 
+import base64
 import struct
 from pathlib import Path
 from typing import Any
 
 from twisted.conch.error import ValidPublicKey
-from twisted.conch.ssh import keys
+from twisted.conch.ssh import common, connection, keys
 from twisted.cred.credentials import SSHPrivateKey, UsernamePassword
 from twisted.cred.error import UnauthorizedLogin
 from twisted.internet.address import IPv4Address
@@ -19,9 +20,12 @@ from twisted.internet.defer import Deferred, succeed
 from twisted.internet.task import Clock
 from twisted.logger import Logger
 from twisted.trial.unittest import SynchronousTestCase
+from zope.interface import implementer
+from zope.interface.verify import verifyObject
 
 from nfltr.link.twisted import LinkUnavailable
 from nfltr.relay.directory import AgentEntry
+from nfltr.relay.interfaces import IRemoteRoutes
 from nfltr.relay.leases import Leases
 from nfltr.relay.link_handler import Relay
 from nfltr.relay.shares import ShareRegistry
@@ -31,9 +35,11 @@ from nfltr.relay.ssh._auth import (
     APIKeyPasswordChecker,
     SSHIdentity,
 )
+from nfltr.relay.ssh._server import UNAVAILABLE, RelayConnection
 from nfltr.relay.ssh._session import StatusSession
 from nfltr.relay.ssh._user import ChannelRefused, RelayUser, SSHHub
 from nfltr.relay.store_health import StoreHealth
+from nfltr.relay.tcp_route import RouteRefused
 from nfltr.ssh import SSHConfig
 from nfltr.ssh.channel import ForwardChannel
 from nfltr.store import StoreUnavailable
@@ -105,7 +111,8 @@ class UserTests(SynchronousTestCase):
 
     def user(self, account: str = "alice", name: str = "laptop") -> tuple[RelayUser,
                                                                           FakeConnection]:
-        user = RelayUser(SSHIdentity(account, name, f"ssh:{account}"), self.hub)
+        user = RelayUser(SSHIdentity(account, name, f"ssh:{account}", "publickey:AAAA"),
+                         self.hub)
         user.conn = FakeConnection()
         return user, user.conn
 
@@ -194,6 +201,32 @@ class UserTests(SynchronousTestCase):
             alice.openChannel(b"direct-tcpip", 65536, 32768, direct(b"web", 443))
         self.assertIn("tcp-connect", e.exception.text)
 
+    def test_otherReplica(self) -> None:
+        """
+        On a replica of a cluster, C{direct-tcpip} to an agent this replica
+        does not hold asks the cluster's routes, with the client's proof
+        and address: the channel comes when they answer, or its refusal in
+        their words.
+        """
+        remote = _Remote()
+        self.assertTrue(verifyObject(IRemoteRoutes, remote))
+        self.relay.remote = remote
+        alice, _ = self.user()
+        first = alice.openChannel(b"direct-tcpip", 65536, 32768, direct(b"web", 22))
+        second = alice.openChannel(b"direct-tcpip", 65536, 32768, direct(b"web", 23))
+        self.assertEqual([call[:4] for call in remote.calls],
+                         [("alice", "publickey:AAAA", "web", 22),
+                          ("alice", "publickey:AAAA", "web", 23)])
+        self.assertEqual(remote.calls[0][5], "192.0.2.7:50022")
+        end = Sink()
+        remote.answers[0].callback(end)
+        channel = self.successResultOf(first)
+        self.assertIsInstance(channel, ForwardChannel)
+        self.assertIs(channel.protocol, end)
+        remote.answers[1].errback(RouteRefused(1, "no such agent or port"))
+        refused = self.failureResultOf(second, ChannelRefused)
+        self.assertEqual(refused.value.text, "no such agent or port")
+
     def test_unknownChannelType(self) -> None:
         """
         Channel types other than session and direct-tcpip are refused.
@@ -224,6 +257,27 @@ class UserTests(SynchronousTestCase):
         lines = other._commands()["status"]()
         self.assertIn("  agent laptop: TCP ports [5000]", lines)
         self.assertTrue(any(line.startswith("  share blog (inspect)") for line in lines))
+
+
+@implementer(IRemoteRoutes)
+class _Remote:
+    """
+    The cluster's routes, answering C{openSSH} when the test says.
+    """
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+        self.answers: list[Deferred[Any]] = []
+
+    def routeTCP(self, session: Any, key: str, account: str, name: str, port: int,
+                 kind: str = "tcp", client: str | None = None) -> None:
+        raise AssertionError("not an SSH channel")
+
+    def openSSH(self, account: str, credential: str, name: str, port: int, lostReason: str,
+                client: str | None) -> Deferred[Any]:
+        self.calls.append((account, credential, name, port, lostReason, client))
+        self.answers.append(Deferred())
+        return self.answers[-1]
 
 
 class KeyStore:
@@ -260,6 +314,10 @@ class CheckerTests(SynchronousTestCase):
         identity = self.login()
         self.assertEqual((identity.account, identity.user), ("alice", "laptop"))
         self.assertTrue(identity.credential.startswith("ssh:SHA256:"))
+        # What another replica checks: the public key, never shown in a repr.
+        blob = base64.b64encode(self.key.public().blob()).decode()
+        self.assertEqual(identity.proof, f"publickey:{blob}")
+        self.assertNotIn(blob, repr(identity))
 
     def test_refusals(self) -> None:
         """
@@ -289,6 +347,8 @@ class CheckerTests(SynchronousTestCase):
         results: list[Any] = []
         checker.requestAvatarId(UsernamePassword(b"u", text.encode())).addBoth(results.append)
         self.assertEqual(results[-1].account, "alice")
+        self.assertEqual(results[-1].proof, f"password:{text}")
+        self.assertNotIn(text, repr(results[-1]))
         checker.requestAvatarId(UsernamePassword(b"u", b"nope")).addBoth(results.append)
         self.assertTrue(results[-1].check(UnauthorizedLogin))
         revoked.add("0123456789ab")
@@ -327,3 +387,96 @@ def _ed25519() -> bytes:
         serialization.NoEncryption(),
     )
 
+
+
+class _Avatar:
+    """
+    An avatar whose channel opens answer when the test says.
+    """
+
+    def __init__(self, hub: SSHHub) -> None:
+        self.hub = hub
+        self.gone = self.draining = False
+        self.answers: list[Deferred[Any]] = []
+
+    def openChannel(self, channelType: bytes, windowSize: int, maxPacket: int,
+                    data: bytes) -> Deferred[Any]:
+        self.answers.append(Deferred())
+        return self.answers[-1]
+
+
+class _Channel:
+    """
+    A channel that records being closed.
+    """
+
+    ended = False
+
+    def closed(self) -> None:
+        self.ended = True
+
+
+class _Transport:
+    """
+    The parts of the SSH transport a L{RelayConnection} uses here.
+    """
+
+    def __init__(self, avatar: _Avatar) -> None:
+        self.avatar = avatar
+        self.packets: list[tuple[int, bytes]] = []
+
+    def sendPacket(self, kind: int, payload: bytes) -> None:
+        self.packets.append((kind, payload))
+
+
+class LaterOpenTests(SynchronousTestCase):
+    """
+    L{RelayConnection} with channel opens the avatar answers later (an agent
+    another replica holds).
+    """
+
+    def setUp(self) -> None:
+        clock = Clock()
+        relay = Relay(FakeStore(), clock, None, maxAgents=None)
+        self.avatar = _Avatar(SSHHub(relay, SSHConfig(max_channels=2), clock,
+                                     lambda: ("relay.test", 2222)))
+        self.transport = _Transport(self.avatar)
+        self.conn = RelayConnection()
+        self.conn.transport = self.transport
+
+    def open(self, sender: int) -> None:
+        self.conn.ssh_CHANNEL_OPEN(common.NS(b"direct-tcpip") + struct.pack(">3L", sender, 65536,
+                                                                            32768)
+                                   + direct(b"web", 22))
+
+    def test_answeredLater(self) -> None:
+        """
+        Nothing is sent until the avatar answers; opens still waiting count
+        against the channel limit; a refusal is sent with its text, and a
+        failure that is not one with L{UNAVAILABLE} (and logged).
+        """
+        self.open(1)
+        self.open(2)
+        self.open(3)  # over the limit of 2, counting the two waiting
+        [(kind, payload)] = self.transport.packets
+        self.assertEqual(kind, connection.MSG_CHANNEL_OPEN_FAILURE)
+        self.assertIn(b"at most 2 channels", payload)
+        self.assertEqual(len(self.avatar.answers), 2)
+        self.avatar.answers[0].errback(ChannelRefused(2, "no such agent or port"))
+        self.assertEqual(self.transport.packets[-1][0], connection.MSG_CHANNEL_OPEN_FAILURE)
+        self.assertIn(b"no such agent or port", self.transport.packets[-1][1])
+        self.avatar.answers[1].errback(RuntimeError("a bug"))
+        self.assertIn(UNAVAILABLE.encode(), self.transport.packets[-1][1])
+        self.assertEqual(len(self.flushLoggedErrors(RuntimeError)), 1)
+        self.assertEqual(self.conn.waitingOpens, 0)
+
+    def test_goneMeanwhile(self) -> None:
+        """
+        A channel that comes after the connection ended is closed, and
+        nothing is sent.
+        """
+        self.open(1)
+        self.conn.stopped = True
+        channel = _Channel()
+        self.avatar.answers[0].callback(channel)
+        self.assertEqual((channel.ended, self.transport.packets), (True, []))
