@@ -7,11 +7,16 @@ the service on a service connection of its own (L{H2IO.openService}), its
 head checked and rewritten by the same rules as HTTP/1.1's
 (L{nfltr.http._rules}: target, host, the share's gate), its body copied
 (chunked when the visitor gave no length, its trailers and C{te: trailers}
-passed on, as gRPC needs), the response read by h11 and sent back as
+passed on, as gRPC needs), the response read by L{ResponseReader} (the
+stream path's head reader; h11 only for a chunked body) and sent back as
 HEADERS, DATA and trailers.
 
-Flow control: request bytes are acknowledged to h2 (opening the visitor's
-window again) only once written to a service connection that is not full;
+Flow control: each stream's window for request bytes is
+L{H2Limits.initial_window}, the connection's L{H2Limits.connection_window}
+(so one stream or many move more than HTTP/2's 65,535 bytes per round
+trip); request bytes are acknowledged to h2 (opening the visitor's windows
+again) only once written to a service connection that is not full, so the
+connection's window bounds what services that do not read make us hold;
 response bytes wait for the stream's window, and past
 L{H2Limits.max_stream_buffer} of them the stream's service connection is
 paused (L{H2IO.pauseService}).  Attacks: L{nfltr.http._h2frames} watches
@@ -27,7 +32,6 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from http import HTTPStatus
 
-import h11
 from h2.config import H2Configuration
 from h2.connection import H2Connection
 from h2.errors import ErrorCodes
@@ -49,6 +53,8 @@ from hyperframe.frame import GoAwayFrame
 from ._exchange import Gate
 from ._h2frames import FrameWatch, Rate
 from ._h2io import H2IO
+from ._h2response import DATA, END, HEAD, ResponseError, ResponseReader
+from ._h2response import Event as ResponseEvent
 from ._headers import commaValues
 from ._heads import CHUNKED, RequestHead
 from ._io import errorParts
@@ -75,7 +81,7 @@ class _Stream:
 
     id: int
     #: Reads the response (L{None}: the service speaks HTTP/2, L{nfltr.http._h2c}).
-    parser: h11.Connection | None
+    reader: ResponseReader | None
     chunked: bool
     queued: list[bytes] = field(default_factory=list)
     attached: bool = False
@@ -137,7 +143,9 @@ class H2Exchange:
 
     def start(self) -> None:
         """
-        Send the server's preface.
+        Send the server's preface: our settings (each stream's window
+        L{H2Limits.initial_window}), and the connection's window raised to
+        L{H2Limits.connection_window}.
         """
         self.conn.initiate_connection()
         limits = self._h2limits
@@ -147,6 +155,9 @@ class H2Exchange:
             SettingCodes.INITIAL_WINDOW_SIZE: limits.initial_window,
             SettingCodes.ENABLE_PUSH: 0,
         })
+        more = limits.connection_window - self.conn.inbound_flow_control_window
+        if more > 0:
+            self.conn.increment_flow_control_window(more)
         self._flush()
 
     # The visitor.
@@ -310,12 +321,8 @@ class H2Exchange:
         out, target = self._rules.headersFor(head)
         if trailers:
             out += [(b"TE", b"trailers"), (b"Connection", b"TE")]
-        parser = h11.Connection(h11.CLIENT,
-                                max_incomplete_event_size=self._limits.responseHeadSize)
-        # The parser reads the response; it needs to know the request's method.
-        parser.send(h11.Request(method=method, target=b"/", headers=[
-            (b"host", b"service"), (b"transfer-encoding", b"chunked")]))
-        stream = self.streams[sid] = _Stream(sid, parser, chunked, capture=capture)
+        reader = ResponseReader(method, self._limits.responseHeadSize)
+        stream = self.streams[sid] = _Stream(sid, reader, chunked, capture=capture)
         stream.queued.append(head.serialize(out, target))
         self.io.openService(sid)
         if ended:
@@ -348,7 +355,6 @@ class H2Exchange:
         if stream is None or stream.requestEnded:
             return
         stream.requestEnded = True
-        _parser(stream).send(h11.EndOfMessage())
         if stream.chunked:
             lines = b"".join(b"%s: %s\r\n" % pair for pair in stream.trailers)
             self._toService(stream, b"0\r\n" + lines + b"\r\n", 0)
@@ -425,10 +431,11 @@ class H2Exchange:
             if stream is None:
                 return
             try:
-                _parser(stream).receive_data(data)
-                self._readResponse(stream)
-            except h11.ProtocolError as e:
+                events = _reader(stream).feed(data)
+            except ResponseError as e:
                 self._failed(stream, f"unreadable response: {e}")
+            else:
+                self._readResponse(stream, events)
             self._flush()
 
     def serviceLost(self, sid: int) -> None:
@@ -442,38 +449,34 @@ class H2Exchange:
                 self._failed(stream, "the service closed before its response was out")
                 self._flush()
 
-    def _readResponse(self, stream: _Stream) -> None:
-        while stream.id in self.streams:
-            event = _parser(stream).next_event()
-            if event is h11.NEED_DATA or event is h11.PAUSED:
+    def _readResponse(self, stream: _Stream, events: list[ResponseEvent]) -> None:
+        """
+        Send what C{events} say of C{stream}'s response on; its body as its
+        window allows, once they are all read.
+        """
+        capture = stream.capture
+        for kind, status, headers, data in events:
+            if stream.id not in self.streams:
                 return
-            if isinstance(event, h11.InformationalResponse):
-                if event.status_code == HTTPStatus.SWITCHING_PROTOCOLS:
-                    raise h11.RemoteProtocolError("101 on HTTP/2")
-                # 100 Continue, 103 Early Hints: informational HEADERS (RFC 9113 section 8.1).
-                self.conn.send_headers(stream.id, [(b":status", b"%d" % event.status_code),
-                                                   *_forVisitor(event.headers)])
-            elif isinstance(event, h11.Response):
-                stream.responded = True
-                if stream.capture is not None:
-                    stream.capture.response(event.status_code, list(event.headers))
-                head = [(b":status", b"%d" % event.status_code), *_forVisitor(event.headers)]
-                self.conn.send_headers(stream.id, head)
-            elif isinstance(event, h11.Data):
-                stream.out += event.data
-                if stream.capture is not None:
-                    stream.capture.responseBody(bytes(event.data))
-            elif isinstance(event, h11.EndOfMessage):
+            if kind == DATA:
+                stream.out += data
+                if capture is not None:
+                    capture.responseBody(data)
+            elif kind == END:
                 stream.outEnded = True
-                stream.outTrailers = _forVisitor(event.headers)
-                if stream.capture is not None:
-                    stream.capture.ended(COMPLETE)
-                    stream.capture = None
-                self._send(stream.id)
-                return
-            elif isinstance(event, h11.ConnectionClosed):
-                raise h11.RemoteProtocolError("closed before the response ended")
-            self._send(stream.id)
+                stream.outTrailers = _forVisitor(headers)
+                if capture is not None:
+                    capture.ended(COMPLETE)
+                    stream.capture = capture = None
+            else:
+                if kind == HEAD:
+                    stream.responded = True
+                    if capture is not None:
+                        capture.response(status, headers)
+                # 100 Continue, 103 Early Hints: informational HEADERS (RFC 9113 section 8.1).
+                self.conn.send_headers(stream.id, [(b":status", b"%d" % status),
+                                                   *_forVisitor(headers)])
+        self._send(stream.id)
 
     def _send(self, sid: int) -> None:
         """
@@ -483,21 +486,27 @@ class H2Exchange:
         stream = self.streams.get(sid)
         if stream is None or self.closed:
             return
-        while stream.out:
+        out, ended = stream.out, False
+        while out:
             size = min(self.conn.local_flow_control_window(sid), self.conn.max_outbound_frame_size,
-                       len(stream.out))
+                       len(out))
             if size <= 0:
                 break
-            self.conn.send_data(sid, bytes(stream.out[:size]))
-            del stream.out[:size]
-        paused = len(stream.out) > self._h2limits.max_stream_buffer
+            if size < len(out):
+                self.conn.send_data(sid, bytes(out[:size]))
+                del out[:size]
+            else:  # the last of it: with END_STREAM if nothing follows
+                ended = stream.outEnded and not stream.outTrailers
+                self.conn.send_data(sid, bytes(out), end_stream=ended)
+                out.clear()
+        paused = len(out) > self._h2limits.max_stream_buffer
         if paused != stream.paused and stream.attached:
             stream.paused = paused
             self.io.pauseService(sid, paused)
-        if not stream.out and stream.outEnded:
+        if not out and stream.outEnded:
             if stream.outTrailers:
                 self.conn.send_headers(sid, stream.outTrailers, end_stream=True)
-            else:
+            elif not ended:
                 self.conn.end_stream(sid)
             if not stream.requestEnded:
                 self._reset(sid, ErrorCodes.NO_ERROR)
@@ -509,9 +518,8 @@ class H2Exchange:
                 self._drop(stream.id)
             return
         del self.streams[stream.id]
-        parser = _parser(stream)
-        reusable = parser.our_state is h11.DONE and parser.their_state is h11.DONE
-        self.io.releaseService(stream.id, reusable and stream.attached)
+        self._giveBackUnacked(stream)
+        self.io.releaseService(stream.id, _reader(stream).reusable and stream.attached)
         self._closeIfDrained()
 
     def _failed(self, stream: _Stream, why: str) -> None:
@@ -539,10 +547,20 @@ class H2Exchange:
         """
         stream = self.streams.pop(sid, None)
         if stream is not None:
+            self._giveBackUnacked(stream)
             if stream.capture is not None:
                 stream.capture.ended(ABORTED)
             self.io.releaseService(sid, False)
             self._closeIfDrained()
+
+    def _giveBackUnacked(self, stream: _Stream) -> None:
+        """
+        A stream is over with request bytes never acknowledged (its service
+        connection was full): the connection's window gets them back, or
+        each such stream would shrink it for good.
+        """
+        counted, stream.unacked = stream.unacked, 0
+        self._ack(stream.id, counted)
 
     def _flush(self) -> None:
         data = self.conn.data_to_send()
@@ -550,12 +568,12 @@ class H2Exchange:
             self.io.toVisitor(data)
 
 
-def _parser(stream: _Stream) -> h11.Connection:
+def _reader(stream: _Stream) -> ResponseReader:
     """
-    The h11 parser of a stream whose service speaks HTTP/1.1.
+    The response reader of a stream whose service speaks HTTP/1.1.
     """
-    assert stream.parser is not None
-    return stream.parser
+    assert stream.reader is not None
+    return stream.reader
 
 
 def _forVisitor(headers: Sequence[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:

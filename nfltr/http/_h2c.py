@@ -103,18 +103,6 @@ class H2CExchange(H2Exchange):
         #: Each stream's request head for the service (until attached).
         self._heads: dict[int, list[tuple[bytes, bytes]]] = {}
 
-    def start(self) -> None:
-        """
-        The server's preface; the connection's window as large as all its
-        streams' windows together, so one stalled stream holds no other.
-        """
-        super().start()
-        limits = self._h2limits
-        whole = min(limits.initial_window * limits.max_concurrent_streams, 2**31 - 1)
-        if whole > self.conn.inbound_flow_control_window:
-            self.conn.increment_flow_control_window(whole - self.conn.inbound_flow_control_window)
-        self._flush()
-
     # The visitor's side.
 
     def _forward(self, sid: int, head: RequestHead, trailers: bool, ended: bool,
@@ -183,8 +171,7 @@ class H2CExchange(H2Exchange):
         (the visitor's, the service's) get back what it held, or each
         stream cut short would shrink them for good.
         """
-        self._ack(stream.id, stream.unacked)
-        stream.unacked = 0
+        self._giveBackUnacked(stream)
         if up is not None and stream.out:
             up[0].consumed(up[1], len(stream.out))
         stream.out.clear()
