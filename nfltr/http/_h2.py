@@ -27,10 +27,11 @@ finds, ends the connection with C{GOAWAY}.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from http import HTTPStatus
+from types import TracebackType
 
 from h2.config import H2Configuration
 from h2.connection import H2Connection
@@ -53,7 +54,7 @@ from hyperframe.frame import GoAwayFrame
 from ._exchange import Gate
 from ._h2frames import FrameWatch, Rate
 from ._h2io import H2IO
-from ._h2response import DATA, END, HEAD, ResponseError, ResponseReader
+from ._h2response import DATA, END, HEAD, ResponseError, ResponseReader, forVisitor
 from ._h2response import Event as ResponseEvent
 from ._headers import commaValues
 from ._heads import CHUNKED, RequestHead
@@ -67,10 +68,31 @@ _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 #: What a request target may not hold (RFC 9112 section 3).
 _SPACE_OR_CONTROL = re.compile(rb"[\x00-\x20\x7f]")
 
-#: Response headers that only mean something on one HTTP/1.1 connection.
-_CONNECTION_SPECIFIC = frozenset({
-    b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade", b"te",
-})
+class _Guard:
+    """
+    C{with exchange._guard:} an h2 error where none was expected ends the
+    exchange's connection alone (L{H2Exchange.unexpected}).  A class, not
+    a C{contextlib} generator: it is entered several times per request,
+    and this costs two calls where that costs seven.
+    """
+
+    def __init__(self, exchange: H2Exchange) -> None:
+        self.exchange = exchange
+
+    def __enter__(self) -> None:
+        """
+        Nothing.
+        """
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> bool:
+        """
+        Take an h2 error; let others pass.
+        """
+        if isinstance(error, H2Error):
+            self.exchange.unexpected(error)
+            return True
+        return False
 
 
 @dataclass
@@ -125,12 +147,19 @@ class H2Exchange:
         self._limits, self._h2limits = limits, h2limits
         self._rules = RequestRules(visitor=visitor, host=host, forwarded=forwarded,
                                    scheme=scheme, gate=gate, hosts=hosts)
-        self.conn = H2Connection(H2Configuration(client_side=False, header_encoding=None))
+        # What we send is not checked again by h2 (a dozen generator steps per
+        # header): every head we send is made HTTP/2's by forVisitor, names
+        # lowercase, the values read by a parser that refuses controls (the
+        # stream path's, h11's for trailers, or h2's from an h2c service).
+        self.conn = H2Connection(H2Configuration(
+            client_side=False, header_encoding=None,
+            validate_outbound_headers=False, normalize_outbound_headers=False))
         self.conn.decoder.max_header_list_size = h2limits.max_header_list_size
         self._watch = FrameWatch(h2limits, now)
         self._resets = Rate(h2limits.max_resets, h2limits.rate_window, now)
         self.streams: dict[int, _Stream] = {}
         self.closed = False
+        self._guard = _Guard(self)
         # Once drained: the last stream taken (the GOAWAY's).
         self._lastStream: int | None = None
 
@@ -178,7 +207,7 @@ class H2Exchange:
             # h2 queued its GOAWAY.
             self._end(f"HTTP/2 protocol error: {e}")
             return
-        with self._guard():
+        with self._guard:
             for event in events:
                 if self.closed:
                     return
@@ -222,18 +251,15 @@ class H2Exchange:
             self.closed = True
             self.io.closeVisitor()
 
-    @contextmanager
-    def _guard(self) -> Iterator[None]:
+    def unexpected(self, error: H2Error) -> None:
         """
-        An h2 error where none was expected ends this connection alone.
+        An h2 error where none was expected (L{_Guard}): this connection
+        alone ends.
         """
-        try:
-            yield
-        except H2Error as e:
-            if not self.closed:
-                with suppress(H2Error):
-                    self.conn.close_connection(error_code=ErrorCodes.INTERNAL_ERROR)
-                self._end(f"HTTP/2 error: {e}")
+        if not self.closed:
+            with suppress(H2Error):
+                self.conn.close_connection(error_code=ErrorCodes.INTERNAL_ERROR)
+            self._end(f"HTTP/2 error: {error}")
 
     def _end(self, why: str) -> None:
         self.io.problem(why)
@@ -334,7 +360,8 @@ class H2Exchange:
         Answer stream C{sid} ourselves (nothing of it went on).
         """
         code, headers, body = errorParts(status, extra)
-        self.conn.send_headers(sid, [(b":status", b"%d" % code), *_forVisitor(headers)])
+        self.conn.send_headers(sid, [(b":status", b"%d" % code),
+                                     *forVisitor([(n.lower(), v) for n, v in headers])])
         self.conn.send_data(sid, body, end_stream=True)
         if not ended:
             self._reset(sid, ErrorCodes.NO_ERROR)
@@ -382,7 +409,7 @@ class H2Exchange:
         """
         Stream C{sid} has its service connection: send its request.
         """
-        with self._guard():
+        with self._guard:
             stream = self.streams.get(sid)
             if stream is None:
                 self.io.releaseService(sid, True)
@@ -398,7 +425,7 @@ class H2Exchange:
         C{sid}'s service connection takes no more for now (or again):
         acknowledge what went to it once it does.
         """
-        with self._guard():
+        with self._guard:
             stream = self.streams.get(sid)
             if stream is None:
                 return
@@ -412,7 +439,7 @@ class H2Exchange:
         """
         No service connection for C{sid}: 502.
         """
-        with self._guard():
+        with self._guard:
             stream = self.streams.pop(sid, None)
             if stream is None or self.closed:
                 return
@@ -426,7 +453,7 @@ class H2Exchange:
         """
         Bytes of C{sid}'s response.
         """
-        with self._guard():
+        with self._guard:
             stream = self.streams.get(sid)
             if stream is None:
                 return
@@ -443,7 +470,7 @@ class H2Exchange:
         C{sid}'s service connection closed.
         """
         self.serviceData(sid, b"")
-        with self._guard():
+        with self._guard:
             stream = self.streams.get(sid)
             if stream is not None and not stream.outEnded:
                 self._failed(stream, "the service closed before its response was out")
@@ -464,7 +491,7 @@ class H2Exchange:
                     capture.responseBody(data)
             elif kind == END:
                 stream.outEnded = True
-                stream.outTrailers = _forVisitor(headers)
+                stream.outTrailers = forVisitor(headers)
                 if capture is not None:
                     capture.ended(COMPLETE)
                     stream.capture = capture = None
@@ -475,7 +502,7 @@ class H2Exchange:
                         capture.response(status, headers)
                 # 100 Continue, 103 Early Hints: informational HEADERS (RFC 9113 section 8.1).
                 self.conn.send_headers(stream.id, [(b":status", b"%d" % status),
-                                                   *_forVisitor(headers)])
+                                                   *forVisitor(headers)])
         self._send(stream.id)
 
     def _send(self, sid: int) -> None:
@@ -574,13 +601,3 @@ def _reader(stream: _Stream) -> ResponseReader:
     """
     assert stream.reader is not None
     return stream.reader
-
-
-def _forVisitor(headers: Sequence[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-    """
-    Response headers as they go on HTTP/2: lowercase, without those of the
-    HTTP/1.1 connection (RFC 9113 section 8.2.2).
-    """
-    named = set(commaValues(headers, b"connection"))
-    return [(name.lower(), value) for name, value in headers
-            if name.lower() not in _CONNECTION_SPECIFIC and name.lower() not in named]

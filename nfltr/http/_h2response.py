@@ -18,16 +18,18 @@ upgrade on HTTP/2.
 The connection may carry another request (L{ResponseReader.reusable}) only
 after a response that ended by its framing, did not say C{close}, and was
 followed by nothing: a service that sends more than it announced is not
-asked again.
+asked again.  L{forVisitor} makes its headers HTTP/2's.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from http import HTTPStatus
 
 import h11
 
+from ._headers import commaValues
 from ._heads import CHUNKED, NONE, UNTIL_CLOSE, HeadError, parseResponseHead, responseFraming
 
 Headers = list[tuple[bytes, bytes]]
@@ -44,6 +46,11 @@ _HEAD_END = re.compile(rb"\r?\n\r?\n")
 #: The head h11 is given in front of a chunked body.
 _CHUNKED_HEAD = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
 _FINAL = 200
+
+#: Response headers that only mean something on one HTTP/1.1 connection.
+CONNECTION_SPECIFIC = frozenset({
+    b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade", b"te",
+})
 
 
 class ResponseError(Exception):
@@ -184,3 +191,13 @@ class ResponseReader:
         if more:
             self.reusable = False
         events.append((END, 0, trailers, b""))
+
+
+def forVisitor(headers: Sequence[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """
+    Response headers (names lowercase) as they go on HTTP/2: without those
+    of the HTTP/1.1 connection (RFC 9113 section 8.2.2).
+    """
+    named = set(commaValues(headers, b"connection"))
+    return [(name, value) for name, value in headers
+            if name not in CONNECTION_SPECIFIC and name not in named]
