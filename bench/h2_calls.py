@@ -38,8 +38,7 @@ from h2.events import DataReceived, StreamEnded
 from h2.settings import SettingCodes
 from twisted.internet.protocol import Protocol
 
-from tests.http.h2helpers import visit
-from tests.http.helpers import Harness, request
+from tests.http.helpers import VISITOR_ADDRESS, Harness, request
 
 RESPONSE = (b"HTTP/1.1 200 OK\r\nContent-Length: 1024\r\nContent-Type: text/plain\r\n\r\n"
             + b"x" * 1024)
@@ -109,7 +108,10 @@ def countH2(requests: int, concurrent: int, counted: bool = True) -> Table:
     h = Harness(serve=_Service, pool=True, stream=True, h2=True)
     visitor = _Replay()
     client, preface = _client()
-    visit(h, visitor)
+    chooser = h.factory.buildProtocol(VISITOR_ADDRESS)
+    serverEnd, _ = h.network.connect(chooser, visitor, VISITOR_ADDRESS)
+    serverEnd.negotiatedProtocol = b"h2"  # as if ALPN chose it
+    chooser.handshakeCompleted()
     visitor.transport.write(preface + _get(client))  # the service connection is made first
     h.network.run()
     batches = [b"".join(_get(client) for _ in range(concurrent))

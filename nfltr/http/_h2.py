@@ -153,7 +153,9 @@ class H2Exchange:
         # stream path's, h11's for trailers, or h2's from an h2c service).
         self.conn = H2Connection(H2Configuration(
             client_side=False, header_encoding=None,
-            validate_outbound_headers=False, normalize_outbound_headers=False))
+            validate_outbound_headers=False, normalize_outbound_headers=False,
+            # _request joins the cookie headers itself.
+            normalize_inbound_headers=False))
         self.conn.decoder.max_header_list_size = h2limits.max_header_list_size
         self._watch = FrameWatch(h2limits, now)
         self._resets = Rate(h2limits.max_resets, h2limits.rate_window, now)

@@ -23,11 +23,15 @@ refused before they get here is L{nfltr.http._checks}'.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from collections.abc import Iterable, Sequence
 
 Headers = list[tuple[bytes, bytes]]
+
+#: Visitor addresses whose IP address L{visitorIP} keeps, the most recent.
+VISITORS_CACHED = 1024
 
 #: Headers that concern one connection only (RFC 9110 section 7.6.1, plus
 #: the legacy C{Keep-Alive} and C{Proxy-Connection}, and the proxy
@@ -132,10 +136,13 @@ def setHeader(headers: Sequence[tuple[bytes, bytes]], name: bytes, value: bytes)
     return [(k, v) for k, v in headers if k.lower() != lower] + [(name, value)]
 
 
+@functools.lru_cache(maxsize=VISITORS_CACHED)
 def visitorIP(visitor: str | None) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     """
     The IP address in a visitor's address as text (C{"203.0.113.5:4711"},
     C{"[2001:db8::1]:443"}, or a bare address), or C{None} if there is none.
+    Cached: each request of a visitor connection asks again, and parsing
+    an address takes dozens of calls.
     """
     if not visitor:
         return None

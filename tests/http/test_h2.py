@@ -97,6 +97,40 @@ class H2ProxyTests(SynchronousTestCase):
         self.assertEqual(headers[b"host"], b"example.test")
         self.assertEqual(headers[b"x-forwarded-proto"], b"https")
 
+    def test_spareServiceConnection(self) -> None:
+        """
+        Streams one after another on a visitor connection take the service
+        connection the last one gave back, not the pool's; it goes back to
+        the pool with the visitor connection.
+        """
+        harness = Harness(fixed(b"hello"), pool=True, stream=True, h2=True)
+        visitor = H2Visitor()
+        visit(harness, visitor)
+        streams = []
+        for _ in range(3):
+            streams.append(visitor.get())
+            harness.network.run()
+        self.assertEqual([bytes(visitor.bodies[sid]) for sid in streams], [b"hello"] * 3)
+        self.assertEqual(len(harness.backend.servers), 1)
+        assert harness.pool is not None
+        self.assertEqual(harness.pool.idle, [])
+        visitor.transport.loseConnection()
+        harness.network.run()
+        self.assertEqual(len(harness.pool.idle), 1)
+
+    def test_cookiesJoined(self) -> None:
+        """
+        A request's cookie headers (HTTP/2 sends each crumb apart) reach the
+        service as one C{cookie} header (RFC 9113 section 8.2.3).
+        """
+        harness = h2Harness()
+        visitor = H2Visitor()
+        visit(harness, visitor)
+        visitor.get(extra=[(b"cookie", b"a=1"), (b"accept", b"*/*"), (b"cookie", b"b=2")])
+        harness.network.run()
+        headers = harness.backend.servers[0].requests[0][0].headers
+        self.assertEqual([v for n, v in headers if n == b"cookie"], [b"a=1; b=2"])
+
     def test_postBothWays(self) -> None:
         """
         A request body without a length goes chunked, one with a length as
