@@ -26,7 +26,6 @@ finds, ends the connection with C{GOAWAY}.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -54,19 +53,15 @@ from hyperframe.frame import GoAwayFrame
 from ._exchange import Gate
 from ._h2frames import FrameWatch, Rate
 from ._h2io import H2IO
+from ._h2request import streamRequest
 from ._h2response import DATA, END, HEAD, ResponseError, ResponseReader, forVisitor
 from ._h2response import Event as ResponseEvent
-from ._headers import commaValues
 from ._heads import CHUNKED, RequestHead
 from ._io import errorParts
 from ._limits import DEFAULT_H2_LIMITS, DEFAULT_LIMITS, H2Limits, HTTPLimits
 from ._rules import RequestRules
 from ._tap import ABORTED, COMPLETE, ICapture, IExchangeTap
 
-#: A method (RFC 9110 section 5.6.2: a token).
-_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-#: What a request target may not hold (RFC 9112 section 3).
-_SPACE_OR_CONTROL = re.compile(rb"[\x00-\x20\x7f]")
 
 class _Guard:
     """
@@ -302,29 +297,11 @@ class H2Exchange:
         if self._lastStream is not None and sid > self._lastStream:
             self._reset(sid, ErrorCodes.REFUSED_STREAM)  # after our GOAWAY: never processed
             return
-        pseudo = {name: value for name, value in given if name.startswith(b":")}
-        headers = [(name, value) for name, value in given if not name.startswith(b":")]
-        cookies = [value for name, value in headers if name == b"cookie"]
-        if len(cookies) > 1:  # RFC 9113 section 8.2.3: one header again for HTTP/1.1
-            headers = [(n, v) for n, v in headers if n != b"cookie"]
-            headers.append((b"cookie", b"; ".join(cookies)))
-        authority = pseudo.get(b":authority")
-        if authority is not None:
-            headers = [(n, v) for n, v in headers if n != b"host"]
-            headers.insert(0, (b"host", authority))
-        method, target = pseudo.get(b":method", b"GET"), pseudo.get(b":path", b"/")
-        lengths = commaValues(headers, b"content-length")
-        chunked = not ended and not lengths
-        if chunked:
-            headers.append((b"transfer-encoding", b"chunked"))
-        length = CHUNKED if chunked else (int(lengths[0]) if lengths else 0)
-        if (_TOKEN.fullmatch(method) is None or _SPACE_OR_CONTROL.search(target)
-                or len(set(lengths)) > 1 or not all(v.isdigit() for v in lengths)):
-            # Not one HTTP/1.1 request line (h2 refused CR, LF and NUL already), or
-            # a length that two parsers could read apart.
+        head, trailers = streamRequest(given, ended)
+        if head is None:
             self._answer(sid, HTTPStatus.BAD_REQUEST, (), ended)
             return
-        head = RequestHead(method, target, b"1.1", headers, length)
+        method, target, headers = head.method, head.target, head.headers
         if len(self.streams) >= self._h2limits.max_concurrent_streams:
             self._reset(sid, ErrorCodes.REFUSED_STREAM)
             return
@@ -337,7 +314,7 @@ class H2Exchange:
                 capture.response(refusal[0], [(n.lower(), v) for n, v in refusal[1]])
                 capture.ended(COMPLETE)
             return
-        self._forward(sid, head, b"trailers" in commaValues(given, b"te"), ended, capture)
+        self._forward(sid, head, trailers, ended, capture)
 
     def _forward(self, sid: int, head: RequestHead, trailers: bool, ended: bool,
                  capture: ICapture | None) -> None:
