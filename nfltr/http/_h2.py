@@ -7,11 +7,16 @@ the service on a service connection of its own (L{H2IO.openService}), its
 head checked and rewritten by the same rules as HTTP/1.1's
 (L{nfltr.http._rules}: target, host, the share's gate), its body copied
 (chunked when the visitor gave no length, its trailers and C{te: trailers}
-passed on, as gRPC needs), the response read by h11 and sent back as
+passed on, as gRPC needs), the response read by L{ResponseReader} (the
+stream path's head reader; h11 only for a chunked body) and sent back as
 HEADERS, DATA and trailers.
 
-Flow control: request bytes are acknowledged to h2 (opening the visitor's
-window again) only once written to a service connection that is not full;
+Flow control: each stream's window for request bytes is
+L{H2Limits.initial_window}, the connection's L{H2Limits.connection_window}
+(so one stream or many move more than HTTP/2's 65,535 bytes per round
+trip); request bytes are acknowledged to h2 (opening the visitor's windows
+again) only once written to a service connection that is not full, so the
+connection's window bounds what services that do not read make us hold;
 response bytes wait for the stream's window, and past
 L{H2Limits.max_stream_buffer} of them the stream's service connection is
 paused (L{H2IO.pauseService}).  Attacks: L{nfltr.http._h2frames} watches
@@ -21,13 +26,12 @@ finds, ends the connection with C{GOAWAY}.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from http import HTTPStatus
+from types import TracebackType
 
-import h11
 from h2.config import H2Configuration
 from h2.connection import H2Connection
 from h2.errors import ErrorCodes
@@ -49,22 +53,41 @@ from hyperframe.frame import GoAwayFrame
 from ._exchange import Gate
 from ._h2frames import FrameWatch, Rate
 from ._h2io import H2IO
-from ._headers import commaValues
+from ._h2request import streamRequest
+from ._h2response import DATA, END, HEAD, ResponseError, ResponseReader, forVisitor
+from ._h2response import Event as ResponseEvent
 from ._heads import CHUNKED, RequestHead
 from ._io import errorParts
 from ._limits import DEFAULT_H2_LIMITS, DEFAULT_LIMITS, H2Limits, HTTPLimits
 from ._rules import RequestRules
 from ._tap import ABORTED, COMPLETE, ICapture, IExchangeTap
 
-#: A method (RFC 9110 section 5.6.2: a token).
-_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-#: What a request target may not hold (RFC 9112 section 3).
-_SPACE_OR_CONTROL = re.compile(rb"[\x00-\x20\x7f]")
 
-#: Response headers that only mean something on one HTTP/1.1 connection.
-_CONNECTION_SPECIFIC = frozenset({
-    b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade", b"te",
-})
+class _Guard:
+    """
+    C{with exchange._guard:} an h2 error where none was expected ends the
+    exchange's connection alone (L{H2Exchange.unexpected}).  A class, not
+    a C{contextlib} generator: it is entered several times per request,
+    and this costs two calls where that costs seven.
+    """
+
+    def __init__(self, exchange: H2Exchange) -> None:
+        self.exchange = exchange
+
+    def __enter__(self) -> None:
+        """
+        Nothing.
+        """
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> bool:
+        """
+        Take an h2 error; let others pass.
+        """
+        if isinstance(error, H2Error):
+            self.exchange.unexpected(error)
+            return True
+        return False
 
 
 @dataclass
@@ -75,7 +98,7 @@ class _Stream:
 
     id: int
     #: Reads the response (L{None}: the service speaks HTTP/2, L{nfltr.http._h2c}).
-    parser: h11.Connection | None
+    reader: ResponseReader | None
     chunked: bool
     queued: list[bytes] = field(default_factory=list)
     attached: bool = False
@@ -119,12 +142,21 @@ class H2Exchange:
         self._limits, self._h2limits = limits, h2limits
         self._rules = RequestRules(visitor=visitor, host=host, forwarded=forwarded,
                                    scheme=scheme, gate=gate, hosts=hosts)
-        self.conn = H2Connection(H2Configuration(client_side=False, header_encoding=None))
+        # What we send is not checked again by h2 (a dozen generator steps per
+        # header): every head we send is made HTTP/2's by forVisitor, names
+        # lowercase, the values read by a parser that refuses controls (the
+        # stream path's, h11's for trailers, or h2's from an h2c service).
+        self.conn = H2Connection(H2Configuration(
+            client_side=False, header_encoding=None,
+            validate_outbound_headers=False, normalize_outbound_headers=False,
+            # _request joins the cookie headers itself.
+            normalize_inbound_headers=False))
         self.conn.decoder.max_header_list_size = h2limits.max_header_list_size
         self._watch = FrameWatch(h2limits, now)
         self._resets = Rate(h2limits.max_resets, h2limits.rate_window, now)
         self.streams: dict[int, _Stream] = {}
         self.closed = False
+        self._guard = _Guard(self)
         # Once drained: the last stream taken (the GOAWAY's).
         self._lastStream: int | None = None
 
@@ -137,7 +169,9 @@ class H2Exchange:
 
     def start(self) -> None:
         """
-        Send the server's preface.
+        Send the server's preface: our settings (each stream's window
+        L{H2Limits.initial_window}), and the connection's window raised to
+        L{H2Limits.connection_window}.
         """
         self.conn.initiate_connection()
         limits = self._h2limits
@@ -147,6 +181,9 @@ class H2Exchange:
             SettingCodes.INITIAL_WINDOW_SIZE: limits.initial_window,
             SettingCodes.ENABLE_PUSH: 0,
         })
+        more = limits.connection_window - self.conn.inbound_flow_control_window
+        if more > 0:
+            self.conn.increment_flow_control_window(more)
         self._flush()
 
     # The visitor.
@@ -167,7 +204,7 @@ class H2Exchange:
             # h2 queued its GOAWAY.
             self._end(f"HTTP/2 protocol error: {e}")
             return
-        with self._guard():
+        with self._guard:
             for event in events:
                 if self.closed:
                     return
@@ -211,18 +248,15 @@ class H2Exchange:
             self.closed = True
             self.io.closeVisitor()
 
-    @contextmanager
-    def _guard(self) -> Iterator[None]:
+    def unexpected(self, error: H2Error) -> None:
         """
-        An h2 error where none was expected ends this connection alone.
+        An h2 error where none was expected (L{_Guard}): this connection
+        alone ends.
         """
-        try:
-            yield
-        except H2Error as e:
-            if not self.closed:
-                with suppress(H2Error):
-                    self.conn.close_connection(error_code=ErrorCodes.INTERNAL_ERROR)
-                self._end(f"HTTP/2 error: {e}")
+        if not self.closed:
+            with suppress(H2Error):
+                self.conn.close_connection(error_code=ErrorCodes.INTERNAL_ERROR)
+            self._end(f"HTTP/2 error: {error}")
 
     def _end(self, why: str) -> None:
         self.io.problem(why)
@@ -263,29 +297,11 @@ class H2Exchange:
         if self._lastStream is not None and sid > self._lastStream:
             self._reset(sid, ErrorCodes.REFUSED_STREAM)  # after our GOAWAY: never processed
             return
-        pseudo = {name: value for name, value in given if name.startswith(b":")}
-        headers = [(name, value) for name, value in given if not name.startswith(b":")]
-        cookies = [value for name, value in headers if name == b"cookie"]
-        if len(cookies) > 1:  # RFC 9113 section 8.2.3: one header again for HTTP/1.1
-            headers = [(n, v) for n, v in headers if n != b"cookie"]
-            headers.append((b"cookie", b"; ".join(cookies)))
-        authority = pseudo.get(b":authority")
-        if authority is not None:
-            headers = [(n, v) for n, v in headers if n != b"host"]
-            headers.insert(0, (b"host", authority))
-        method, target = pseudo.get(b":method", b"GET"), pseudo.get(b":path", b"/")
-        lengths = commaValues(headers, b"content-length")
-        chunked = not ended and not lengths
-        if chunked:
-            headers.append((b"transfer-encoding", b"chunked"))
-        length = CHUNKED if chunked else (int(lengths[0]) if lengths else 0)
-        if (_TOKEN.fullmatch(method) is None or _SPACE_OR_CONTROL.search(target)
-                or len(set(lengths)) > 1 or not all(v.isdigit() for v in lengths)):
-            # Not one HTTP/1.1 request line (h2 refused CR, LF and NUL already), or
-            # a length that two parsers could read apart.
+        head, trailers = streamRequest(given, ended)
+        if head is None:
             self._answer(sid, HTTPStatus.BAD_REQUEST, (), ended)
             return
-        head = RequestHead(method, target, b"1.1", headers, length)
+        method, target, headers = head.method, head.target, head.headers
         if len(self.streams) >= self._h2limits.max_concurrent_streams:
             self._reset(sid, ErrorCodes.REFUSED_STREAM)
             return
@@ -298,7 +314,7 @@ class H2Exchange:
                 capture.response(refusal[0], [(n.lower(), v) for n, v in refusal[1]])
                 capture.ended(COMPLETE)
             return
-        self._forward(sid, head, b"trailers" in commaValues(given, b"te"), ended, capture)
+        self._forward(sid, head, trailers, ended, capture)
 
     def _forward(self, sid: int, head: RequestHead, trailers: bool, ended: bool,
                  capture: ICapture | None) -> None:
@@ -310,12 +326,8 @@ class H2Exchange:
         out, target = self._rules.headersFor(head)
         if trailers:
             out += [(b"TE", b"trailers"), (b"Connection", b"TE")]
-        parser = h11.Connection(h11.CLIENT,
-                                max_incomplete_event_size=self._limits.responseHeadSize)
-        # The parser reads the response; it needs to know the request's method.
-        parser.send(h11.Request(method=method, target=b"/", headers=[
-            (b"host", b"service"), (b"transfer-encoding", b"chunked")]))
-        stream = self.streams[sid] = _Stream(sid, parser, chunked, capture=capture)
+        reader = ResponseReader(method, self._limits.responseHeadSize)
+        stream = self.streams[sid] = _Stream(sid, reader, chunked, capture=capture)
         stream.queued.append(head.serialize(out, target))
         self.io.openService(sid)
         if ended:
@@ -327,7 +339,8 @@ class H2Exchange:
         Answer stream C{sid} ourselves (nothing of it went on).
         """
         code, headers, body = errorParts(status, extra)
-        self.conn.send_headers(sid, [(b":status", b"%d" % code), *_forVisitor(headers)])
+        self.conn.send_headers(sid, [(b":status", b"%d" % code),
+                                     *forVisitor([(n.lower(), v) for n, v in headers])])
         self.conn.send_data(sid, body, end_stream=True)
         if not ended:
             self._reset(sid, ErrorCodes.NO_ERROR)
@@ -348,7 +361,6 @@ class H2Exchange:
         if stream is None or stream.requestEnded:
             return
         stream.requestEnded = True
-        _parser(stream).send(h11.EndOfMessage())
         if stream.chunked:
             lines = b"".join(b"%s: %s\r\n" % pair for pair in stream.trailers)
             self._toService(stream, b"0\r\n" + lines + b"\r\n", 0)
@@ -376,7 +388,7 @@ class H2Exchange:
         """
         Stream C{sid} has its service connection: send its request.
         """
-        with self._guard():
+        with self._guard:
             stream = self.streams.get(sid)
             if stream is None:
                 self.io.releaseService(sid, True)
@@ -392,7 +404,7 @@ class H2Exchange:
         C{sid}'s service connection takes no more for now (or again):
         acknowledge what went to it once it does.
         """
-        with self._guard():
+        with self._guard:
             stream = self.streams.get(sid)
             if stream is None:
                 return
@@ -406,7 +418,7 @@ class H2Exchange:
         """
         No service connection for C{sid}: 502.
         """
-        with self._guard():
+        with self._guard:
             stream = self.streams.pop(sid, None)
             if stream is None or self.closed:
                 return
@@ -420,15 +432,16 @@ class H2Exchange:
         """
         Bytes of C{sid}'s response.
         """
-        with self._guard():
+        with self._guard:
             stream = self.streams.get(sid)
             if stream is None:
                 return
             try:
-                _parser(stream).receive_data(data)
-                self._readResponse(stream)
-            except h11.ProtocolError as e:
+                events = _reader(stream).feed(data)
+            except ResponseError as e:
                 self._failed(stream, f"unreadable response: {e}")
+            else:
+                self._readResponse(stream, events)
             self._flush()
 
     def serviceLost(self, sid: int) -> None:
@@ -436,44 +449,40 @@ class H2Exchange:
         C{sid}'s service connection closed.
         """
         self.serviceData(sid, b"")
-        with self._guard():
+        with self._guard:
             stream = self.streams.get(sid)
             if stream is not None and not stream.outEnded:
                 self._failed(stream, "the service closed before its response was out")
                 self._flush()
 
-    def _readResponse(self, stream: _Stream) -> None:
-        while stream.id in self.streams:
-            event = _parser(stream).next_event()
-            if event is h11.NEED_DATA or event is h11.PAUSED:
+    def _readResponse(self, stream: _Stream, events: list[ResponseEvent]) -> None:
+        """
+        Send what C{events} say of C{stream}'s response on; its body as its
+        window allows, once they are all read.
+        """
+        capture = stream.capture
+        for kind, status, headers, data in events:
+            if stream.id not in self.streams:
                 return
-            if isinstance(event, h11.InformationalResponse):
-                if event.status_code == HTTPStatus.SWITCHING_PROTOCOLS:
-                    raise h11.RemoteProtocolError("101 on HTTP/2")
-                # 100 Continue, 103 Early Hints: informational HEADERS (RFC 9113 section 8.1).
-                self.conn.send_headers(stream.id, [(b":status", b"%d" % event.status_code),
-                                                   *_forVisitor(event.headers)])
-            elif isinstance(event, h11.Response):
-                stream.responded = True
-                if stream.capture is not None:
-                    stream.capture.response(event.status_code, list(event.headers))
-                head = [(b":status", b"%d" % event.status_code), *_forVisitor(event.headers)]
-                self.conn.send_headers(stream.id, head)
-            elif isinstance(event, h11.Data):
-                stream.out += event.data
-                if stream.capture is not None:
-                    stream.capture.responseBody(bytes(event.data))
-            elif isinstance(event, h11.EndOfMessage):
+            if kind == DATA:
+                stream.out += data
+                if capture is not None:
+                    capture.responseBody(data)
+            elif kind == END:
                 stream.outEnded = True
-                stream.outTrailers = _forVisitor(event.headers)
-                if stream.capture is not None:
-                    stream.capture.ended(COMPLETE)
-                    stream.capture = None
-                self._send(stream.id)
-                return
-            elif isinstance(event, h11.ConnectionClosed):
-                raise h11.RemoteProtocolError("closed before the response ended")
-            self._send(stream.id)
+                stream.outTrailers = forVisitor(headers)
+                if capture is not None:
+                    capture.ended(COMPLETE)
+                    stream.capture = capture = None
+            else:
+                if kind == HEAD:
+                    stream.responded = True
+                    if capture is not None:
+                        capture.response(status, headers)
+                # 100 Continue, 103 Early Hints: informational HEADERS (RFC 9113 section 8.1).
+                self.conn.send_headers(stream.id, [(b":status", b"%d" % status),
+                                                   *forVisitor(headers)])
+        self._send(stream.id)
 
     def _send(self, sid: int) -> None:
         """
@@ -483,21 +492,27 @@ class H2Exchange:
         stream = self.streams.get(sid)
         if stream is None or self.closed:
             return
-        while stream.out:
+        out, ended = stream.out, False
+        while out:
             size = min(self.conn.local_flow_control_window(sid), self.conn.max_outbound_frame_size,
-                       len(stream.out))
+                       len(out))
             if size <= 0:
                 break
-            self.conn.send_data(sid, bytes(stream.out[:size]))
-            del stream.out[:size]
-        paused = len(stream.out) > self._h2limits.max_stream_buffer
+            if size < len(out):
+                self.conn.send_data(sid, bytes(out[:size]))
+                del out[:size]
+            else:  # the last of it: with END_STREAM if nothing follows
+                ended = stream.outEnded and not stream.outTrailers
+                self.conn.send_data(sid, bytes(out), end_stream=ended)
+                out.clear()
+        paused = len(out) > self._h2limits.max_stream_buffer
         if paused != stream.paused and stream.attached:
             stream.paused = paused
             self.io.pauseService(sid, paused)
-        if not stream.out and stream.outEnded:
+        if not out and stream.outEnded:
             if stream.outTrailers:
                 self.conn.send_headers(sid, stream.outTrailers, end_stream=True)
-            else:
+            elif not ended:
                 self.conn.end_stream(sid)
             if not stream.requestEnded:
                 self._reset(sid, ErrorCodes.NO_ERROR)
@@ -509,9 +524,8 @@ class H2Exchange:
                 self._drop(stream.id)
             return
         del self.streams[stream.id]
-        parser = _parser(stream)
-        reusable = parser.our_state is h11.DONE and parser.their_state is h11.DONE
-        self.io.releaseService(stream.id, reusable and stream.attached)
+        self._giveBackUnacked(stream)
+        self.io.releaseService(stream.id, _reader(stream).reusable and stream.attached)
         self._closeIfDrained()
 
     def _failed(self, stream: _Stream, why: str) -> None:
@@ -539,10 +553,20 @@ class H2Exchange:
         """
         stream = self.streams.pop(sid, None)
         if stream is not None:
+            self._giveBackUnacked(stream)
             if stream.capture is not None:
                 stream.capture.ended(ABORTED)
             self.io.releaseService(sid, False)
             self._closeIfDrained()
+
+    def _giveBackUnacked(self, stream: _Stream) -> None:
+        """
+        A stream is over with request bytes never acknowledged (its service
+        connection was full): the connection's window gets them back, or
+        each such stream would shrink it for good.
+        """
+        counted, stream.unacked = stream.unacked, 0
+        self._ack(stream.id, counted)
 
     def _flush(self) -> None:
         data = self.conn.data_to_send()
@@ -550,19 +574,9 @@ class H2Exchange:
             self.io.toVisitor(data)
 
 
-def _parser(stream: _Stream) -> h11.Connection:
+def _reader(stream: _Stream) -> ResponseReader:
     """
-    The h11 parser of a stream whose service speaks HTTP/1.1.
+    The response reader of a stream whose service speaks HTTP/1.1.
     """
-    assert stream.parser is not None
-    return stream.parser
-
-
-def _forVisitor(headers: Sequence[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-    """
-    Response headers as they go on HTTP/2: lowercase, without those of the
-    HTTP/1.1 connection (RFC 9113 section 8.2.2).
-    """
-    named = set(commaValues(headers, b"connection"))
-    return [(name.lower(), value) for name, value in headers
-            if name.lower() not in _CONNECTION_SPECIFIC and name.lower() not in named]
+    assert stream.reader is not None
+    return stream.reader

@@ -26,8 +26,9 @@ from typing import Any
 from h2.errors import ErrorCodes
 from h2.exceptions import H2Error
 
-from ._h2 import _CONNECTION_SPECIFIC, H2Exchange, _forVisitor, _Stream
+from ._h2 import H2Exchange, _Stream
 from ._h2io import H2IO
+from ._h2response import CONNECTION_SPECIFIC, forVisitor
 from ._h2service import ServiceH2
 from ._heads import RequestHead
 from ._tap import ABORTED, COMPLETE, ICapture
@@ -103,18 +104,6 @@ class H2CExchange(H2Exchange):
         #: Each stream's request head for the service (until attached).
         self._heads: dict[int, list[tuple[bytes, bytes]]] = {}
 
-    def start(self) -> None:
-        """
-        The server's preface; the connection's window as large as all its
-        streams' windows together, so one stalled stream holds no other.
-        """
-        super().start()
-        limits = self._h2limits
-        whole = min(limits.initial_window * limits.max_concurrent_streams, 2**31 - 1)
-        if whole > self.conn.inbound_flow_control_window:
-            self.conn.increment_flow_control_window(whole - self.conn.inbound_flow_control_window)
-        self._flush()
-
     # The visitor's side.
 
     def _forward(self, sid: int, head: RequestHead, trailers: bool, ended: bool,
@@ -124,7 +113,7 @@ class H2CExchange(H2Exchange):
         headers = [(b":method", head.method), (b":scheme", b"http"),
                    (b":authority", authority), (b":path", target)]
         headers += [(n.lower(), v) for n, v in out
-                    if n.lower() != b"host" and n.lower() not in _CONNECTION_SPECIFIC]
+                    if n.lower() != b"host" and n.lower() not in CONNECTION_SPECIFIC]
         if trailers:
             headers.append((b"te", b"trailers"))
         self.streams[sid] = _Stream(sid, None, False, capture=capture)
@@ -183,8 +172,7 @@ class H2CExchange(H2Exchange):
         (the visitor's, the service's) get back what it held, or each
         stream cut short would shrink them for good.
         """
-        self._ack(stream.id, stream.unacked)
-        stream.unacked = 0
+        self._giveBackUnacked(stream)
         if up is not None and stream.out:
             up[0].consumed(up[1], len(stream.out))
         stream.out.clear()
@@ -196,7 +184,7 @@ class H2CExchange(H2Exchange):
         """
         self.held = full
         if not full:
-            with self._guard():
+            with self._guard:
                 for sid in list(self.streams):
                     self._send(sid)
                 self._flush()
@@ -225,7 +213,7 @@ class H2CExchange(H2Exchange):
         Stream C{sid} goes on C{service} (a connection with room): open its
         stream there and send what the visitor sent so far.
         """
-        with self._guard():
+        with self._guard:
             stream, headers = self.streams.get(sid), self._heads.pop(sid, None)
             if stream is None or headers is None or self.closed:
                 return
@@ -252,7 +240,7 @@ class H2CExchange(H2Exchange):
         """
         C{counted} request bytes of C{sid} went to the service.
         """
-        with self._guard():
+        with self._guard:
             stream = self.streams.get(sid)
             if stream is not None:
                 stream.unacked -= counted
@@ -265,12 +253,12 @@ class H2CExchange(H2Exchange):
         the whole response (one HEADERS frame that ends the stream, as
         gRPC's Trailers-Only must stay).
         """
-        with self._guard():
+        with self._guard:
             stream = self.streams.get(sid)
             if stream is None or self.closed:
                 return
             status = next((v for n, v in headers if n == b":status"), b"")
-            rest = _forVisitor([(n, v) for n, v in headers if not n.startswith(b":")])
+            rest = forVisitor([(n, v) for n, v in headers if not n.startswith(b":")])
             if status == b"%d" % HTTPStatus.SWITCHING_PROTOCOLS or not status.isdigit():
                 self._failed(stream, "a response head HTTP/2 cannot carry")
             else:
@@ -297,7 +285,7 @@ class H2CExchange(H2Exchange):
         """
         Response bytes of C{sid}: to the visitor as its window allows.
         """
-        with self._guard():
+        with self._guard:
             stream, up = self.streams.get(sid), self.up.get(sid)
             if up is not None:
                 up[0].consumed(up[1], counted - len(data))
@@ -315,14 +303,14 @@ class H2CExchange(H2Exchange):
         """
         stream = self.streams.get(sid)
         if stream is not None:
-            stream.outTrailers = _forVisitor([(n, v) for n, v in headers
+            stream.outTrailers = forVisitor([(n, v) for n, v in headers
                                               if not n.startswith(b":")])
 
     def upEnded(self, sid: int) -> None:
         """
         C{sid}'s response is complete.
         """
-        with self._guard():
+        with self._guard:
             stream = self.streams.get(sid)
             if stream is None:
                 return
@@ -338,7 +326,7 @@ class H2CExchange(H2Exchange):
         The service's stream for C{sid} is over before its end: the
         visitor's is reset with the same code (C{502} before a response).
         """
-        with self._guard():
+        with self._guard:
             up = self.up.pop(sid, None)
             stream = self.streams.pop(sid, None)
             if stream is None or self.closed:

@@ -106,6 +106,11 @@ class ServiceIO(Protocol):
         Close the service connection after what was written.
         """
 
+    def idle(self) -> None:
+        """
+        The last stream on the connection is over (it may wait for the next).
+        """
+
 
 @dataclass
 class _Out:
@@ -190,6 +195,8 @@ class ServiceH2:
         self.streams: dict[int, _Out] = {}
         self.draining = False
         self._goAways = GoAwayFilter()
+        # A stream was open since the last L{ServiceIO.idle}.
+        self._busy = False
 
     @property
     def room(self) -> int:
@@ -226,6 +233,7 @@ class ServiceH2:
         sid = self.conn.get_next_available_stream_id()
         self.conn.send_headers(sid, headers, end_stream=ended)
         self.streams[sid] = _Out(user, ending=ended, done=ended)
+        self._busy = True
         self._flush()
         return sid
 
@@ -288,6 +296,16 @@ class ServiceH2:
             self._goAway(last)
         if self.draining and not self.streams:
             self.io.closeService()
+        self._flush()
+
+    def close(self) -> None:
+        """
+        Say C{GOAWAY} (no error) and take no new stream: the connection is
+        to be closed.
+        """
+        self.draining = True
+        with suppress(H2Error):
+            self.conn.close_connection()
         self._flush()
 
     def lost(self) -> None:
@@ -366,6 +384,13 @@ class ServiceH2:
             out.user.sent(sent)
 
     def _flush(self) -> None:
+        """
+        Write what h2 has to send; tell the I/O once the last stream is
+        over (every call that may end a stream flushes).
+        """
         data = self.conn.data_to_send()
         if data:
             self.io.toService(data)
+        if self._busy and not self.streams:
+            self._busy = False
+            self.io.idle()

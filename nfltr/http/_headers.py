@@ -23,11 +23,15 @@ refused before they get here is L{nfltr.http._checks}'.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from collections.abc import Iterable, Sequence
 
 Headers = list[tuple[bytes, bytes]]
+
+#: Visitor addresses whose IP address L{visitorIP} keeps, the most recent.
+VISITORS_CACHED = 1024
 
 #: Headers that concern one connection only (RFC 9110 section 7.6.1, plus
 #: the legacy C{Keep-Alive} and C{Proxy-Connection}, and the proxy
@@ -50,6 +54,8 @@ HOP_BY_HOP = frozenset({
 NO_UPGRADE = frozenset({b"h2c"})
 #: Headers that C{Connection} cannot remove: they route and frame the message.
 PROTECTED = frozenset({b"host", b"content-length"})
+#: What L{withoutHopByHop} drops from headers without a C{Connection} header.
+_ALWAYS_DROPPED = HOP_BY_HOP - PROTECTED
 #: The forwarding headers: a proxy that forwards (C{forwarded=True}) sets
 #: them and never passes on the visitor's, which anyone can write.
 FORWARDING = frozenset({
@@ -112,8 +118,11 @@ def withoutHopByHop(headers: Sequence[tuple[bytes, bytes]], upgrade: bool = Fals
         say C{Connection: upgrade} (an upgrade request, or the C{101} that
         accepts it).
     """
-    drop = (HOP_BY_HOP | set(commaValues(headers, b"connection"))) - PROTECTED
-    if headerValues(headers, b"transfer-encoding"):
+    present = {name.lower() for name, _ in headers}
+    drop = _ALWAYS_DROPPED
+    if b"connection" in present:
+        drop = (HOP_BY_HOP | set(commaValues(headers, b"connection"))) - PROTECTED
+    if b"transfer-encoding" in present and headerValues(headers, b"transfer-encoding"):
         drop = drop | {b"content-length"}
     kept = [(name, value) for name, value in headers if name.lower() not in drop]
     if upgrade:
@@ -132,10 +141,13 @@ def setHeader(headers: Sequence[tuple[bytes, bytes]], name: bytes, value: bytes)
     return [(k, v) for k, v in headers if k.lower() != lower] + [(name, value)]
 
 
+@functools.lru_cache(maxsize=VISITORS_CACHED)
 def visitorIP(visitor: str | None) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     """
     The IP address in a visitor's address as text (C{"203.0.113.5:4711"},
     C{"[2001:db8::1]:443"}, or a bare address), or C{None} if there is none.
+    Cached: each request of a visitor connection asks again, and parsing
+    an address takes dozens of calls.
     """
     if not visitor:
         return None
@@ -200,14 +212,18 @@ def requestHeaders(
         the proxy before this one (the relay's, for an agent) set them.
     @param scheme: the scheme the visitor used.
     """
-    out = withoutHopByHop(headers, upgrade=isUpgrade(headers))
+    # The passes for headers a request does not have are skipped (most have
+    # neither Connection, Transfer-Encoding nor Content-Length).
+    present = {name.lower() for name, _ in headers}
+    out = withoutHopByHop(headers, upgrade=b"connection" in present and isUpgrade(headers))
     original = next(iter(headerValues(headers, b"host")), None)
-    if commaValues(headers, b"transfer-encoding"):
+    if b"transfer-encoding" in present and commaValues(headers, b"transfer-encoding"):
         out.append((b"Transfer-Encoding", b"chunked"))
     if host is not None:
         out = setHeader(out, b"Host", host)
-    out = [(name, _canonicalLength(value) if name.lower() == b"content-length" else value)
-           for name, value in out]
+    if b"content-length" in present:
+        out = [(name, _canonicalLength(value) if name.lower() == b"content-length" else value)
+               for name, value in out]
     if forwarded:
         # CGI and WSGI servers read X_Forwarded_For as X-Forwarded-For: both go.
         out = [(name, value) for name, value in out

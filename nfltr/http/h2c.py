@@ -10,7 +10,9 @@ other services that speak HTTP/2 in cleartext with prior knowledge).
     with the most room, a new one is dialled only when none has room, and
     a stream that finds every connection full is answered C{502}.
     Connections stay open until the service closes them (or says
-    C{GOAWAY}) or the pool is closed.
+    C{GOAWAY}), the pool is closed, or they carried no stream for
+    L{H2Limits.service_idle_timeout} seconds (then we say C{GOAWAY} and
+    close them).
   - L{H2CProxyProtocol}: one HTTP/2 visitor connection
     (L{nfltr.http._h2c.H2CExchange}), its streams on the pool's
     connections.
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from twisted.internet import defer
+from twisted.internet import defer, interfaces
 from twisted.internet.protocol import Protocol, connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -61,6 +63,7 @@ class ServiceH2Protocol(Protocol):
         self.h2 = ServiceH2(self, pool.limits)
         self.waiting: list[defer.Deferred[ServiceH2]] = []
         self.connected = False
+        self._idleTimer: interfaces.IDelayedCall | None = None
 
     @property
     def room(self) -> int:
@@ -78,6 +81,8 @@ class ServiceH2Protocol(Protocol):
         waiting, self.waiting = self.waiting, []
         for waiter in waiting:
             waiter.callback(self.h2)
+        if not self.h2.streams:
+            self.idle()
 
     def dataReceived(self, data: bytes) -> None:
         """
@@ -89,8 +94,36 @@ class ServiceH2Protocol(Protocol):
         """
         Its streams are reset.
         """
+        self._stopIdleTimer()
         self.h2.lost()
         self.pool.lost(self)
+
+    def idle(self) -> None:
+        """
+        No stream on it: closed if none comes within the idle timeout.
+        """
+        timeout = self.pool.limits.service_idle_timeout
+        if timeout is None or self.h2.draining or not self.connected:
+            return
+        if self._idleTimer is not None and self._idleTimer.active():
+            self._idleTimer.reset(timeout)
+        else:
+            self._idleTimer = self.pool.clock.callLater(timeout, self._expire)
+
+    def _expire(self) -> None:
+        self._idleTimer = None
+        if self.h2.streams or self.waiting or self.h2.draining:
+            return  # busy again: idle() arms the timer once it is not
+        self.pool.log.debug("h2c: closing a service connection idle for {seconds} s",
+                            seconds=self.pool.limits.service_idle_timeout)
+        self.pool.lost(self)
+        self.h2.close()
+        self.transport.loseConnection()
+
+    def _stopIdleTimer(self) -> None:
+        if self._idleTimer is not None and self._idleTimer.active():
+            self._idleTimer.cancel()
+        self._idleTimer = None
 
     def toService(self, data: bytes) -> None:
         """
@@ -102,6 +135,7 @@ class ServiceH2Protocol(Protocol):
         """
         Close.
         """
+        self._stopIdleTimer()
         self.pool.lost(self)
         self.transport.loseConnection()
 
@@ -113,8 +147,9 @@ class ServicePool:
 
     log = Logger()
 
-    def __init__(self, backend: IBackend, limits: H2Limits = DEFAULT_H2_LIMITS) -> None:
-        self.backend, self.limits = backend, limits
+    def __init__(self, backend: IBackend, clock: interfaces.IReactorTime,
+                 limits: H2Limits = DEFAULT_H2_LIMITS) -> None:
+        self.backend, self.clock, self.limits = backend, clock, limits
         self.connections: list[ServiceH2Protocol] = []
         self._dialling: dict[ServiceH2Protocol, defer.Deferred[Any]] = {}
         self.closed = False
@@ -176,7 +211,7 @@ class ServicePool:
             dialling.cancel()
         for conn in list(self.connections):
             if conn.connected:
-                conn.transport.loseConnection()
+                conn.closeService()
         self.connections = []
 
 

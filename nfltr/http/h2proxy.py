@@ -5,7 +5,9 @@ share's TLS: once the handshake is done it runs L{H2ProxyProtocol} if the
 visitor and we agreed on C{h2} (ALPN), the HTTP/1.1 proxy otherwise.
 L{H2ProxyProtocol} does the I/O of one visitor connection's
 L{nfltr.http._h2.H2Exchange}: a service connection from the pool per
-stream, each registered with a producer that tells the exchange when it is
+stream (the last one given back kept aside for the next stream, as long as
+the visitor connection lives: most visitors send one stream after another),
+each registered with a producer that tells the exchange when it is
 full (request bytes are acknowledged to the visitor only after), and paused
 through its valve while its stream's window is shut or the visitor's
 transport is full.  A visitor's transport that is full is not read either,
@@ -120,6 +122,8 @@ class H2ProxyProtocol(Protocol):
         )
         self._ownsSource = ownsSource
         self._services: dict[int, BackendConnection] = {}
+        # The last service connection given back, for the next stream.
+        self._spare: BackendConnection | None = None
         self._acquiring: dict[int, defer.Deferred[BackendConnection]] = {}
         self._visitorFull = False
         self._closing = False
@@ -153,6 +157,9 @@ class H2ProxyProtocol(Protocol):
         self.exchange.visitorLost()
         for acquiring in list(self._acquiring.values()):
             acquiring.cancel()
+        spare, self._spare = self._spare, None
+        if spare is not None and self.source is not None:
+            self.source.release(spare, True)
         if self._ownsSource and self.source is not None:
             self.source.close()
 
@@ -223,9 +230,13 @@ class H2ProxyProtocol(Protocol):
 
     def openService(self, stream: int) -> None:
         """
-        A connection from the pool for C{stream}.
+        The spare connection for C{stream}, or one from the pool.
         """
         assert self.source is not None
+        spare, self._spare = self._spare, None
+        if spare is not None and spare.usable:
+            self._gotService(spare, stream)
+            return
         acquiring = self._acquiring[stream] = self.source.acquire(False)
         acquiring.addCallbacks(self._gotService, self._noService,
                                callbackArgs=(stream,), errbackArgs=(stream,))
@@ -273,10 +284,12 @@ class H2ProxyProtocol(Protocol):
         if conn.valve is not None:
             conn.valve.resume(PEER_FULL)
             conn.valve.resume(_WINDOW)
-        if reusable and self.source is not None:
-            self.source.release(conn, True)
-        else:
+        if not reusable or self.source is None:
             conn.abort()
+        elif self._spare is None and not self._closing and conn.usable:
+            self._spare = conn
+        else:
+            self.source.release(conn, True)
 
     def pauseService(self, stream: int, paused: bool) -> None:
         """

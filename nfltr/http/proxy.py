@@ -423,7 +423,7 @@ class HTTPProxyFactory(Factory):
         self.services: ServicePool | None = None
         if h2c:
             shared = backend.backend if isinstance(backend, BackendPool) else backend
-            self.services = ServicePool(shared, h2limits)
+            self.services = ServicePool(shared, clock, h2limits)
         self.h2limits = h2limits
         self.backendFor = backendFor
         self.backend = backend
@@ -482,7 +482,7 @@ class HTTPProxyFactory(Factory):
         """
         services, owns = self.services, False
         if backend is not None:
-            services, owns = ServicePool(backend, self.h2limits), True
+            services, owns = ServicePool(backend, self.clock, self.h2limits), True
         assert services is not None
         return ALPNChooser(HTTP1Refused(),
                            lambda: H2CProxyProtocol(self, services, visitor, owns),

@@ -32,12 +32,21 @@ H2_RATE_WINDOW = 10.0
 H2_MAX_STREAM_BUFFER = 64 * 1024
 #: The window each stream opens with for the visitor's request body
 #: (SETTINGS_INITIAL_WINDOW_SIZE).
-H2_INITIAL_WINDOW = 64 * 1024
+H2_INITIAL_WINDOW = 1024 * 1024
+#: The visitor connection's window for all its streams' request bodies
+#: together (raised by a WINDOW_UPDATE on stream 0 after the preface): what
+#: one visitor connection can make the share hold for services that do not read.
+H2_CONNECTION_WINDOW = 4 * 1024 * 1024
+#: The least window HTTP/2 starts a connection with (RFC 9113 section 6.9.2):
+#: a connection's window can only be raised from it.
+H2_DEFAULT_WINDOW = 65_535
 #: h2c connections to the service (C{--service-protocol h2c}) a pool holds.
 H2_SERVICE_CONNECTIONS = 4
 #: Streams one h2c connection to the service carries at once (fewer if the
 #: service says so).
 H2_SERVICE_STREAMS = 100
+#: Seconds an h2c connection to the service is kept open with no stream on it.
+H2_SERVICE_IDLE_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True)
@@ -67,11 +76,18 @@ class H2Limits:
         the visitor's window before the service connection is paused.
     @ivar initial_window: each stream's window for request bytes; they are
         acknowledged once written to the service.
+    @ivar connection_window: the visitor connection's window for all its
+        streams' request bytes together (at least 65,535, HTTP/2's own):
+        what one visitor connection can make the share hold for services
+        that do not read.
     @ivar service_connections: h2c connections to the service a pool holds
         (C{--service-protocol h2c}); a stream finding them all full is
         answered C{503}.
     @ivar service_streams: streams each h2c connection to the service
         carries at once (fewer if the service says so).
+    @ivar service_idle_timeout: seconds an h2c connection to the service
+        is kept with no stream on it before it is closed (C{GOAWAY});
+        L{None}: until the service closes it.
     """
 
     max_concurrent_streams: int = H2_MAX_CONCURRENT_STREAMS
@@ -85,20 +101,27 @@ class H2Limits:
     initial_window: int = H2_INITIAL_WINDOW
     service_connections: int = H2_SERVICE_CONNECTIONS
     service_streams: int = H2_SERVICE_STREAMS
+    connection_window: int = H2_CONNECTION_WINDOW
+    service_idle_timeout: float | None = H2_SERVICE_IDLE_TIMEOUT
 
     def __post_init__(self) -> None:
         for name in ("max_concurrent_streams", "max_header_list_size", "max_header_block_size",
                      "max_header_block_frames", "max_resets", "max_control_frames",
                      "max_stream_buffer", "initial_window", "service_connections",
-                     "service_streams"):
+                     "service_streams", "connection_window"):
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise ValueError(f"{name} must be a positive integer, not {value!r}")
         if not self.rate_window > 0:
             raise ValueError(f"rate_window must be positive, not {self.rate_window!r}")
-        for name in ("initial_window", "max_stream_buffer"):
+        if self.service_idle_timeout is not None and not self.service_idle_timeout > 0:
+            raise ValueError("service_idle_timeout must be positive or None, "
+                             f"not {self.service_idle_timeout!r}")
+        for name in ("initial_window", "max_stream_buffer", "connection_window"):
             if getattr(self, name) > 2**31 - 1:
                 raise ValueError(f"{name} must be at most 2**31 - 1")
+        if self.connection_window < H2_DEFAULT_WINDOW:
+            raise ValueError(f"connection_window must be at least {H2_DEFAULT_WINDOW}")
 
 
 #: The HTTP/2 defaults.
@@ -108,7 +131,8 @@ DEFAULT_H2_LIMITS = H2Limits()
 def parse_h2_limits(text: str, base: H2Limits = DEFAULT_H2_LIMITS) -> H2Limits:
     """
     C{base} with the limits C{text} names changed: C{NAME=VALUE} pairs
-    separated by commas (C{max-concurrent-streams=50,rate-window=5}).
+    separated by commas (C{max-concurrent-streams=50,rate-window=5});
+    C{service-idle-timeout=none} for no idle timeout.
 
     @raise ValueError: an unknown name or a bad value, saying which.
     """
@@ -123,10 +147,21 @@ def parse_h2_limits(text: str, base: H2Limits = DEFAULT_H2_LIMITS) -> H2Limits:
             raise ValueError(f"{part!r}: give NAME=VALUE, NAME one of {', '.join(kinds)}")
         key = kinds[name]
         try:
-            changes[key] = float(value) if key == "rate_window" else int(value)
+            changes[key] = _value(key, value)
         except ValueError:
             raise ValueError(f"{name}={value}: not a number") from None
     try:
         return replace(base, **changes)
     except ValueError as e:
         raise ValueError(str(e).replace("_", "-")) from None
+
+
+def _value(key: str, value: str) -> float | int | None:
+    """
+    C{value} as limit C{key} takes it.
+    """
+    if key == "service_idle_timeout" and value.strip().lower() == "none":
+        return None
+    if key in ("rate_window", "service_idle_timeout"):
+        return float(value)
+    return int(value)

@@ -16,11 +16,38 @@ from twisted.internet import interfaces
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface.verify import verifyObject
 
-from nfltr.http import HTTPLimits
+from nfltr.http import H2Limits, HTTPLimits
 from nfltr.http.h2proxy import H2ProxyProtocol
 
 from .h2helpers import MIB, H2Visitor, h2Harness, visit
 from .helpers import Harness, ScriptedServer, Visitor, fixed
+
+#: What the proxy may write to a service connection (per stream) before it
+#: is full: the in-memory network's high-water mark and one more frame.
+HELD_BEFORE_FULL = 64 * 1024 + 16 * 1024
+
+
+def digest(request: h11.Request, body: bytes) -> tuple[bytes, bool]:
+    """
+    Answer with the request body's SHA-256.
+    """
+    return fixed(hashlib.sha256(body).hexdigest().encode())(request, body)
+
+
+class Stalled(ScriptedServer):
+    """
+    A service that reads nothing until its transport is resumed.
+    """
+
+    def connectionMade(self) -> None:
+        self.transport.pauseProducing()
+
+
+def sentOf(visitor: H2Visitor, sid: int, body: bytes) -> int:
+    """
+    How much of C{body} the visitor sent on C{sid}.
+    """
+    return len(body) - len(visitor.sending.get(sid, (b"", None))[0])
 
 
 class H2ProxyTests(SynchronousTestCase):
@@ -69,6 +96,40 @@ class H2ProxyTests(SynchronousTestCase):
         headers = dict(requests[0].headers)
         self.assertEqual(headers[b"host"], b"example.test")
         self.assertEqual(headers[b"x-forwarded-proto"], b"https")
+
+    def test_spareServiceConnection(self) -> None:
+        """
+        Streams one after another on a visitor connection take the service
+        connection the last one gave back, not the pool's; it goes back to
+        the pool with the visitor connection.
+        """
+        harness = Harness(fixed(b"hello"), pool=True, stream=True, h2=True)
+        visitor = H2Visitor()
+        visit(harness, visitor)
+        streams = []
+        for _ in range(3):
+            streams.append(visitor.get())
+            harness.network.run()
+        self.assertEqual([bytes(visitor.bodies[sid]) for sid in streams], [b"hello"] * 3)
+        self.assertEqual(len(harness.backend.servers), 1)
+        assert harness.pool is not None
+        self.assertEqual(harness.pool.idle, [])
+        visitor.transport.loseConnection()
+        harness.network.run()
+        self.assertEqual(len(harness.pool.idle), 1)
+
+    def test_cookiesJoined(self) -> None:
+        """
+        A request's cookie headers (HTTP/2 sends each crumb apart) reach the
+        service as one C{cookie} header (RFC 9113 section 8.2.3).
+        """
+        harness = h2Harness()
+        visitor = H2Visitor()
+        visit(harness, visitor)
+        visitor.get(extra=[(b"cookie", b"a=1"), (b"accept", b"*/*"), (b"cookie", b"b=2")])
+        harness.network.run()
+        headers = harness.backend.servers[0].requests[0][0].headers
+        self.assertEqual([v for n, v in headers if n == b"cookie"], [b"a=1; b=2"])
 
     def test_postBothWays(self) -> None:
         """
@@ -177,23 +238,110 @@ class H2ProxyTests(SynchronousTestCase):
         again once the service connection is full, so what the visitor can
         send stays bounded; once the service reads, the whole body goes on.
         """
-        def echo(request: h11.Request, body: bytes) -> tuple[bytes, bool]:
-            return fixed(hashlib.sha256(body).hexdigest().encode())(request, body)
-
-        class Stalled(ScriptedServer):
-            def connectionMade(self) -> None:
-                self.transport.pauseProducing()
-
-        harness = Harness(serve=lambda: Stalled(echo), stream=True, h2=True)
+        harness = Harness(serve=lambda: Stalled(digest), stream=True, h2=True)
         visitor = H2Visitor()
         visit(harness, visitor)
         body = bytes(range(256)) * (4 * MIB // 256)
         sid = visitor.get(b"/up", b"POST", body)
         harness.network.run()
         server = harness.backend.servers[0]
-        sent = len(body) - len(visitor.sending.get(sid, (b"", None))[0])
-        self.assertLess(sent, 512 * 1024)
+        sent = sentOf(visitor, sid, body)
+        # The stream's window, and what went before the service connection was full.
+        self.assertLess(sent, H2Limits().initial_window + HELD_BEFORE_FULL)
         server.transport.resumeProducing()
+        harness.network.run()
+        self.assertEqual(bytes(visitor.bodies[sid]), hashlib.sha256(body).hexdigest().encode())
+
+    def test_windows(self) -> None:
+        """
+        The visitor may send each stream's request body up to
+        L{H2Limits.initial_window} and all of them together up to
+        L{H2Limits.connection_window} (raised from HTTP/2's 65,535 after
+        the preface), by default and as set.
+        """
+        for limits in (H2Limits(), H2Limits(initial_window=300_000, connection_window=900_000)):
+            harness = h2Harness(h2limits=limits)
+            visitor = H2Visitor()
+            visit(harness, visitor)
+            self.assertEqual(visitor.conn.outbound_flow_control_window, limits.connection_window)
+            sid = visitor.conn.get_next_available_stream_id()
+            visitor.conn.send_headers(sid, [(b":method", b"POST"), (b":path", b"/"),
+                                            (b":scheme", b"https"), (b":authority", b"x")])
+            self.assertEqual(visitor.conn.local_flow_control_window(sid), limits.initial_window)
+        self.assertGreater(H2Limits().connection_window, 65_535)
+        self.assertGreater(H2Limits().initial_window, 65_535)
+
+    def test_uploadsOnOneAndManyStreams(self) -> None:
+        """
+        Uploads of several MiB, on one stream and on ten at once, reach the
+        service whole.
+        """
+        harness = h2Harness(digest)
+        visitor = H2Visitor()
+        visit(harness, visitor)
+        alone = b"a" * (4 * MIB)
+        bodies = {visitor.get(b"/up", b"POST", alone): alone}
+        harness.network.run()
+        many = [bytes([n]) * (2 * MIB + n) for n in range(10)]
+        bodies.update({visitor.get(b"/up", b"POST", body): body for body in many})
+        harness.network.run()
+        for sid, body in bodies.items():
+            self.assertEqual(bytes(visitor.bodies[sid]),
+                             hashlib.sha256(body).hexdigest().encode())
+
+    def test_stuckServicesBoundWhatIsHeld(self) -> None:
+        """
+        Ten uploads to services that read nothing: the visitor could send
+        (and the proxy holds) at most the connection's window and what went
+        to each service connection before it was full, each stream at most
+        its own window more; once the services read, every upload arrives.
+        """
+        limits = H2Limits(initial_window=256 * 1024, connection_window=MIB)
+        harness = Harness(serve=lambda: Stalled(digest), stream=True, h2=True, h2limits=limits)
+        visitor = H2Visitor()
+        visit(harness, visitor)
+        bodies = {visitor.get(b"/up", b"POST", bytes([n]) * MIB): bytes([n]) * MIB
+                  for n in range(10)}
+        harness.network.run()
+        sent = {sid: sentOf(visitor, sid, body) for sid, body in bodies.items()}
+        for each in sent.values():
+            self.assertLessEqual(each, limits.initial_window + HELD_BEFORE_FULL)
+        bound = limits.connection_window + len(bodies) * HELD_BEFORE_FULL
+        self.assertLessEqual(sum(sent.values()), bound)
+        held = sum(server.transport.unread for server in harness.backend.servers)
+        self.assertLessEqual(held, bound)
+        for server in harness.backend.servers:
+            server.transport.resumeProducing()
+        harness.network.run()
+        for sid, body in bodies.items():
+            self.assertEqual(bytes(visitor.bodies[sid]),
+                             hashlib.sha256(body).hexdigest().encode())
+
+    def test_resetsGiveRequestWindowsBack(self) -> None:
+        """
+        Streams the visitor resets while their request bytes wait for a
+        full service connection give the connection's window back: after
+        more such streams than it has room for, the next upload still goes.
+        """
+        limits = H2Limits(initial_window=64 * 1024, connection_window=128 * 1024)
+        servers: list[ScriptedServer] = []
+
+        def serve() -> ScriptedServer:
+            servers.append(Stalled(digest) if len(servers) < 12 else ScriptedServer(digest))
+            return servers[-1]
+
+        harness = Harness(serve=serve, stream=True, h2=True, h2limits=limits)
+        visitor = H2Visitor()
+        visit(harness, visitor)
+        for _ in range(12):
+            sid = visitor.get(b"/up", b"POST", b"y" * 300_000)
+            harness.network.run()
+            visitor.conn.reset_stream(sid, ErrorCodes.CANCEL)
+            visitor.sending.pop(sid, None)
+            visitor.flush()
+            harness.network.run()
+        body = b"z" * 300_000
+        sid = visitor.get(b"/up", b"POST", body)
         harness.network.run()
         self.assertEqual(bytes(visitor.bodies[sid]), hashlib.sha256(body).hexdigest().encode())
 

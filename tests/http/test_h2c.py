@@ -211,7 +211,8 @@ class H2CTests(SynchronousTestCase):
         reads, the whole body arrives.
         """
         body = bytes(range(256)) * 4096
-        harness = self.start(lambda service, sid: service.respond(sid, b"done"))
+        limits = H2Limits(initial_window=128 * 1024)
+        harness = self.start(lambda service, sid: service.respond(sid, b"done"), h2limits=limits)
         self.visitor.get()
         harness.network.run()
         service = harness.backend.servers[0]
@@ -221,7 +222,7 @@ class H2CTests(SynchronousTestCase):
         got = len(service.bodies[3])
         self.assertLessEqual(got, 65535)
         unsent = len(self.visitor.sending[sid][0])
-        self.assertLessEqual(len(body) - unsent - got, 65535)  # what the proxy holds
+        self.assertLessEqual(len(body) - unsent - got, limits.initial_window)  # what it holds
         service.autoAck = True
         service.conn.acknowledge_received_data(got, 3)
         service.flush()
@@ -276,7 +277,9 @@ class H2CTests(SynchronousTestCase):
         more such streams than it has room for, the next upload still goes.
         """
         harness = self.start(lambda service, sid: service.respond(sid, b"done"),
-                             h2limits=H2Limits(max_concurrent_streams=4))
+                             h2limits=H2Limits(max_concurrent_streams=4,
+                                               initial_window=64 * 1024,
+                                               connection_window=256 * 1024))
         self.visitor.get()
         harness.network.run()
         service = harness.backend.servers[0]
@@ -385,6 +388,76 @@ class H2CTests(SynchronousTestCase):
         self.assertTrue(received.startswith(b"HTTP/1.1 502 "), received)
         self.assertIn(HTTP1_REFUSAL_BODY, received)
         self.assertEqual(harness.backend.servers, [])
+
+
+class PoolIdleTests(SynchronousTestCase):
+    """
+    The h2c pool closes a connection that carried no stream for
+    L{H2Limits.service_idle_timeout}.
+    """
+
+    def start(self, timeout: float | None,
+              answer: Callable[[H2Service, int], None] | None = None) -> Harness:
+        self.visitor = H2Visitor()
+        harness = h2cHarness(answer, h2limits=H2Limits(service_idle_timeout=timeout))
+        visit(harness, self.visitor)
+        return harness
+
+    def test_idleClosed(self) -> None:
+        """
+        Each stream that ends starts the wait anew; after the timeout with
+        no stream the connection says GOAWAY and is closed, and the next
+        stream dials a new one.
+        """
+        harness = self.start(5)
+        first = self.visitor.get()
+        harness.network.advance(4)
+        second = self.visitor.get()
+        harness.network.advance(4)
+        services = harness.factory.services
+        self.assertEqual(len(services.connections), 1)
+        self.assertEqual(len(harness.backend.servers), 1)
+        harness.network.advance(1.5)
+        self.assertEqual(services.connections, [])
+        service = harness.backend.servers[0]
+        self.assertIsNotNone(service.transport.lost)
+        self.assertTrue(service.conn.state_machine.state.name.startswith("CLOSED"))
+        third = self.visitor.get()
+        harness.network.run()
+        for sid in (first, second, third):
+            self.assertEqual(bytes(self.visitor.bodies[sid]), b"hello")
+        self.assertEqual(len(harness.backend.servers), 2)
+
+    def test_busyKept(self) -> None:
+        """
+        A connection with a stream in flight is kept however long it takes;
+        the wait starts once the stream is over.
+        """
+        held: list[int] = []
+        harness = self.start(5, lambda service, sid: held.append(sid))
+        sid = self.visitor.get()
+        harness.network.advance(20)
+        services = harness.factory.services
+        self.assertEqual(len(services.connections), 1)
+        service = harness.backend.servers[0]
+        service.respond(held[0], b"late")
+        service.flush()
+        harness.network.advance(4)
+        self.assertEqual(bytes(self.visitor.bodies[sid]), b"late")
+        self.assertEqual(len(services.connections), 1)
+        harness.network.advance(2)
+        self.assertEqual(services.connections, [])
+
+    def test_noTimeout(self) -> None:
+        """
+        With no idle timeout, an idle connection stays until the service
+        closes it.
+        """
+        harness = self.start(None)
+        self.visitor.get()
+        harness.network.advance(50)
+        self.assertEqual(len(harness.factory.services.connections), 1)
+        self.assertIsNone(harness.backend.servers[0].transport.lost)
 
 
 class H1InformationalTests(SynchronousTestCase):

@@ -105,12 +105,14 @@ class H2LimitsTests(SynchronousTestCase):
 
     def test_invalid(self) -> None:
         """
-        Zero, negative and non-integer counts, and a window beyond HTTP/2's,
-        raise L{ValueError}.
+        Zero, negative and non-integer counts, a window beyond HTTP/2's, a
+        connection window below HTTP/2's own and an idle timeout that is not
+        positive raise L{ValueError}.
         """
         for bad in ({"max_concurrent_streams": 0}, {"max_resets": -1},
                     {"max_header_list_size": 1.5}, {"rate_window": 0},
-                    {"initial_window": 2**31}):
+                    {"initial_window": 2**31}, {"connection_window": 2**31},
+                    {"connection_window": 65_534}, {"service_idle_timeout": 0}):
             self.assertRaises(ValueError, H2Limits, **bad)
 
 

@@ -17,7 +17,13 @@ import time
 from h2.config import H2Configuration
 from h2.connection import H2Connection
 from h2.errors import ErrorCodes
-from h2.events import ConnectionTerminated
+from h2.events import (
+    ConnectionTerminated,
+    DataReceived,
+    ResponseReceived,
+    StreamEnded,
+    StreamReset,
+)
 from hyperframe.frame import ContinuationFrame, HeadersFrame, PingFrame, SettingsFrame
 
 from bench.budgets import rss
@@ -75,6 +81,57 @@ class H2Client(SharePublisher):
         tls.sendall(conn.data_to_send())
         return tls, conn
 
+    def uploads(self, bodies: list[bytes]) -> list[bytes]:
+        """
+        POST each of C{bodies} to C{/sha256}, all at once on one HTTP/2
+        connection (the C{h2} library, sending as the windows allow); the
+        answers, in order.
+        """
+        tls, conn = self.attacker()
+        tls.settimeout(CURL_TIMEOUT)
+        left: dict[int, memoryview] = {}
+        for body in bodies:
+            sid = conn.get_next_available_stream_id()
+            conn.send_headers(sid, [(":method", "POST"), (":path", "/sha256"),
+                                    (":scheme", "https"), (":authority", self.host),
+                                    ("content-length", str(len(body)))])
+            left[sid] = memoryview(body)
+        order = list(left)
+        answers: dict[int, bytearray] = {sid: bytearray() for sid in order}
+        ended: set[int] = set()
+        while len(ended) < len(order):
+            for sid, body in list(left.items()):
+                rest = body
+                while rest:
+                    size = min(conn.local_flow_control_window(sid),
+                               conn.max_outbound_frame_size, len(rest))
+                    if size <= 0:
+                        break
+                    conn.send_data(sid, bytes(rest[:size]))
+                    rest = rest[size:]
+                left[sid] = rest
+                if not rest:
+                    conn.end_stream(sid)
+                    del left[sid]
+            tls.sendall(conn.data_to_send())
+            data = tls.recv(65536)
+            if not data:
+                raise AssertionError("the share closed the connection")
+            for event in conn.receive_data(data):
+                if isinstance(event, ResponseReceived):
+                    self.assertIn((b":status", b"200"), event.headers)
+                elif isinstance(event, DataReceived):
+                    answers[event.stream_id] += event.data
+                    conn.acknowledge_received_data(event.flow_controlled_length,
+                                                   event.stream_id)
+                elif isinstance(event, StreamEnded):
+                    ended.add(event.stream_id)
+                elif isinstance(event, StreamReset | ConnectionTerminated):
+                    raise AssertionError(f"upload cut: {event}")
+            tls.sendall(conn.data_to_send())
+        tls.close()
+        return [bytes(answers[sid]) for sid in order]
+
     def assertCutOff(self, tls: ssl.SSLSocket, conn: H2Connection, frames: bytes) -> None:
         """
         After C{frames} the share says GOAWAY (ENHANCE_YOUR_CALM) and closes,
@@ -123,6 +180,19 @@ class H2Behaviour(H2Client):
         data.write_bytes(pattern(MIB))
         out = self.curl2("--data-binary", f"@{data}", urls=[f"{url}sha256"])
         self.assertEqual(out, hashlib.sha256(pattern(MIB)).hexdigest().encode() + b"\n2")
+
+    def test_uploadsOnOneAndTenStreams(self) -> None:
+        """
+        An upload of several MiB on one stream, then ten at once on one
+        connection, each reach the service whole (the windows are raised
+        above HTTP/2's 65,535 bytes; its backpressure is the unit tests').
+        """
+        self.publish()
+        alone = pattern(4 * MIB)
+        self.assertEqual(self.uploads([alone]), [hashlib.sha256(alone).hexdigest().encode()])
+        many = [pattern(2 * MIB + n) for n in range(10)]
+        self.assertEqual(self.uploads(many),
+                         [hashlib.sha256(body).hexdigest().encode() for body in many])
 
     def test_forwardedHeaders(self) -> None:
         """

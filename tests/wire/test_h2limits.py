@@ -29,6 +29,16 @@ class ParseTests(SynchronousTestCase):
                                           service_streams=8))
         self.assertEqual(parse_h2_limits(""), DEFAULT_H2_LIMITS)
 
+    def test_windowsAndIdleTimeout(self) -> None:
+        """
+        The connection's window is a size; the h2c pool's idle timeout is
+        seconds, or C{none} for no timeout.
+        """
+        limits = parse_h2_limits("connection-window=8388608,service-idle-timeout=2.5")
+        self.assertEqual((limits.connection_window, limits.service_idle_timeout),
+                         (8 * 1024 * 1024, 2.5))
+        self.assertIsNone(parse_h2_limits("service-idle-timeout=None").service_idle_timeout)
+
     def test_refused(self) -> None:
         """
         An unknown name, a pair without a value, a value that is no number
@@ -37,7 +47,9 @@ class ParseTests(SynchronousTestCase):
         for text, said in (("max-streams=5", "max-streams=5"), ("max-resets", "max-resets"),
                            ("max-resets=lots", "max-resets=lots"),
                            ("max-resets=0", "max-resets must be a positive integer"),
-                           ("initial-window=2147483648", "initial-window must be at most")):
+                           ("initial-window=2147483648", "initial-window must be at most"),
+                           ("connection-window=1000", "connection-window must be at least"),
+                           ("service-idle-timeout=0", "service-idle-timeout must be positive")):
             with self.assertRaises(ValueError) as caught:
                 parse_h2_limits(text)
             self.assertIn(said, str(caught.exception))
