@@ -3,14 +3,16 @@
 What resumable sessions cost, in process: the same link session path with and without the
 L{nfltr.resume} layer, so that the result does not depend on a quiet machine.
 
-    python -m bench.resume_cost [--rounds R] [--mb M] [--exchanges N] [--plain] [--top K]
+    python -m bench.resume_cost [--rounds R] [--mb M] [--exchanges N] [--plain]
+        [--no-link-tls] [--top K]
 
-A connector's and an agent's L{LinkProtocol} are joined in memory (no link TLS, no sockets:
-what both cases share and the real processes add on top), on a clock that runs the link's
-"after the events" flushes as nfltr's reactor does.  Over them, one session per stream with
-the product's end-to-end TLS at both ends (C{--plain}: without it), either a plain C{tcp:}
-link session or a resumable one (L{nfltr.client._resume.ConnectorResumer} and
-L{nfltr.agent._resume.AgentResumer}, as the products use them).  Loads:
+A connector's and an agent's L{LinkProtocol} are joined in memory over one TLS connection
+(what each process's link to the relay costs it; C{--no-link-tls}: without), with no sockets,
+on a clock that runs the link's "after the events" flushes as nfltr's reactor does.  Over
+them, one session per stream with the product's end-to-end TLS at both ends (C{--plain}:
+without it), either a plain C{tcp:} link session or a resumable one
+(L{nfltr.client._resume.ConnectorResumer} and L{nfltr.agent._resume.AgentResumer}, as the
+products use them).  Loads:
 
   - C{bulk-64k}, C{bulk-16k}: C{--mb} MiB from the connector's end to the agent's, in writes
     of 64 KiB (a local read) and 16 KiB (a TLS record's worth);
@@ -21,9 +23,10 @@ Per run: the CPU seconds of this process (C{time.process_time}) per GB or per 1,
 exchanges, and, in a second pass of the same load under C{cProfile}, the Python function
 calls per MiB or per exchange (deterministic: the figure to compare across machines).  Runs
 are interleaved (off, on, off, on...); the ratio on ÷ off is taken per round, then the median.
-C{--top K} prints the K functions with the most own time in one profiled resumable run of
-each load.  The denominator lacks what real processes add on both sides (sockets, the link's
-TLS), so the ratio here is an upper bound of the real one.
+C{--top K} prints the K functions with the most own time in one profiled run of each case.
+The denominator lacks what real processes add on both sides (sockets, the relay's share of
+the machine), so the ratio here is an upper bound of the real one; without the links' TLS,
+a looser one.
 
 For instruction counts (the most repeatable figure; hardware counters are seldom there in a
 VM), run one load under callgrind, which then counts the measured part alone, e.g.::
@@ -65,6 +68,7 @@ READ_SIZE = 256 * 1024
 AGENT, PORT = "web", 22
 REQUEST, RESPONSE, SESSIONS = 100, 1300, 50
 LOADS = ("bulk-64k", "bulk-16k", "rr-1k")
+Pair = tuple[E2EETLSFactory, E2EETLSFactory]
 
 
 class Turns(Clock):
@@ -157,32 +161,47 @@ class Acceptor(LinkHandler):
         self.serve(session)
 
 
+class Layers:
+    """
+    The TLS in play: C{e2ee} (the tunnel's end-to-end TLS, over each session) and C{link} (the
+    TLS each process speaks on its link to the relay, here one connection between the two
+    links), each a pair (connector's, agent's) of L{E2EETLSFactory} or L{None}.
+    """
+
+    def __init__(self, e2ee: Pair | None, link: Pair | None) -> None:
+        self.e2ee = e2ee
+        self.link = link
+
+
 class Bench:
     """
     A connector's link and an agent's joined in memory, and what runs over them.
     """
 
-    def __init__(self, resume: bool, tls: Any, appFor: Callable[[], Protocol]) -> None:
+    def __init__(self, resume: bool, tls: Layers, appFor: Callable[[], Protocol]) -> None:
         self.clock = Turns()
         self.resume = resume
-        self.tls = tls
+        self.e2ee = tls.e2ee
         self.appFor = appFor
         self.agentResumer = AgentResumer(self.clock, 30.0)
         self.dialer = LinkProtocol(DIALER, LinkHandler(), self.clock)
         self.listener = LinkProtocol(LISTENER, Acceptor(self._serve), self.clock)
         self.connectorResumer = ConnectorResumer(self.clock, AGENT, PORT, 30.0,
                                                  lambda: self.dialer)
+        dialer, listener = (
+            (tls.link[0].wrap(self.dialer), tls.link[1].wrap(self.listener))
+            if tls.link is not None else (self.dialer, self.listener))
         a, b = Pipe(), Pipe()
         a.peer, b.peer = b, a
-        a.protocol, b.protocol = self.listener, self.dialer
+        a.protocol, b.protocol = listener, dialer
         self.pipes = (a, b)
-        self.dialer.makeConnection(a)
-        self.listener.makeConnection(b)
+        dialer.makeConnection(a)
+        listener.makeConnection(b)
         self.run()
 
     def _serve(self, session: LinkSession) -> None:
         app = self.appFor()
-        upper = self.tls[1].wrap(app) if self.tls is not None else app
+        upper = self.e2ee[1].wrap(app) if self.e2ee is not None else app
         if self.resume:
             self.agentResumer.serve(session, upper, None)
         else:
@@ -192,7 +211,7 @@ class Bench:
         """
         Open a session from the connector's end, running C{app} over it.
         """
-        upper = self.tls[0].wrap(app) if self.tls is not None else app
+        upper = self.e2ee[0].wrap(app) if self.e2ee is not None else app
         if self.resume:
             self.connectorResumer.open(self.dialer, upper, None)
         else:
@@ -358,7 +377,7 @@ def _measure(body: Callable[[], None], profile: bool) -> Measured:
     return Measured(stats=pstats.Stats(profiler))
 
 
-def run_bulk(resume: bool, tls: Any, block: int, total: int, profile: bool) -> Measured:
+def run_bulk(resume: bool, tls: Layers, block: int, total: int, profile: bool) -> Measured:
     """
     One bulk run for C{total} bytes in writes of C{block}.
     """
@@ -379,7 +398,7 @@ def run_bulk(resume: bool, tls: Any, block: int, total: int, profile: bool) -> M
     return result
 
 
-def run_exchanges(resume: bool, tls: Any, count: int, profile: bool) -> Measured:
+def run_exchanges(resume: bool, tls: Layers, count: int, profile: bool) -> Measured:
     """
     One C{rr-1k} run for C{count} exchanges after a first one each.
     """
@@ -404,7 +423,7 @@ def run_exchanges(resume: bool, tls: Any, count: int, profile: bool) -> Measured
     return result
 
 
-def run_load(name: str, resume: bool, tls: Any, args: argparse.Namespace,
+def run_load(name: str, resume: bool, tls: Layers, args: argparse.Namespace,
              profile: bool = False) -> tuple[dict[str, float], Measured]:
     """
     One run of load C{name}: its figures per unit (CPU seconds per GB or per 1,000 exchanges,
@@ -419,7 +438,7 @@ def run_load(name: str, resume: bool, tls: Any, args: argparse.Namespace,
     return {"cpu": got.cpu / (args.exchanges / 1000), "calls": got.calls / args.exchanges}, got
 
 
-def make_tls(directory: str) -> tuple[E2EETLSFactory, E2EETLSFactory]:
+def make_tls(directory: str) -> Pair:
     """
     The product's end-to-end TLS: the connector's (pinned, resuming) and the agent's.
     """
@@ -436,6 +455,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--mb", type=int, default=128, help="MiB per bulk run")
     parser.add_argument("--exchanges", type=int, default=20000, help="exchanges per rr run")
     parser.add_argument("--plain", action="store_true", help="without the end-to-end TLS")
+    parser.add_argument("--no-link-tls", action="store_true",
+                        help="without the links' TLS (the ratio is then an upper bound)")
     parser.add_argument("--only", choices=LOADS, action="append", help="run only these loads")
     parser.add_argument("--resume", choices=("on", "off", "both"), default="both")
     parser.add_argument("--no-profile", action="store_true", help="skip the call counts")
@@ -461,7 +482,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, dict[bool, dict[str, list[float]]]] = {
         name: {m: {"cpu": [], "calls": []} for m in modes} for name in loads}
     with tempfile.TemporaryDirectory() as directory:
-        tls = None if args.plain else make_tls(directory)
+        tls = Layers(None if args.plain else make_tls(directory),
+                     None if args.no_link_tls else make_tls(directory))
         for _ in range(args.rounds):
             for name in loads:
                 for resume in modes:
@@ -501,7 +523,8 @@ def markdown(results: dict[str, Any], args: argparse.Namespace) -> str:
         cells.append(f"{on['calls'][0] / off['calls'][0]:.3f}"
                      if on and off and on["calls"] and off["calls"] else "")
         rows.append("| " + " | ".join(cells) + " |")
-    what = "plain" if args.plain else "e2ee TLS"
+    what = ("plain" if args.plain else "e2ee TLS") + (
+        ", links without TLS" if args.no_link_tls else ", links over TLS")
     per = "calls per MiB (bulk) or per exchange (rr)"
     return (f"{what}, {args.rounds} rounds, {args.mb} MiB bulk, {args.exchanges} exchanges; "
             f"{per}\n\n" + "\n".join(rows))

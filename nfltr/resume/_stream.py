@@ -18,6 +18,8 @@ from enum import Enum
 from ._records import (
     MAX_RECORD_DATA,
     MAX_SENT_DATA,
+    OFFSET_SIZE,
+    RECORD_ACK,
     RECORD_DATA,
     RECORD_HEADER_SIZE,
     Abort,
@@ -34,6 +36,9 @@ from ._records import (
 )
 
 _LENGTH = struct.Struct("!I")
+_HEADER = struct.Struct("!BI")
+# An ACK record after its type byte: length, offset.
+_ACK_RECORD = struct.Struct("!xIQ")
 
 # The default bytes an end keeps for its peer until acknowledged: the session's window.
 DEFAULT_RESUME_WINDOW = 1048576
@@ -140,7 +145,7 @@ class ResumableStream:
         if n <= MAX_SENT_DATA:
             # One record (a link frame): the common case, in one copy of the bytes.
             self._retained.append(data)
-            return [data_record(data)] if self.phase is Phase.OPEN else []
+            return [_HEADER.pack(RECORD_DATA, n) + data] if self.phase is Phase.OPEN else []
         # Records of MAX_SENT_DATA, each kept as a view of its own record's payload (no
         # second copy; what is kept is what was sent, record headers aside).
         view, out = memoryview(data), []
@@ -165,9 +170,11 @@ class ResumableStream:
     def take(self, data: bytes) -> bytes | None:
         """
         The fast path of L{receive}: if C{data} is nothing but application bytes on an open
-        stream (one whole DATA record, or the next piece of one), number them and return them
-        (the caller then sends L{ack} once C{received} reached L{next_ack}).  Otherwise
-        L{None}, and nothing was done: hand C{data} to L{receive}, which applies every rule.
+        stream (one DATA record or a piece of one), number them and return them
+        (the caller then sends L{ack} once C{received} reached L{next_ack}); if it is one
+        ACK of bytes sent, apply it and return C{b""} (the caller then sees whether the room
+        it made lets more be written).  Otherwise L{None}, and nothing was done: hand C{data}
+        to L{receive}, which applies every rule.
         """
         if self.phase is not Phase.OPEN or self.aborted or self._peer_fin:
             return None
@@ -178,16 +185,33 @@ class ResumableStream:
             if n > left:
                 return None
             decoder.left = left - n
-        elif (n <= RECORD_HEADER_SIZE or data[0] != RECORD_DATA or decoder.buffer
-                or n - RECORD_HEADER_SIZE > MAX_RECORD_DATA
-                or _LENGTH.unpack_from(data, 1)[0] != n - RECORD_HEADER_SIZE):
-            return None
         else:
+            if n <= RECORD_HEADER_SIZE or decoder.buffer:
+                return None
+            if data[0] != RECORD_DATA:
+                return self._take_ack(data)
+            # A DATA record alone, or its first piece (the link cut it where its credit ran
+            # out): the rest comes as the next pieces.
+            length = _LENGTH.unpack_from(data, 1)[0]
             n -= RECORD_HEADER_SIZE
+            if not n <= length <= MAX_RECORD_DATA:
+                return None
+            decoder.left = length - n
             data = data[RECORD_HEADER_SIZE:]
         self.presented = None
         self.received += n
         return data
+
+    def _take_ack(self, data: bytes) -> bytes | None:
+        # An ACK alone, of bytes sent (not of our FIN: receive sees to what that ends).
+        if len(data) != _ACK_RECORD.size or data[0] != RECORD_ACK:
+            return None
+        length, offset = _ACK_RECORD.unpack_from(data)
+        if length != OFFSET_SIZE or not self.acked <= offset <= self.sent:
+            return None
+        self.presented = None
+        self._trim(offset)
+        return b""
 
     def ack(self) -> list[bytes]:
         """

@@ -90,13 +90,17 @@ class LinkSide(Protocol):
         if owner.link is not self:
             return
         stream = owner.stream
-        # The common case, a DATA record alone in a link frame: no record objects.
+        # The common cases, a DATA record (or a piece of one) or an ACK alone in a link frame:
+        # no record objects.
         payload = stream.take(data)
-        if payload is not None:
+        if payload:
             if stream.received >= stream.next_ack:
                 owner._send(stream.ack())
             if not owner.ended:
                 owner.upper.dataReceived(payload)
+            return
+        if payload is not None:
+            owner._flush()
             return
         try:
             result = stream.receive(data)
@@ -323,16 +327,21 @@ class ResumableSession:
             return
         if type(data) is not bytes:
             data = bytes(data)  # kept until acknowledged: never a buffer that may change
-        stream = self.stream
+        stream, n = self.stream, len(data)
         room = stream.window - stream.sent + stream.acked
-        if not self._pending and len(data) <= room:
-            # The common case: room in the window, nothing waiting.
-            self._send(stream.write(data))
-            if room - len(data) < MAX_RECORD_DATA:
+        if not self._pending and n <= room:
+            # The common case: room in the window, nothing waiting (L{_send}, inline).
+            link = self.link
+            records = stream.write(data)
+            if link is not None:
+                write = link.transport.write
+                for record in records:
+                    write(record)
+            if room - n < MAX_RECORD_DATA:
                 self._pause("window")
             return
         self._pending.append(data)
-        self._pendingSize += len(data)
+        self._pendingSize += n
         self._flush()
 
     def writeSequence(self, data: Any) -> None:

@@ -209,28 +209,30 @@ class TakeTests(SynchronousTestCase):
     def test_oldRecords(self) -> None:
         """
         A record of L{MAX_RECORD_DATA} bytes (an older end's), cut where a link frame ends,
-        arrives in two pieces: the first through L{ResumableStream.receive}, the rest taken.
+        is taken in two pieces.
         """
         receiver = ResumableStream()
         record = encode(Data(b"z" * MAX_RECORD_DATA))
-        self.assertIsNone(receiver.take(record[:MAX_PAYLOAD]))
-        self.assertEqual(receiver.receive(record[:MAX_PAYLOAD]).data,
-                         [b"z" * (MAX_PAYLOAD - 5)])
+        self.assertEqual(receiver.take(record[:MAX_PAYLOAD]), b"z" * (MAX_PAYLOAD - 5))
         self.assertEqual(receiver.take(record[MAX_PAYLOAD:]), b"z" * 5)
         self.assertEqual(receiver.received, MAX_RECORD_DATA)
 
     def test_leftToReceive(self) -> None:
         """
-        Control records, several records at once, a piece beyond the record in progress, a
-        stream not open or aborted: nothing is taken, nothing changes.
+        Control records but an ACK, several records at once, a DATA header of a wrong
+        length, a piece beyond the record in progress, a stream not open or aborted: nothing is
+        taken, nothing changes (L{ResumableStream.receive} then applies the rules).  A
+        record's first piece and the next are taken.
         """
         stream = ResumableStream(WINDOW, token=b"t" * 16)
         stream.write(b"abc")
         two = encode(Data(b"ab")) + encode(Data(b"c"))
-        for data in (encode(AckRecord(1)), two, encode(Data(b"ab"))[:6], b"\x01\x00"):
+        for data in (encode(Fin(0)), encode(AckRecord(1)) + b"\x01", two,
+                     encode(Data(b"ab")) + b"\x02", b"\x01\x00",
+                     bytes.fromhex("0100000000ff"), bytes.fromhex("0100010001ff")):
             self.assertIsNone(stream.take(data))
         self.assertEqual((stream.received, stream.acked), (0, 0))
-        stream.receive(encode(Data(b"abc"))[:6])
+        self.assertEqual(stream.take(encode(Data(b"abc"))[:6]), b"a", "a record's first piece")
         self.assertIsNone(stream.take(b"bcd"), "beyond the record")
         self.assertEqual(stream.take(b"bc"), b"bc")
         self.assertEqual(stream.received, 3)
@@ -241,6 +243,29 @@ class TakeTests(SynchronousTestCase):
         aborted = ResumableStream(WINDOW)
         aborted.abort()
         self.assertIsNone(aborted.take(encode(Data(b"x"))))
+
+    def test_acks(self) -> None:
+        """
+        An ACK alone of bytes sent is taken (an empty string: nothing for the local side) and
+        makes room; one going back, one beyond the bytes sent and one of this end's FIN are
+        left to L{ResumableStream.receive}, which refuses the first two and ends on the last.
+        """
+        stream = ResumableStream(WINDOW)
+        stream.write(b"abcdef")
+        self.assertEqual(stream.take(encode(AckRecord(4))), b"")
+        self.assertEqual((stream.acked, stream.retained, stream.room), (4, 2, WINDOW - 2))
+        for offset in (3, 7):
+            self.assertIsNone(stream.take(encode(AckRecord(offset))))
+            self.assertRaises(RecordError, ResumableStream.receive, stream,
+                              encode(AckRecord(offset)))
+            stream = ResumableStream(WINDOW)
+            stream.write(b"abcdef")
+            stream.take(encode(AckRecord(4)))
+        stream.finish()
+        stream.receive(encode(Fin(0)))
+        self.assertIsNone(stream.take(encode(AckRecord(7))))
+        stream.receive(encode(AckRecord(7)))
+        self.assertTrue(stream.done)
 
     def test_dataAfterFin(self) -> None:
         """
