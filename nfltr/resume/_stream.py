@@ -78,6 +78,10 @@ class Received:
     aborted: bool = False
 
 
+# Per record, a global: an Enum member read through its class is a slow attribute lookup.
+_OPEN = Phase.OPEN
+
+
 class ResumableStream:
     """
     One end of a resumable session.
@@ -145,7 +149,7 @@ class ResumableStream:
         if n <= MAX_SENT_DATA:
             # One record (a link frame): the common case, in one copy of the bytes.
             self._retained.append(data)
-            return [_HEADER.pack(RECORD_DATA, n) + data] if self.phase is Phase.OPEN else []
+            return [_HEADER.pack(RECORD_DATA, n) + data] if self.phase is _OPEN else []
         # Records of MAX_SENT_DATA, each kept as a view of its own record's payload (no
         # second copy; what is kept is what was sent, record headers aside).
         view, out = memoryview(data), []
@@ -153,7 +157,7 @@ class ResumableStream:
             record = data_record(view[i:i + MAX_SENT_DATA])
             self._retained.append(memoryview(record)[RECORD_HEADER_SIZE:])
             out.append(record)
-        return out if self.phase is Phase.OPEN else []
+        return out if self.phase is _OPEN else []
 
     def finish(self) -> list[bytes]:
         """
@@ -176,7 +180,7 @@ class ResumableStream:
         it made lets more be written).  Otherwise L{None}, and nothing was done: hand C{data}
         to L{receive}, which applies every rule.
         """
-        if self.phase is not Phase.OPEN or self.aborted or self._peer_fin:
+        if self.phase is not _OPEN or self.aborted or self._peer_fin:
             return None
         decoder = self._decoder
         left = decoder.left
