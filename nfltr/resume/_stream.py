@@ -37,8 +37,8 @@ from ._records import (
 
 _LENGTH = struct.Struct("!I")
 _HEADER = struct.Struct("!BI")
-# An ACK record after its type byte: length, offset.
-_ACK_RECORD = struct.Struct("!xIQ")
+# An ACK record: type, length, offset.
+_ACK_RECORD = struct.Struct("!BIQ")
 
 # The default bytes an end keeps for its peer until acknowledged: the session's window.
 DEFAULT_RESUME_WINDOW = 1048576
@@ -152,9 +152,10 @@ class ResumableStream:
             return [_HEADER.pack(RECORD_DATA, n) + data] if self.phase is _OPEN else []
         # Records of MAX_SENT_DATA, each kept as a view of its own record's payload (no
         # second copy; what is kept is what was sent, record headers aside).
-        view, out = memoryview(data), []
+        view, out, pack = memoryview(data), [], _HEADER.pack
         for i in range(0, n, MAX_SENT_DATA):
-            record = data_record(view[i:i + MAX_SENT_DATA])
+            piece = view[i:i + MAX_SENT_DATA]
+            record = pack(RECORD_DATA, len(piece)) + piece
             self._retained.append(memoryview(record)[RECORD_HEADER_SIZE:])
             out.append(record)
         return out if self.phase is _OPEN else []
@@ -210,7 +211,7 @@ class ResumableStream:
         # An ACK alone, of bytes sent (not of our FIN: receive sees to what that ends).
         if len(data) != _ACK_RECORD.size or data[0] != RECORD_ACK:
             return None
-        length, offset = _ACK_RECORD.unpack_from(data)
+        _, length, offset = _ACK_RECORD.unpack_from(data)
         if length != OFFSET_SIZE or not self.acked <= offset <= self.sent:
             return None
         self.presented = None
@@ -222,7 +223,7 @@ class ResumableStream:
         The ACK record of what this end received, for the link.
         """
         self.next_ack = self.received + self.window // 4
-        return [encode(Ack(self.position))]
+        return [_ACK_RECORD.pack(RECORD_ACK, OFFSET_SIZE, self.received + self._peer_fin)]
 
     def receive(self, data: bytes) -> Received:
         """

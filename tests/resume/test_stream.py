@@ -249,6 +249,7 @@ class TakeTests(SynchronousTestCase):
         An ACK alone of bytes sent is taken (an empty string: nothing for the local side) and
         makes room; one going back, one beyond the bytes sent and one of this end's FIN are
         left to L{ResumableStream.receive}, which refuses the first two and ends on the last.
+        This end's own ACK is the record L{encode} makes.
         """
         stream = ResumableStream(WINDOW)
         stream.write(b"abcdef")
@@ -262,7 +263,8 @@ class TakeTests(SynchronousTestCase):
             stream.write(b"abcdef")
             stream.take(encode(AckRecord(4)))
         stream.finish()
-        stream.receive(encode(Fin(0)))
+        stream.receive(encode(Data(b"xy")) + encode(Fin(2)))
+        self.assertEqual(stream.ack(), [encode(AckRecord(3))], "2 bytes and the FIN")
         self.assertIsNone(stream.take(encode(AckRecord(7))))
         stream.receive(encode(AckRecord(7)))
         self.assertTrue(stream.done)
