@@ -7,6 +7,7 @@ C{docs/link-protocol.md}.
 
 from ._records import (
     MAX_RECORD_DATA,
+    MAX_SENT_DATA,
     RECORD_ABORT,
     RECORD_ACK,
     RECORD_DATA,
@@ -46,6 +47,7 @@ from ._table import (
 
 __all__ = [
     "DEFAULT_RESUME_TIMEOUT", "DEFAULT_RESUME_WINDOW", "MAX_RECORD_DATA", "MAX_RESUME_TIMEOUT",
+    "MAX_SENT_DATA",
     "MIN_RESUME_TIMEOUT", "MIN_RESUME_WINDOW", "RECORD_ABORT", "RECORD_ACK", "RECORD_DATA",
     "RECORD_FIN", "RECORD_HEADER_SIZE", "RECORD_RESUME", "RECORD_TOKEN", "RESUME_RETRY",
     "TOKEN_SIZE", "Abort",

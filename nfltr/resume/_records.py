@@ -13,6 +13,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from nfltr.link import MAX_PAYLOAD
+
 RECORD_DATA = 1
 RECORD_ACK = 2
 RECORD_FIN = 3
@@ -23,6 +25,10 @@ RECORD_ABORT = 6
 # The largest DATA record's payload, and the size of a record header (type u8, length u32).
 MAX_RECORD_DATA = 65536
 RECORD_HEADER_SIZE = 5
+# The largest DATA payload an end sends: with its header, a record fills one link DATA frame
+# (the link's MAX_PAYLOAD), so the receiving end reads each record whole from one frame.  It
+# accepts records up to MAX_RECORD_DATA (those of an end before this limit).
+MAX_SENT_DATA = MAX_PAYLOAD - RECORD_HEADER_SIZE
 # A resume token: random, 128 bits.
 TOKEN_SIZE = 16
 OFFSET_SIZE = 8
@@ -132,6 +138,14 @@ def encode_data(data: bytes) -> list[bytes]:
             for i in range(0, len(data), MAX_RECORD_DATA)]
 
 
+def data_record(payload: bytes | memoryview) -> bytes:
+    """
+    The DATA record of C{payload} (1 to L{MAX_RECORD_DATA} bytes, not checked: the per-write
+    path of L{encode}), in one copy of it.
+    """
+    return _HEADER.pack(RECORD_DATA, len(payload)) + payload
+
+
 def _check_token(token: bytes) -> None:
     if len(token) != TOKEN_SIZE:
         raise ValueError("a resume token is TOKEN_SIZE bytes")
@@ -139,25 +153,40 @@ def _check_token(token: bytes) -> None:
 
 class RecordDecoder:
     """
-    Records from bytes that arrive in any pieces. It holds at most one incomplete record
-    (a header and L{MAX_RECORD_DATA} bytes): the header is checked before its payload is read.
+    Records from bytes that arrive in any pieces. The header of each record is checked as soon
+    as it is complete, before its payload is read.
+
+    By default each record comes out whole: the decoder holds at most one incomplete record
+    (a header and L{MAX_RECORD_DATA} bytes).  With C{pieces}, a DATA record's payload comes out
+    as it arrives, as L{Data} records of its pieces (their bytes, in order, are the payload):
+    the decoder then holds at most a header or a record of fixed size (29 bytes), and copies
+    each payload byte once.
+
+    @ivar left: with C{pieces}, the bytes of a DATA record's payload still to come.
+    @ivar buffer: the bytes of an incomplete record (with C{pieces}: of its header, or of a
+        record of fixed size).
     """
 
-    def __init__(self) -> None:
-        self._buffer = bytearray()
+    def __init__(self, pieces: bool = False) -> None:
+        self.pieces = pieces
+        self.left = 0
+        self.buffer = bytearray()
 
     def feed(self, data: bytes) -> list[Record]:
         """
-        The records that C{data} completes, in order.
+        The records that C{data} completes (with C{pieces}: and the DATA pieces it holds), in
+        order.
 
         @raise RecordError: an unknown type or a length out of its type's bounds.
         """
+        if self.pieces:
+            return self._pieces(data)
         # Records are read where they lie (one copy of each payload); only an incomplete
         # record's bytes wait in the buffer for the next piece.
-        if self._buffer:
-            self._buffer += data
-            data = bytes(self._buffer)
-            self._buffer.clear()
+        if self.buffer:
+            self.buffer += data
+            data = bytes(self.buffer)
+            self.buffer.clear()
         records: list[Record] = []
         pos, size = 0, len(data)
         while size - pos >= RECORD_HEADER_SIZE:
@@ -169,14 +198,71 @@ class RecordDecoder:
             records.append(_parse(kind, bytes(data[pos + RECORD_HEADER_SIZE:end])))
             pos = end
         if pos < size:
-            self._buffer += memoryview(data)[pos:]
+            self.buffer += memoryview(data)[pos:]
         return records
+
+    def _pieces(self, data: bytes) -> list[Record]:
+        records: list[Record] = []
+        buffer = self.buffer
+        pos, size = 0, len(data)
+        while pos < size:
+            if self.left:
+                end = min(size, pos + self.left)
+                records.append(Data(data[pos:end]))
+                self.left -= end - pos
+                pos = end
+            elif buffer:
+                pos = self._complete(data, pos, records)
+            elif size - pos < RECORD_HEADER_SIZE:
+                buffer += data[pos:]
+                pos = size
+            else:
+                kind, length = _HEADER.unpack_from(data, pos)
+                _check_header(kind, length)
+                pos += RECORD_HEADER_SIZE
+                if kind == RECORD_DATA:
+                    self.left = length
+                elif size - pos < length:
+                    buffer += data[pos - RECORD_HEADER_SIZE:]
+                    pos = size
+                else:
+                    records.append(_parse(kind, bytes(data[pos:pos + length])))
+                    pos += length
+        return records
+
+    def _complete(self, data: bytes, pos: int, records: list[Record]) -> int:
+        """
+        Take from C{data} at C{pos} what the buffered header (and its record, if not DATA)
+        needs; return where the rest of C{data} starts.
+        """
+        buffer = self.buffer
+        if len(buffer) < RECORD_HEADER_SIZE:
+            got = data[pos:pos + RECORD_HEADER_SIZE - len(buffer)]
+            buffer += got
+            pos += len(got)
+            if len(buffer) < RECORD_HEADER_SIZE:
+                return pos
+            kind, length = _HEADER.unpack_from(buffer)
+            _check_header(kind, length)
+            if kind == RECORD_DATA:
+                self.left = length
+                buffer.clear()
+                return pos
+        kind, length = _HEADER.unpack_from(buffer)
+        got = data[pos:pos + RECORD_HEADER_SIZE + length - len(buffer)]
+        buffer += got
+        pos += len(got)
+        if len(buffer) == RECORD_HEADER_SIZE + length:
+            records.append(_parse(kind, bytes(buffer[RECORD_HEADER_SIZE:])))
+            buffer.clear()
+        return pos
 
     def reset(self) -> None:
         """
         Forget an incomplete record (the link that carried it is gone).
         """
-        self._buffer.clear()
+        self.buffer.clear()
+        self.left = 0
 
 
 def _check_header(kind: int, length: int) -> None:

@@ -10,12 +10,18 @@ and returns bytes; the adapters move them between the local TCP connection and a
 
 from __future__ import annotations
 
+import struct
 from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
 
 from ._records import (
     MAX_RECORD_DATA,
+    MAX_SENT_DATA,
+    OFFSET_SIZE,
+    RECORD_ACK,
+    RECORD_DATA,
+    RECORD_HEADER_SIZE,
     Abort,
     Ack,
     Data,
@@ -25,8 +31,14 @@ from ._records import (
     RecordError,
     Resume,
     Token,
+    data_record,
     encode,
 )
+
+_LENGTH = struct.Struct("!I")
+_HEADER = struct.Struct("!BI")
+# An ACK record: type, length, offset.
+_ACK_RECORD = struct.Struct("!BIQ")
 
 # The default bytes an end keeps for its peer until acknowledged: the session's window.
 DEFAULT_RESUME_WINDOW = 1048576
@@ -66,6 +78,10 @@ class Received:
     aborted: bool = False
 
 
+# Per record, a global: an Enum member read through its class is a slow attribute lookup.
+_OPEN = Phase.OPEN
+
+
 class ResumableStream:
     """
     One end of a resumable session.
@@ -73,6 +89,8 @@ class ResumableStream:
     @ivar sent: the offset of the next byte this end will write.
     @ivar acked: the peer has received every byte before this offset.
     @ivar received: this end has received every byte of the peer's before this offset.
+    @ivar next_ack: C{received} at which this end acknowledges next (a quarter of its window
+        after its last ACK).
     @ivar token: the token to present after a suspension, or C{None} before the agent sent one
         (until then the session cannot resume).
     @ivar presented: on the agent, the token the connector presented for the last resume, until
@@ -91,12 +109,12 @@ class ResumableStream:
         self.received = 0
         self.phase = Phase.OPEN
         self.aborted = False
-        self._retained: deque[bytes] = deque()
+        self.next_ack = window // 4
+        self._retained: deque[bytes | memoryview] = deque()
         self._fin_at: int | None = None
         self._fin_acked = False
         self._peer_fin = False
-        self._ack_sent = 0
-        self._decoder = RecordDecoder()
+        self._decoder = RecordDecoder(pieces=True)
 
     # Sending.
 
@@ -114,24 +132,33 @@ class ResumableStream:
         """
         return self.window - self.retained
 
-    def write(self, data: bytes) -> list[bytes]:
+    def write(self, data: bytes | memoryview) -> list[bytes]:
         """
-        Number C{data} and keep it until acknowledged; return the bytes for the link (none while
-        suspended: they leave on resume).
+        Number C{data} and keep it until acknowledged (as it is: bytes that never change);
+        return the records for the link, each to be written alone, each fitting one link frame
+        (none while suspended: they leave on resume).
 
         @raise ValueError: C{data} is over L{room}, or the stream was finished.
         """
-        if len(data) > self.room:
+        n = len(data)
+        if n > self.window - self.sent + self.acked:
             raise ValueError("a write beyond the resume window")
         if self._fin_at is not None:
             raise ValueError("a write after finish")
-        out = []
-        for i in range(0, len(data), MAX_RECORD_DATA):
-            piece = data[i:i + MAX_RECORD_DATA]
-            self._retained.append(piece)
-            self.sent += len(piece)
-            out.append(encode(Data(piece)))
-        return out if self.phase is Phase.OPEN else []
+        self.sent += n
+        if n <= MAX_SENT_DATA:
+            # One record (a link frame): the common case, in one copy of the bytes.
+            self._retained.append(data)
+            return [_HEADER.pack(RECORD_DATA, n) + data] if self.phase is _OPEN else []
+        # Records of MAX_SENT_DATA, each kept as a view of its own record's payload (no
+        # second copy; what is kept is what was sent, record headers aside).
+        view, out, pack = memoryview(data), [], _HEADER.pack
+        for i in range(0, n, MAX_SENT_DATA):
+            piece = view[i:i + MAX_SENT_DATA]
+            record = pack(RECORD_DATA, len(piece)) + piece
+            self._retained.append(memoryview(record)[RECORD_HEADER_SIZE:])
+            out.append(record)
+        return out if self.phase is _OPEN else []
 
     def finish(self) -> list[bytes]:
         """
@@ -144,6 +171,59 @@ class ResumableStream:
         return [encode(Fin(self._fin_at))] if self.phase is Phase.OPEN else []
 
     # Receiving.
+
+    def take(self, data: bytes) -> bytes | None:
+        """
+        The fast path of L{receive}: if C{data} is nothing but application bytes on an open
+        stream (one DATA record or a piece of one), number them and return them
+        (the caller then sends L{ack} once C{received} reached L{next_ack}); if it is one
+        ACK of bytes sent, apply it and return C{b""} (the caller then sees whether the room
+        it made lets more be written).  Otherwise L{None}, and nothing was done: hand C{data}
+        to L{receive}, which applies every rule.
+        """
+        if self.phase is not _OPEN or self.aborted or self._peer_fin:
+            return None
+        decoder = self._decoder
+        left = decoder.left
+        n = len(data)
+        if left:
+            if n > left:
+                return None
+            decoder.left = left - n
+        else:
+            if n <= RECORD_HEADER_SIZE or decoder.buffer:
+                return None
+            if data[0] != RECORD_DATA:
+                return self._take_ack(data)
+            # A DATA record alone, or its first piece (the link cut it where its credit ran
+            # out): the rest comes as the next pieces.
+            length = _LENGTH.unpack_from(data, 1)[0]
+            n -= RECORD_HEADER_SIZE
+            if not n <= length <= MAX_RECORD_DATA:
+                return None
+            decoder.left = length - n
+            data = data[RECORD_HEADER_SIZE:]
+        self.presented = None
+        self.received += n
+        return data
+
+    def _take_ack(self, data: bytes) -> bytes | None:
+        # An ACK alone, of bytes sent (not of our FIN: receive sees to what that ends).
+        if len(data) != _ACK_RECORD.size or data[0] != RECORD_ACK:
+            return None
+        _, length, offset = _ACK_RECORD.unpack_from(data)
+        if length != OFFSET_SIZE or not self.acked <= offset <= self.sent:
+            return None
+        self.presented = None
+        self._trim(offset)
+        return b""
+
+    def ack(self) -> list[bytes]:
+        """
+        The ACK record of what this end received, for the link.
+        """
+        self.next_ack = self.received + self.window // 4
+        return [_ACK_RECORD.pack(RECORD_ACK, OFFSET_SIZE, self.received + self._peer_fin)]
 
     def receive(self, data: bytes) -> Received:
         """
@@ -160,7 +240,7 @@ class ResumableStream:
         result = Received()
         for record in records:
             self._handle(record, result)
-        if self.received - self._ack_sent >= self.window // 4 and self.phase is Phase.OPEN:
+        if self.received >= self.next_ack and self.phase is Phase.OPEN:
             self._ack(result)
         return result
 
@@ -218,9 +298,8 @@ class ResumableStream:
         # The highest position the peer may acknowledge: our bytes, plus one for our FIN.
         return self.sent + (self._fin_at is not None)
 
-    def _ack(self, result: Received, fin: bool = False) -> None:
-        self._ack_sent = self.received
-        result.reply.append(encode(Ack(self.position)))
+    def _ack(self, result: Received) -> None:
+        result.reply.extend(self.ack())
 
     def _trim(self, position: int) -> None:
         offset = min(position, self.sent)
@@ -324,11 +403,11 @@ class ResumableStream:
         except ResumeRefused as e:
             raise RecordError(str(e)) from e
         self.phase = Phase.OPEN
-        self._ack_sent = self.received
+        self.next_ack = self.received + self.window // 4
         self._trim(peer_offset)
 
     def _resend(self) -> list[bytes]:
-        out = [encode(Data(piece)) for piece in self._retained]
+        out = [data_record(piece) for piece in self._retained]
         if self._fin_at is not None and not self._fin_acked:
             out.append(encode(Fin(self._fin_at)))
         return out

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import struct
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -88,8 +89,21 @@ class LinkSide(Protocol):
         owner = self.owner
         if owner.link is not self:
             return
+        stream = owner.stream
+        # The common cases, a DATA record (or a piece of one) or an ACK alone in a link frame:
+        # no record objects.
+        payload = stream.take(data)
+        if payload:
+            if stream.received >= stream.next_ack:
+                owner._send(stream.ack())
+            if not owner.ended:
+                owner.upper.dataReceived(payload)
+            return
+        if payload is not None:
+            owner._flush()
+            return
         try:
-            result = owner.stream.receive(data)
+            result = stream.receive(data)
         except RecordError as e:
             owner._end(Failure(RecordsBroken(f"bad resumable session: {e}")), rst=True)
             return
@@ -136,7 +150,8 @@ class ResumableSession:
         self.onEnded = onEnded
         self.link: LinkSide | None = None
         self.ended = False
-        self._pending = bytearray()
+        self._pending: deque[bytes | memoryview] = deque()
+        self._pendingSize = 0
         self._finish = False
         self._producer: Any = None
         self._paused: set[str] = set()
@@ -173,9 +188,13 @@ class ResumableSession:
         self._unpause("suspended")
 
     def _send(self, chunks: list[bytes]) -> None:
+        # One link write per record: each fits one link frame (a join would cut them across
+        # frames again).
         link = self.link
-        if link is not None and chunks:
-            link.transport.writeSequence(chunks)
+        if link is not None:
+            write = link.transport.write
+            for chunk in chunks:
+                write(chunk)
 
     def _fromLink(self, result: Received | None = None) -> None:
         if result is None:
@@ -277,15 +296,20 @@ class ResumableSession:
         and those waiting for room in it (at most what the upper protocol wrote before it was
         paused: one read of the local connection).
         """
-        return self.stream.retained + len(self._pending)
+        return self.stream.retained + self._pendingSize
 
     # -- what the upper protocol writes ---------------------------------------------
 
     def _flush(self) -> None:
-        stream = self.stream
-        while self._pending and stream.room > 0:
-            piece = bytes(self._pending[:stream.room])
-            del self._pending[:len(piece)]
+        stream, pending = self.stream, self._pending
+        while pending and stream.room > 0:
+            # What fits, as a view of what was written: no copy before the record's.
+            piece, room = pending.popleft(), stream.room
+            if len(piece) > room:
+                view = memoryview(piece)
+                pending.appendleft(view[room:])
+                piece = view[:room]
+            self._pendingSize -= len(piece)
             self._send(stream.write(piece))
         if self._finish and not self._pending:
             self._finish = False
@@ -301,15 +325,23 @@ class ResumableSession:
         """
         if self.ended or not data:
             return
-        stream = self.stream
-        if not self._pending and len(data) <= stream.room:
-            # The common case: room in the window, nothing waiting: no copy into the buffer
-            # (but kept as bytes: the stream keeps it until acknowledged).
-            self._send(stream.write(data if type(data) is bytes else bytes(data)))
-            if stream.room < MAX_RECORD_DATA:
+        if type(data) is not bytes:
+            data = bytes(data)  # kept until acknowledged: never a buffer that may change
+        stream, n = self.stream, len(data)
+        room = stream.window - stream.sent + stream.acked
+        if not self._pending and n <= room:
+            # The common case: room in the window, nothing waiting (L{_send}, inline).
+            link = self.link
+            records = stream.write(data)
+            if link is not None:
+                write = link.transport.write
+                for record in records:
+                    write(record)
+            if room - n < MAX_RECORD_DATA:
                 self._pause("window")
             return
-        self._pending += data
+        self._pending.append(data)
+        self._pendingSize += n
         self._flush()
 
     def writeSequence(self, data: Any) -> None:

@@ -11,8 +11,11 @@ from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr import resume
+from nfltr.link import MAX_PAYLOAD
 from nfltr.resume import (
     MAX_RECORD_DATA,
+    MAX_SENT_DATA,
+    RECORD_HEADER_SIZE,
     TOKEN_SIZE,
     Abort,
     Ack,
@@ -26,6 +29,7 @@ from nfltr.resume import (
     encode,
     encode_data,
 )
+from nfltr.resume._records import data_record
 from tests.link.test_golden import spec_table
 
 offsets = st.integers(min_value=0, max_value=2**64 - 1)
@@ -45,6 +49,24 @@ def _split(data: bytes, cuts: list[int]) -> list[bytes]:
     return [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
 
 
+def _merged(sequence: list[Record]) -> list[Record]:
+    """
+    C{sequence} with the payloads of consecutive DATA records joined (what a decoder with
+    C{pieces} may hand out in other pieces).
+    """
+    out: list[Record] = []
+    for record in sequence:
+        if isinstance(record, Data) and out and isinstance(out[-1], Data):
+            out[-1] = Data(out[-1].data + record.data)
+        else:
+            out.append(record)
+    return out
+
+
+# The largest record of fixed size (RESUME): all a decoder with pieces ever buffers.
+LARGEST_FIXED = RECORD_HEADER_SIZE + TOKEN_SIZE + 8
+
+
 class RecordCodecTests(SynchronousTestCase):
     """
     Records encode and decode back, whatever pieces their bytes arrive in.
@@ -61,6 +83,68 @@ class RecordCodecTests(SynchronousTestCase):
         for piece in _split(wire, cuts):
             out.extend(decoder.feed(piece))
         self.assertEqual(out, sequence)
+
+    @given(st.lists(records, max_size=20), st.lists(st.integers(min_value=0), max_size=30))
+    def test_roundTripPieces(self, sequence: list[Record], cuts: list[int]) -> None:
+        """
+        With C{pieces}, any record sequence cut at any points decodes to the same records,
+        each DATA record's payload in pieces that never cross a record boundary, no piece
+        empty; the decoder never holds more than the largest record of fixed size.
+        """
+        wire = b"".join(encode(r) for r in sequence)
+        decoder = RecordDecoder(pieces=True)
+        out: list[Record] = []
+        for piece in _split(wire, cuts):
+            out.extend(decoder.feed(piece))
+            self.assertLessEqual(len(decoder.buffer), LARGEST_FIXED)
+        self.assertEqual((decoder.left, bytes(decoder.buffer)), (0, b""))
+        self.assertNotIn(Data(b""), out)
+        self.assertEqual(_merged(out), _merged(sequence))
+        # Pieces never cross records: cut where the records end, they come out whole.
+        whole = RecordDecoder(pieces=True)
+        self.assertEqual([r for item in sequence for r in whole.feed(encode(item))], sequence)
+
+    @given(st.binary(max_size=200), st.lists(st.integers(min_value=0), max_size=10))
+    def test_piecesRefuseTheSame(self, data: bytes, cuts: list[int]) -> None:
+        """
+        With C{pieces} or without, the same bytes in any pieces are refused (a
+        L{RecordError}), or not, alike: every header is checked once complete.
+        """
+        def refused(decoder: RecordDecoder) -> bool:
+            try:
+                for piece in _split(data, cuts):
+                    decoder.feed(piece)
+            except RecordError:
+                return True
+            return False
+
+        self.assertEqual(refused(RecordDecoder(pieces=True)), refused(RecordDecoder()))
+
+    def test_piecesReset(self) -> None:
+        """
+        A reset forgets a DATA record in progress and a buffered header.
+        """
+        decoder = RecordDecoder(pieces=True)
+        self.assertEqual(decoder.feed(encode(Data(b"abcdef"))[:8]), [Data(b"abc")])
+        decoder.reset()
+        self.assertEqual(decoder.feed(encode(Ack(3))[:4]), [])
+        decoder.reset()
+        self.assertEqual(decoder.feed(encode(Fin(1))), [Fin(1)])
+
+    @given(st.binary(min_size=1, max_size=MAX_RECORD_DATA), st.booleans())
+    def test_dataRecord(self, payload: bytes, view: bool) -> None:
+        """
+        L{data_record} of bytes or of a memoryview is the encoding of their DATA record.
+        """
+        self.assertEqual(data_record(memoryview(payload) if view else payload),
+                         encode(Data(payload)))
+
+    def test_sentRecordsFitAFrame(self) -> None:
+        """
+        The largest DATA record an end sends, header included, is one link frame's payload.
+        """
+        self.assertEqual(MAX_SENT_DATA + RECORD_HEADER_SIZE, MAX_PAYLOAD)
+        self.assertLessEqual(MAX_SENT_DATA, MAX_RECORD_DATA)
 
     @given(st.binary(max_size=200))
     def test_randomBytes(self, data: bytes) -> None:

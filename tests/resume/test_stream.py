@@ -11,7 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
+from nfltr.link import MAX_PAYLOAD
 from nfltr.resume import (
+    MAX_RECORD_DATA,
+    MAX_SENT_DATA,
     MIN_RESUME_WINDOW,
     Data,
     Fin,
@@ -33,10 +36,12 @@ WINDOW = MIN_RESUME_WINDOW
 class Pair:
     """
     A connector's end and an agent's end joined by a simulated link: the bytes each way wait in
-    flight until delivered, and a cut drops whatever part of them is still in flight.
+    flight until delivered, and a cut drops whatever part of them is still in flight.  With
+    C{fast}, each delivery is offered to L{ResumableStream.take} first, as the adapter does.
     """
 
-    def __init__(self, window: int = WINDOW) -> None:
+    def __init__(self, window: int = WINDOW, fast: bool = False) -> None:
+        self.fast = fast
         counter = itertools.count()
         self.table = ResumeTable(ACCOUNT, random=lambda n: next(counter).to_bytes(n, "big"))
         self.connector = ResumableStream(window)
@@ -68,7 +73,14 @@ class Pair:
         other = "a" if side == "c" else "c"
         piece = bytes(self.flight[side][:count])
         del self.flight[side][:count]
-        result = self.end(other).receive(piece)
+        end = self.end(other)
+        payload = end.take(piece) if self.fast and piece else None
+        if payload is not None:
+            self.got[other] += payload
+            if end.received >= end.next_ack:
+                self.flight[other] += b"".join(end.ack())
+            return
+        result = end.receive(piece)
         for data in result.data:
             self.got[other] += data
         self.ended[other] |= result.ended
@@ -113,14 +125,16 @@ class ResumeTransferTests(SynchronousTestCase):
     """
 
     @settings(max_examples=200, deadline=None)
-    @given(steps, st.binary(min_size=1, max_size=64))
-    def test_cutsAnywhere(self, plan: list[tuple[str, str | int, int]], seed: bytes) -> None:
+    @given(steps, st.binary(min_size=1, max_size=64), st.booleans())
+    def test_cutsAnywhere(self, plan: list[tuple[str, str | int, int]], seed: bytes,
+                          fast: bool) -> None:
         """
         Writes both ways, partial deliveries and link cuts that lose any part of what was in
         flight: at the end both ends received exactly the other's bytes, both streams ended and
-        both ends are done; no end ever kept more than its window.
+        both ends are done; no end ever kept more than its window.  The same whether or not
+        the ends take application bytes by L{ResumableStream.take} first.
         """
-        pair = Pair()
+        pair = Pair(fast=fast)
         sent = {"c": bytearray(), "a": bytearray()}
         for n, (op, a, b) in enumerate(plan):
             if op == "write":
@@ -145,13 +159,15 @@ class ResumeTransferTests(SynchronousTestCase):
         self.assertEqual((pair.connector.retained, pair.agent.retained), (0, 0))
 
     @settings(max_examples=50, deadline=None)
-    @given(st.integers(0, 3 * WINDOW), st.integers(0, 300_000), st.integers(0, 300_000))
-    def test_cutAfterFin(self, size: int, keep_c: int, keep_a: int) -> None:
+    @given(st.integers(0, 3 * WINDOW), st.integers(0, 300_000), st.integers(0, 300_000),
+           st.booleans())
+    def test_cutAfterFin(self, size: int, keep_c: int, keep_a: int, fast: bool) -> None:
         """
         A cut after both ends finished, losing any part of the FINs and their ACKs, still ends
-        with both streams complete and both ends done, no FIN delivered twice.
+        with both streams complete and both ends done, no FIN delivered twice (with
+        L{ResumableStream.take} first or not).
         """
-        pair = Pair()
+        pair = Pair(fast=fast)
         data = bytes(range(256)) * (size // 256 + 1)
         written = pair.write("c", data[:size])
         for side in "ca":
@@ -160,6 +176,109 @@ class ResumeTransferTests(SynchronousTestCase):
         pair.drain()
         self.assertEqual(bytes(pair.got["a"]), data[:written])
         self.assertTrue(pair.connector.done and pair.agent.done)
+
+
+class TakeTests(SynchronousTestCase):
+    """
+    L{ResumableStream.take}, the receiving fast path: application bytes alone, numbered as
+    L{ResumableStream.receive} would; anything else is left to it.
+    """
+
+    def test_wholeRecords(self) -> None:
+        """
+        Writes of any size become records that each fit one link frame, and each record
+        alone is taken whole; an ACK is due each quarter window, and acknowledges all.
+        """
+        sender, receiver = ResumableStream(), ResumableStream()
+        sizes = [1, 1000, MAX_SENT_DATA, MAX_SENT_DATA + 1, 200_000, 3 * MAX_SENT_DATA]
+        got, acks = [], 0
+        for size in sizes:
+            for record in sender.write(bytes([size % 251]) * size):
+                self.assertLessEqual(len(record), MAX_PAYLOAD)
+                payload = receiver.take(record)
+                assert payload is not None
+                got.append(payload)
+                if receiver.received >= receiver.next_ack:
+                    acks += 1
+                    sender.receive(b"".join(receiver.ack()))
+        self.assertEqual(b"".join(got), b"".join(bytes([n % 251]) * n for n in sizes))
+        self.assertEqual(receiver.received, sum(sizes))
+        self.assertEqual(acks, sum(sizes) // (receiver.window // 4))
+        self.assertEqual(sender.acked, sum(sizes))
+
+    def test_oldRecords(self) -> None:
+        """
+        A record of L{MAX_RECORD_DATA} bytes (an older end's), cut where a link frame ends,
+        is taken in two pieces.
+        """
+        receiver = ResumableStream()
+        record = encode(Data(b"z" * MAX_RECORD_DATA))
+        self.assertEqual(receiver.take(record[:MAX_PAYLOAD]), b"z" * (MAX_PAYLOAD - 5))
+        self.assertEqual(receiver.take(record[MAX_PAYLOAD:]), b"z" * 5)
+        self.assertEqual(receiver.received, MAX_RECORD_DATA)
+
+    def test_leftToReceive(self) -> None:
+        """
+        Control records but an ACK, several records at once, a DATA header of a wrong
+        length, a piece beyond the record in progress, a stream not open or aborted: nothing is
+        taken, nothing changes (L{ResumableStream.receive} then applies the rules).  A
+        record's first piece and the next are taken.
+        """
+        stream = ResumableStream(WINDOW, token=b"t" * 16)
+        stream.write(b"abc")
+        two = encode(Data(b"ab")) + encode(Data(b"c"))
+        for data in (encode(Fin(0)), encode(AckRecord(1)) + b"\x01", two,
+                     encode(Data(b"ab")) + b"\x02", b"\x01\x00",
+                     bytes.fromhex("0100000000ff"), bytes.fromhex("0100010001ff")):
+            self.assertIsNone(stream.take(data))
+        self.assertEqual((stream.received, stream.acked), (0, 0))
+        self.assertEqual(stream.take(encode(Data(b"abc"))[:6]), b"a", "a record's first piece")
+        self.assertIsNone(stream.take(b"bcd"), "beyond the record")
+        self.assertEqual(stream.take(b"bc"), b"bc")
+        self.assertEqual(stream.received, 3)
+        stream.suspend()
+        self.assertIsNone(stream.take(encode(Data(b"x"))))
+        stream.present()
+        self.assertIsNone(stream.take(encode(Data(b"x"))))
+        aborted = ResumableStream(WINDOW)
+        aborted.abort()
+        self.assertIsNone(aborted.take(encode(Data(b"x"))))
+
+    def test_acks(self) -> None:
+        """
+        An ACK alone of bytes sent is taken (an empty string: nothing for the local side) and
+        makes room; one going back, one beyond the bytes sent and one of this end's FIN are
+        left to L{ResumableStream.receive}, which refuses the first two and ends on the last.
+        This end's own ACK is the record L{encode} makes.
+        """
+        stream = ResumableStream(WINDOW)
+        stream.write(b"abcdef")
+        self.assertEqual(stream.take(encode(AckRecord(4))), b"")
+        self.assertEqual((stream.acked, stream.retained, stream.room), (4, 2, WINDOW - 2))
+        for offset in (3, 7):
+            self.assertIsNone(stream.take(encode(AckRecord(offset))))
+            self.assertRaises(RecordError, ResumableStream.receive, stream,
+                              encode(AckRecord(offset)))
+            stream = ResumableStream(WINDOW)
+            stream.write(b"abcdef")
+            stream.take(encode(AckRecord(4)))
+        stream.finish()
+        stream.receive(encode(Data(b"xy")) + encode(Fin(2)))
+        self.assertEqual(stream.ack(), [encode(AckRecord(3))], "2 bytes and the FIN")
+        self.assertIsNone(stream.take(encode(AckRecord(7))))
+        stream.receive(encode(AckRecord(7)))
+        self.assertTrue(stream.done)
+
+    def test_dataAfterFin(self) -> None:
+        """
+        DATA after the peer's FIN is refused even when its header comes alone and its payload
+        in a piece of its own.
+        """
+        stream = ResumableStream(WINDOW)
+        record = encode(Data(b"late"))
+        stream.receive(encode(Fin(0)) + record[:5])
+        self.assertIsNone(stream.take(record[5:]))
+        self.assertRaises(RecordError, stream.receive, record[5:])
 
 
 class StreamRuleTests(SynchronousTestCase):

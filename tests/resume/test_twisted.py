@@ -20,7 +20,14 @@ from nfltr.agent._resume import AgentResumer
 from nfltr.client._resume import ConnectorResumer
 from nfltr.link import ErrorCode
 from nfltr.link.twisted import SessionResetError
-from nfltr.resume import MIN_RESUME_WINDOW, ResumableStream, Resume, Token, encode
+from nfltr.resume import (
+    MAX_SENT_DATA,
+    MIN_RESUME_WINDOW,
+    ResumableStream,
+    Resume,
+    Token,
+    encode,
+)
 from nfltr.resume.twisted import ResumableSession, is_final
 from nfltr.wire.resume import RESUME_REFUSED, resume_target
 
@@ -331,3 +338,60 @@ class ConnectorMoveTests(SynchronousTestCase):
         self.assertEqual(resumed.target, resume_target("web", 22))
         self.assertIsNotNone(moving.link)
         self.assertFalse(moving.ended)
+
+
+class Deliveries(Upper):
+    """
+    An L{Upper} that also records the size of each delivery.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sizes: list[int] = []
+
+    def dataReceived(self, data: bytes) -> None:
+        super().dataReceived(data)
+        self.sizes.append(len(data))
+
+
+class Serving(RecordingHandler):
+    """
+    An agent's link handler that gives each session to C{serve}.
+    """
+
+    def __init__(self, serve: Any) -> None:
+        super().__init__()
+        self.serve = serve
+
+    def sessionRequested(self, session: Any) -> None:
+        self.sessions.append(session)
+        self.serve(session)
+
+
+class OverLinkTests(SynchronousTestCase):
+    """
+    Over real link sessions, each record travels whole in one link frame.
+    """
+
+    def test_recordPerFrame(self) -> None:
+        """
+        Writes of 64 KiB, 200,000 and 100 bytes reach the agent's protocol as the payloads of
+        records of at most L{MAX_SENT_DATA} bytes, each in one delivery (one link frame,
+        taken whole), in order.
+        """
+        clock = Clock()
+        resumer = AgentResumer(clock, TIMEOUT)
+        agentUpper = Deliveries()
+        links = LinkPair(
+            listenerHandler=Serving(lambda s: resumer.serve(s, agentUpper, Local())), clock=clock)
+        connector = ConnectorResumer(clock, "web", 22, TIMEOUT, lambda: links.dialer)
+        clientUpper = Upper()
+        connector.open(links.dialer, clientUpper, Local())
+        links.run()
+        writes = [b"a" * 65536, bytes(range(200)) * 1000, b"c" * 100]
+        for data in writes:
+            clientUpper.transport.write(data)
+        links.run()
+        self.assertEqual(agentUpper.received, b"".join(writes))
+        self.assertEqual(agentUpper.sizes, [MAX_SENT_DATA, 5, *[MAX_SENT_DATA] * 3,
+                                            200_000 - 3 * MAX_SENT_DATA, 100])
