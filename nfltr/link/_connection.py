@@ -28,6 +28,7 @@ from ._events import (
     LinkTimedOut,
     SessionClosed,
     SessionReset,
+    coalesce_data,
 )
 from ._frames import (
     MAGIC,
@@ -191,11 +192,15 @@ class LinkConnection(Receiver):
                     frames, error = self._decoder.feed(data), None
                 except DecodeError as e:
                     frames, error = e.frames, e.error
-                for frame in frames:
-                    if frame.type == _DATA and self.state is _OPEN:
-                        self._on_data(frame, events)
-                    else:
-                        self._dispatch(frame, events, now)
+                try:
+                    for frame in frames:
+                        if frame.type == _DATA and self.state is _OPEN:
+                            self._on_data(frame, events)
+                        else:
+                            self._dispatch(frame, events, now)
+                finally:
+                    if self._decoder.viewed:
+                        events[:] = coalesce_data(events)
                 if error is not None:
                     raise error
             if self._throttled:

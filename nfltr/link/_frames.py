@@ -12,7 +12,12 @@ are rejected from the header, before any byte of the body is buffered.
 
 The decoder slices frames that lie wholly inside one received chunk and only
 joins the bytes of a frame that spans chunks, so its memory is bounded by one
-frame and its cost is linear in the input.
+frame and its cost is linear in the input.  The payload of a DATA frame of
+at least L{VIEW_MIN} bytes that lies wholly inside the chunk is a
+C{memoryview} of it, not a copy: L{nfltr.link.LinkConnection} joins the
+payloads of consecutive DATA frames of one session into one string (a
+single one is copied alone), so its events carry C{bytes} as before, with
+one copy of each byte as before, and one event per run of frames.
 """
 
 from __future__ import annotations
@@ -39,6 +44,9 @@ _U32 = struct.Struct("!I")
 _GOAWAY = struct.Struct("!II")
 _RESET = _U32
 PING_SIZE = 8
+#: The smallest DATA payload the decoder hands out as a view of the chunk
+#: rather than a copy (a smaller one is cheaper to copy than to view).
+VIEW_MIN = 4096
 
 
 class FrameType(IntEnum):
@@ -76,7 +84,8 @@ _MIN_SIZE: dict[int, int] = {
 
 class Frame(NamedTuple):
     """
-    One decoded frame; C{payload} is still raw.
+    One decoded frame; C{payload} is still raw (a large DATA frame's is a
+    C{memoryview} of the chunk it came in: see the module).
     """
 
     type: int
@@ -146,6 +155,9 @@ class FrameDecoder:
         L{_MAX_PIECES} and one joined piece: a peer that trickles a frame
         cannot make it cost more than its size and a few small objects).
     @ivar _have: their total size.
+    @ivar viewed: the last L{feed} returned DATA payloads that are views of
+        its chunk (see the module): they must be copied before the chunk's
+        owner may reuse it, and not be kept (a view holds the whole chunk).
     """
 
     _MAX_PIECES = 64
@@ -155,6 +167,7 @@ class FrameDecoder:
         self._length = -1
         self._body: list[bytes] = []
         self._have = 0
+        self.viewed = False
 
     def buffered(self) -> int:
         """
@@ -171,6 +184,7 @@ class FrameDecoder:
             before it.
         """
         frames: list[Frame] = []
+        view = None
         try:
             pos = 0
             if self._head:
@@ -192,12 +206,19 @@ class FrameDecoder:
                         self._body.append(data[body:])
                         self._have = end - body
                     return frames
-                append(tuple_new(Frame, (ftype, flags, sid, data[body : body + length])))
                 pos = body + length
+                if length >= VIEW_MIN and ftype == _DATA:
+                    if view is None:
+                        view = memoryview(data)
+                    append(tuple_new(Frame, (ftype, flags, sid, view[body:pos])))
+                else:
+                    append(tuple_new(Frame, (ftype, flags, sid, data[body:pos])))
             if pos < end:
                 self._head = bytearray(data[pos:])
         except RemoteProtocolError as e:
             raise DecodeError(frames, e) from None
+        finally:
+            self.viewed = view is not None
         return frames
 
     def _finish_partial(self, data: bytes, frames: list[Frame]) -> int:

@@ -18,6 +18,7 @@ from nfltr.link._frames import (
     HEADER_SIZE,
     MAX_REASON,
     MAX_TARGET,
+    VIEW_MIN,
     DecodeError,
     Frame,
     FrameDecoder,
@@ -257,6 +258,28 @@ class DecoderTests(SynchronousTestCase):
             ],
         )
         self.assertEqual(decoder.buffered(), 4)
+
+    def test_large_data_viewed(self) -> None:
+        """
+        The payload of a DATA frame of at least C{VIEW_MIN} bytes wholly
+        inside the chunk is a view of the chunk, and the decoder says so;
+        smaller payloads, other frame types and a frame completed from
+        earlier chunks are C{bytes}.
+        """
+        decoder = FrameDecoder()
+        big = b"v" * VIEW_MIN
+        chunk = raw_frame(FrameType.DATA, 1, big) + raw_frame(FrameType.DATA, 1, b"s")
+        large, small = decoder.feed(chunk)
+        self.assertTrue(decoder.viewed)
+        self.assertIsInstance(large.payload, memoryview)
+        self.assertEqual(bytes(large.payload), big)
+        self.assertIs(type(small.payload), bytes)
+        self.assertEqual(decoder.feed(encode_fin(1)), [Frame(FrameType.FIN, 0, 1, b"")])
+        self.assertFalse(decoder.viewed)
+        self.assertEqual(decoder.feed(chunk[:20]), [])
+        [whole, _] = decoder.feed(chunk[20:])
+        self.assertIs(type(whole.payload), bytes)
+        self.assertEqual(whole.payload, big)
 
 
 class HeaderCheckTests(SynchronousTestCase):
