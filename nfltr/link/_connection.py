@@ -169,9 +169,11 @@ class LinkConnection(Receiver):
 
     # -- receiving ----------------------------------------------------------
 
-    def receive_data(self, data: bytes) -> list[Event]:
+    def receive_data(self, data: bytes | memoryview) -> list[Event]:
         """
-        Process bytes from the peer.
+        Process bytes from the peer.  C{data} may be a view of a buffer its
+        owner reuses once this returns: nothing returned or kept refers to
+        it.
 
         @return: the events they caused, in order.
         @raise RemoteProtocolError: the peer broke the protocol; a GOAWAY is
@@ -211,7 +213,7 @@ class LinkConnection(Receiver):
             raise
         return events
 
-    def _receive_preamble(self, data: bytes) -> bytes:
+    def _receive_preamble(self, data: bytes | memoryview) -> bytes | memoryview:
         buf = self._preamble
         need = PREAMBLE_SIZE - len(buf)
         buf += data[:need]

@@ -512,3 +512,30 @@ class CodeNameTests(SynchronousTestCase):
         self.assertEqual(code_name(11), "ENHANCE_YOUR_CALM")
         self.assertEqual(code_name(0), "NO_ERROR")
         self.assertEqual(code_name(4000), "UNKNOWN_CODE_4000")
+
+
+class LentInputTests(SynchronousTestCase):
+    """
+    A chunk fed as a view of a buffer its owner reuses.
+    """
+
+    def test_copiesAllButLargeData(self) -> None:
+        """
+        Small payloads and control frames come out as C{bytes}; what the
+        decoder keeps of an incomplete frame is a copy, intact once the
+        buffer is overwritten.
+        """
+        decoder = FrameDecoder()
+        big = b"b" * VIEW_MIN
+        chunk = (raw_frame(FrameType.DATA, 1, big) + encode_window(1, 9)
+                 + raw_frame(FrameType.DATA, 1, b"small") + raw_frame(FrameType.DATA, 3, big))
+        cut = len(chunk) - 100
+        lent = bytearray(chunk[:cut])
+        frames = decoder.feed(memoryview(lent))
+        self.assertEqual([type(f.payload) for f in frames], [memoryview, bytes, bytes])
+        self.assertEqual(bytes(frames[0].payload), big)
+        lent[:] = bytes(len(lent))
+        lent = bytearray(chunk[cut:])
+        [last] = decoder.feed(memoryview(lent))
+        self.assertEqual(last, Frame(FrameType.DATA, 0, 3, big))
+        self.assertIs(type(last.payload), bytes)
