@@ -37,6 +37,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from nfltr.netio import IPiecewiseWriter
+
 from ._connection import LinkConnection
 from ._errors import ErrorCode
 from ._frames import MAX_PAYLOAD
@@ -170,6 +172,8 @@ class LinkOutput:
     replies = 0
     memory: Any = None
     pressed = False
+    #: The transport, if it writes pieces (L{IPiecewiseWriter}).
+    piecewise: IPiecewiseWriter | None = None
     _reported = 0
     _recheck = False
     _replyBound: int | None = None
@@ -217,18 +221,44 @@ class LinkOutput:
 
     # -- writing --------------------------------------------------------------
 
-    def _write(self, data: bytes, reply: bool) -> None:
+    def _send(self, conn: LinkConnection, reply: bool) -> None:
+        """
+        Write what C{conn} queued: as its pieces to a transport that writes
+        pieces (L{IPiecewiseWriter}: no join), else joined; C{reply}: it
+        answers this link's own read.
+        """
+        writer = self.piecewise
+        if writer is None:
+            data = conn.data_to_send()
+            if data:
+                self._write(data, reply)
+            return
+        pieces = conn.pieces_to_send()
+        if pieces:
+            self._write(pieces, reply, writer)
+
+    def _write(
+        self, data: bytes | list[bytes | memoryview], reply: bool,
+        writer: IPiecewiseWriter | None = None,
+    ) -> None:
         """
         Write C{data} to the transport; C{reply}: it answers this link's
         own read.
         """
-        self.bytesSent += len(data)
         was = self.writePaused
-        self.transport.write(data)
+        if writer is None:
+            assert isinstance(data, bytes)
+            size = len(data)
+            self.transport.write(data)
+        else:
+            assert isinstance(data, list)
+            size = sum(len(piece) for piece in data)
+            writer.writePieces(data)
+        self.bytesSent += size
         if self.writePaused:
-            self.unsent += len(data)
+            self.unsent += size
             if was and reply:
-                self.replies += len(data)
+                self.replies += size
                 bound = self._replyBound
                 if bound is not None and self.replies > bound and not self.readPaused:
                     self._stopReading()
