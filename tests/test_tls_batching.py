@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given
-from hypothesis import strategies as st
 from OpenSSL import SSL
 from twisted.internet import defer, error, interfaces
 from twisted.internet.address import IPv4Address
@@ -22,7 +20,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
 from zope.interface.verify import verifyObject
 
-from nfltr.netio import IOSettings, IPiecewiseWriter, ITransientReader, TunedReactor
+from nfltr.netio import IOSettings, ITransientReader, TunedReactor
 from nfltr.tls import (
     BatchingTLSFactory,
     BatchingTLSProtocol,
@@ -34,7 +32,7 @@ from nfltr.tls import (
     server_context_factory,
     tls_factory,
 )
-from nfltr.tls._batching import RECORD_SIZE, record_runs
+from nfltr.tls._batching import RECORD_SIZE
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -252,54 +250,6 @@ class LendingTests(SynchronousTestCase):
         plain.pump.flush()
         self.assertEqual(plain.server_app.reads, [b"y" * 100])
         self.assertIs(type(plain.server_app.reads[0]), bytes)
-
-
-class PiecewiseTests(SynchronousTestCase):
-    """
-    L{IPiecewiseWriter}: pieces are written as their join would be, with
-    only the bytes around record boundaries joined.
-    """
-
-    @given(st.lists(st.integers(0, 5 * RECORD_SIZE), max_size=12))
-    def test_recordRuns(self, sizes: list[int]) -> None:
-        """
-        The runs join to the pieces' join; every run but the last is whole
-        records; none is empty.
-        """
-        pieces: list[bytes | memoryview] = [
-            bytes([n % 256]) * size if n % 2 else memoryview(bytes([n % 256]) * size)
-            for n, size in enumerate(sizes)
-        ]
-        runs = record_runs(pieces)
-        self.assertEqual(b"".join(runs), b"".join(pieces))
-        self.assertTrue(all(len(run) for run in runs))
-        self.assertTrue(all(len(run) % RECORD_SIZE == 0 for run in runs[:-1]))
-
-    def test_framesAligned(self) -> None:
-        """
-        A link's frames (a 10-byte header before each 64 KiB payload) are
-        written as whole records, the payloads' middles where they lie.
-        """
-        payload = memoryview(b"p" * (4 * RECORD_SIZE))
-        runs = record_runs([b"h" * 10, payload, b"h" * 10, payload])
-        self.assertEqual([len(run) for run in runs],
-                         [RECORD_SIZE, 3 * RECORD_SIZE, RECORD_SIZE, 3 * RECORD_SIZE, 20])
-        self.assertIsInstance(runs[1], memoryview)
-
-    def test_written(self) -> None:
-        """
-        Pieces written before and after the handshake arrive whole, in
-        order, and the protocol provides the interface.
-        """
-        pair = BatchPair(self, connect=False)
-        verifyObject(IPiecewiseWriter, pair.client)
-        early = [b"a" * 10, memoryview(b"b" * 40000)]
-        pair.client.writePieces(early)
-        pair.pump.flush()
-        late = [b"c" * 10, memoryview(b"d" * 70000), b"e" * 10, b"f" * 3]
-        pair.client.writePieces(late)
-        pair.pump.flush()
-        self.assertEqual(pair.server_app.received, b"".join(early) + b"".join(late))
 
 
 class CloseTests(SynchronousTestCase):

@@ -37,8 +37,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from nfltr.netio import IPiecewiseWriter
-
 from ._connection import LinkConnection
 from ._errors import ErrorCode
 from ._frames import MAX_PAYLOAD
@@ -172,8 +170,6 @@ class LinkOutput:
     replies = 0
     memory: Any = None
     pressed = False
-    #: The transport, if it writes pieces (L{IPiecewiseWriter}).
-    piecewise: IPiecewiseWriter | None = None
     _reported = 0
     _recheck = False
     _replyBound: int | None = None
@@ -221,44 +217,18 @@ class LinkOutput:
 
     # -- writing --------------------------------------------------------------
 
-    def _send(self, conn: LinkConnection, reply: bool) -> None:
-        """
-        Write what C{conn} queued: as its pieces to a transport that writes
-        pieces (L{IPiecewiseWriter}: no join), else joined; C{reply}: it
-        answers this link's own read.
-        """
-        writer = self.piecewise
-        if writer is None:
-            data = conn.data_to_send()
-            if data:
-                self._write(data, reply)
-            return
-        pieces = conn.pieces_to_send()
-        if pieces:
-            self._write(pieces, reply, writer)
-
-    def _write(
-        self, data: bytes | list[bytes | memoryview], reply: bool,
-        writer: IPiecewiseWriter | None = None,
-    ) -> None:
+    def _write(self, data: bytes, reply: bool) -> None:
         """
         Write C{data} to the transport; C{reply}: it answers this link's
         own read.
         """
+        self.bytesSent += len(data)
         was = self.writePaused
-        if writer is None:
-            assert isinstance(data, bytes)
-            size = len(data)
-            self.transport.write(data)
-        else:
-            assert isinstance(data, list)
-            size = sum(len(piece) for piece in data)
-            writer.writePieces(data)
-        self.bytesSent += size
+        self.transport.write(data)
         if self.writePaused:
-            self.unsent += size
+            self.unsent += len(data)
             if was and reply:
-                self.replies += size
+                self.replies += len(data)
                 bound = self._replyBound
                 if bound is not None and self.replies > bound and not self.readPaused:
                     self._stopReading()

@@ -79,15 +79,6 @@ class Sender:
         self._out = []
         return b"".join(out)  # one bytes item comes back as it is, uncopied
 
-    def pieces_to_send(self) -> list[bytes | memoryview]:
-        """
-        Everything queued for the peer, as the pieces L{data_to_send} would
-        join (frame headers, payloads, views of payloads); empties the
-        queue.
-        """
-        out, self._out = self._out, []
-        return out
-
     def _enqueue(self, s: SessionState, data: bytes) -> bool:
         """
         Queue C{data} on C{s} and send what the credit allows: the path of

@@ -32,7 +32,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from nfltr.netio import IPiecewiseWriter, ITransientReader, after_events
+from nfltr.netio import ITransientReader, after_events
 from nfltr.wire import LogThrottle, format_address, peerText
 
 from ._config import LinkConfig
@@ -120,7 +120,6 @@ class LinkProtocol(LinkOutput, Protocol):
         """
         Connect to a L{TransportView} of C{transport}.
         """
-        self.piecewise = IPiecewiseWriter(transport, None)
         super().makeConnection(
             TransportView(transport, self.clock, self.config.unread_timeout)
         )
@@ -176,7 +175,10 @@ class LinkProtocol(LinkOutput, Protocol):
             if events:
                 self._dispatch(events)
             if not self._lost:
-                self._send(conn, True)  # what the codec queued meanwhile (scheduled by no one)
+                # What the codec queued meanwhile (not scheduled by anyone).
+                out = conn.data_to_send()
+                if out:
+                    self._write(out, True)
                 if self.memory is not None:
                     self._account()
                 if conn.goaway_sent or conn.goaway_received:
@@ -521,7 +523,9 @@ class LinkProtocol(LinkOutput, Protocol):
             self._flushCall = None
         if self.connection is None or self._lost:
             return
-        self._send(self.connection, False)
+        data = self.connection.data_to_send()
+        if data:
+            self._write(data, False)
         if self.memory is not None:
             self._account()
 

@@ -19,14 +19,13 @@ Other layers use the tuning through these names only:
   - L{io_settings}: the settings a reactor carries (the TLS factories'
     choices);
   - L{ITransientReader}: a protocol the TLS layer may lend its decrypted
-    input (the link's); L{IPiecewiseWriter}: a transport (the TLS layer)
-    that writes pieces without joining them (the link's frames).
+    input (the link's).
 
 L{nfltr.netio.internals} lists the private names of Twisted, pyOpenSSL and
 conch that nfltr relies on.
 """
 
-from nfltr.netio._lent import IPiecewiseWriter, ITransientReader
+from nfltr.netio._lent import ITransientReader
 from nfltr.netio._malloc import HeapTrimmer, tune_malloc
 from nfltr.netio._poll import EPollReactor, after_events, install_reactor
 from nfltr.netio._reactor import TunedReactor, heap_trimmer, io_settings, tune_process
@@ -39,7 +38,6 @@ __all__ = [
     "EPollReactor",
     "HeapTrimmer",
     "IOSettings",
-    "IPiecewiseWriter",
     "ITransientReader",
     "Port",
     "Server",

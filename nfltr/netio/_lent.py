@@ -1,8 +1,7 @@
 # -*- test-case-name: tests.test_tls_batching -*-
 """
 L{ITransientReader}: a protocol its transport may lend what it read,
-instead of giving it a copy; L{IPiecewiseWriter}: a transport that takes
-what to write in pieces, instead of joined.
+instead of giving it a copy.
 
 nfltr's batching TLS (L{nfltr.tls.BatchingTLSProtocol}) decrypts a read
 into one buffer of the process, which it reuses.  Handing the plaintext on
@@ -29,18 +28,4 @@ class ITransientReader(Interface):
         process overwrites, so the protocol keeps no reference to it, and
         copies what it needs before it calls anything that may read (it
         hands its application copies, never the view).
-        """
-
-
-class IPiecewiseWriter(Interface):
-    """
-    A transport that writes a sequence of pieces without joining them
-    first where it need not (nfltr's batching TLS encrypts large pieces
-    where they lie: a link's frame payloads).
-    """
-
-    def writePieces(pieces: list[bytes | memoryview]) -> None:
-        """
-        What C{write(b"".join(pieces))} would do.  The pieces are read
-        before the call returns, never kept.
         """

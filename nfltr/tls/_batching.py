@@ -50,7 +50,7 @@ from twisted.protocols.tls import TLSMemoryBIOFactory, TLSMemoryBIOProtocol
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from nfltr.netio import IPiecewiseWriter, ITransientReader, io_settings, send_now
+from nfltr.netio import ITransientReader, io_settings, send_now
 from nfltr.wire.constants import TLS_RECORD_PAYLOAD
 
 from ._direct import DirectIO, Problem, available
@@ -67,7 +67,6 @@ RECORD_OVERHEAD = 29
 SMALL_READ = 1 << 15
 
 
-@implementer(IPiecewiseWriter)
 class BatchingTLSProtocol(TLSMemoryBIOProtocol):
     """
     L{TLSMemoryBIOProtocol} with the batched data path of the module.
@@ -158,34 +157,6 @@ class BatchingTLSProtocol(TLSMemoryBIOProtocol):
             return
         records = -(-len(data) // RECORD_SIZE)
         self._flushSendBIO(len(data) + records * RECORD_OVERHEAD)
-
-    def writePieces(self, pieces: list[bytes | memoryview]) -> None:
-        """
-        L{IPiecewiseWriter}: once the direct data path is up, one
-        C{SSL_write} per run of whole records (L{record_runs}: only the
-        bytes around a large piece's record boundaries are joined), then
-        one transport write; before, or when not batching, as L{write} of
-        the join.
-        """
-        direct = (self._direct or self._startDirect()) if self.batch else None
-        if (
-            direct is None or self._lostTLSConnection or self._appSendBuffer
-            or (self.disconnecting and self._producer is None)
-        ):
-            self.write(b"".join(pieces))
-            return
-        runs = record_runs(pieces)
-        for n, run in enumerate(runs):
-            try:
-                direct.write(run)
-            except Problem as p:
-                if isinstance(p.error, WantReadError):
-                    self._bufferedWrite(b"".join(runs[n:]))
-                else:
-                    self._tlsShutdownFinished(Failure(p.error))
-                    return
-                break
-        self._drainDirect(direct)
 
     def _drainDirect(self, direct: DirectIO) -> None:
         """
@@ -317,38 +288,6 @@ class BatchingTLSProtocol(TLSMemoryBIOProtocol):
         Write the concatenation of C{iovec}.
         """
         self.write(b"".join(iovec))
-
-
-def record_runs(pieces: list[bytes | memoryview]) -> list[bytes | memoryview]:
-    """
-    C{pieces} regrouped so that each but the last is whole records
-    (a multiple of L{RECORD_SIZE} bytes): a large piece's whole records
-    stay where they lie (a view), the bytes before and after them are
-    joined with their neighbours.  Written one after the other, they make
-    the records the join of C{pieces} would, with no short record between.
-    """
-    runs: list[bytes | memoryview] = []
-    small: list[bytes | memoryview] = []
-    held = 0
-    for piece in pieces:
-        size = len(piece)
-        if held + size < 2 * RECORD_SIZE:
-            small.append(piece)
-            held += size
-            continue
-        view = piece if isinstance(piece, memoryview) else memoryview(piece)
-        head = -held % RECORD_SIZE
-        whole = (size - head) // RECORD_SIZE * RECORD_SIZE
-        if held:
-            small.append(view[:head])
-            runs.append(b"".join(small))
-        if whole:
-            runs.append(view[head : head + whole])
-        rest = view[head + whole :]
-        small, held = ([rest], len(rest)) if len(rest) else ([], 0)
-    if held:
-        runs.append(b"".join(small))
-    return runs
 
 
 class TunedTLSFactory(TLSMemoryBIOFactory):
