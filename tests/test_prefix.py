@@ -124,6 +124,21 @@ class HandOverTests(SynchronousTestCase):
         reader.transientDataReceived(lent)
         self.assertEqual(borrower.lent, [lent])
 
+        class Watching(FirstLine):
+            seen: list[bytes] = []
+
+            def dataReceived(self, data: bytes) -> None:
+                self.seen.append(data)
+                super().dataReceived(data)
+
+        watched = Borrower()
+        watcher = Watching(ReaderFactory(Factory.forProtocol(lambda: watched)), ADDRESS)
+        watcher.makeConnection(StringTransport())
+        watcher.dataReceived(b"go\n")
+        watcher.transientDataReceived(memoryview(b"w"))
+        self.assertEqual(watcher.seen, [b"go\n", b"w"])
+        self.assertEqual(watched.reads, [b"go\n", b"w"])
+
     def test_peerWritten(self) -> None:
         """
         The reader names its peer for the log as C{HOST:PORT} (IPv6

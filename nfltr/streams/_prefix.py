@@ -36,7 +36,8 @@ class PrefixReader(Protocol):
     Reads a prefix, then forwards every event to the protocol that took
     over.  Subclasses define L{prefixReceived} and L{timedOut}.  Lent bytes
     (L{ITransientReader}) go on lent to a protocol that took over and can
-    be lent them; otherwise they are copied first.
+    be lent them, unless a subclass reads every read itself (overrides
+    C{dataReceived}); otherwise they are copied first.
 
     @ivar factory: provides C{clock} and C{timeout} (seconds to decide).
     @ivar addr: the peer's address, given to the factory of the protocol
@@ -96,7 +97,9 @@ class PrefixReader(Protocol):
         Make C{inner} the protocol every later read goes to.
         """
         self.inner = inner
-        self.lender = ITransientReader(inner, None)
+        # A subclass that looks at every read (the PROXY header guard) gets it.
+        forwards = type(self).dataReceived is PrefixReader.dataReceived
+        self.lender = ITransientReader(inner, None) if forwards else None
 
     def writeConnectionLost(self) -> None:
         """
