@@ -27,6 +27,9 @@ DEFAULT_PRESENCE_REFRESH = DEFAULT_PRESENCE_TTL / 3
 #: L{DEFAULT_PRESENCE_TTL}).
 MIN_PRESENCE_TTL = 3.0
 MAX_PRESENCE_TTL = 300.0
+#: Seconds a draining replica waits, at most, for its agents to move to
+#: another replica before it drains their links (L{nfltr.relay.handover}).
+DEFAULT_HANDOVER_WAIT = 5.0
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,9 @@ class ReplicaConfig:
     @ivar links: link connections to each peer (C{--replica-links}).
     @ivar presence_ttl: seconds a presence record lives without a refresh
         (C{--presence-ttl}); records are refreshed three times as often.
+    @ivar handover_wait: seconds a draining replica waits, at most, for its
+        agents to move to another replica (L{nfltr.relay.handover}); 0: it
+        drains their links at once.
     """
 
     listen: str
@@ -50,6 +56,7 @@ class ReplicaConfig:
     address: str | None = None
     links: int = DEFAULT_REPLICA_LINKS
     presence_ttl: float = DEFAULT_PRESENCE_TTL
+    handover_wait: float = DEFAULT_HANDOVER_WAIT
 
 
 def parse_address(text: str) -> tuple[str, int]:
