@@ -24,6 +24,7 @@ from twisted.python import usage
 from nfltr.cli.api_options import API_RELAY_OPTIONS, api_limits
 from nfltr.cli.logs import parse_level
 from nfltr.cli.options import FLAG, REPEAT, Option, option_values, parse_values
+from nfltr.cli.replica_options import handover_options
 from nfltr.cli.tor_options import ONION_ENDPOINT_HINT, TOR_RELAY_OPTIONS, onion_config
 from nfltr.cli.twistd import TableOptions
 from nfltr.link.memory import DEFAULT_LINK_MEMORY, MIN_LINK_MEMORY
@@ -475,6 +476,7 @@ RELAY_OPTIONS: tuple[Option, ...] = (
            "live in the directory without a refresh (every third of it): a replica that dies "
            "is routed to for at most this long.", str(DEFAULT_PRESENCE_TTL),
            parse=partial(seconds, limit=MAX_PRESENCE_TTL)),
+    *handover_options(seconds),
     *TOR_RELAY_OPTIONS,
 )
 
@@ -498,7 +500,7 @@ def _replicaConfig(values: Mapping[str, Any]) -> ReplicaConfig | None:
     if ttl < MIN_PRESENCE_TTL:
         raise usage.UsageError(f"--presence-ttl {ttl:g}: at least {MIN_PRESENCE_TTL:g} seconds")
     return ReplicaConfig(listen, values["cluster-ca"], values["replica-address"],
-                         values["replica-links"], ttl)
+                         values["replica-links"], ttl, values["handover-wait"])
 
 
 def relay_config(values: Mapping[str, Any]) -> RelayConfig:

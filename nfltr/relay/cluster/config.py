@@ -28,8 +28,10 @@ DEFAULT_PRESENCE_REFRESH = DEFAULT_PRESENCE_TTL / 3
 MIN_PRESENCE_TTL = 3.0
 MAX_PRESENCE_TTL = 300.0
 #: Seconds a draining replica waits, at most, for its agents to move to
-#: another replica before it drains their links (L{nfltr.relay.handover}).
+#: another replica before it drains their links (L{nfltr.relay.handover},
+#: C{--handover-wait}), and the most it may be given.
 DEFAULT_HANDOVER_WAIT = 5.0
+MAX_HANDOVER_WAIT = 300.0
 
 
 @dataclass(frozen=True)
@@ -47,8 +49,8 @@ class ReplicaConfig:
     @ivar presence_ttl: seconds a presence record lives without a refresh
         (C{--presence-ttl}); records are refreshed three times as often.
     @ivar handover_wait: seconds a draining replica waits, at most, for its
-        agents to move to another replica (L{nfltr.relay.handover}); 0: it
-        drains their links at once.
+        agents to move to another replica (L{nfltr.relay.handover},
+        C{--handover-wait}); 0: it drains their links at once.
     """
 
     listen: str

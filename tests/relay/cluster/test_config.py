@@ -1,6 +1,7 @@
 """
 Tests for the replica options (C{--replica-listen}, C{--replica-address},
-C{--cluster-ca}, C{--replica-links}) and L{nfltr.relay.cluster.config}.
+C{--cluster-ca}, C{--replica-links}, C{--handover-wait}) and
+L{nfltr.relay.cluster.config}.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from twisted.python import usage
 from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr.relay.cluster.config import (
+    DEFAULT_HANDOVER_WAIT,
     DEFAULT_REPLICA_LINKS,
+    MAX_HANDOVER_WAIT,
     MAX_REPLICA_LINKS,
     MIN_PRESENCE_TTL,
     ReplicaConfig,
@@ -87,6 +90,21 @@ class ReplicaOptionsTests(SynchronousTestCase):
         self.assertEqual(config.replica.presence_ttl, 60.0)
         with self.assertRaisesRegex(usage.UsageError, "--presence-ttl 2: at least 3"):
             parse(*argv, "--presence-ttl", str(MIN_PRESENCE_TTL - 1))
+
+    def test_handoverWait(self) -> None:
+        """
+        C{--handover-wait} is L{DEFAULT_HANDOVER_WAIT} seconds unless given,
+        0 (drain at once) to L{MAX_HANDOVER_WAIT}.
+        """
+        argv = ("--directory", REDIS, "--replica-listen", "tcp:0", "--cluster-ca", "/ca")
+        for given, wait in [((), DEFAULT_HANDOVER_WAIT), (("--handover-wait", "0"), 0.0),
+                            (("--handover-wait", "12.5"), 12.5)]:
+            config = parse(*argv, *given).config
+            assert config is not None and config.replica is not None
+            self.assertEqual(config.replica.handover_wait, wait)
+        for bad in ("-1", str(MAX_HANDOVER_WAIT + 1), "soon"):
+            with self.assertRaisesRegex(usage.UsageError, "--handover-wait"):
+                parse(*argv, "--handover-wait", bad)
 
     def test_address(self) -> None:
         """
