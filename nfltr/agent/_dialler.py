@@ -10,7 +10,11 @@ with one line for the user, when retrying cannot help: a refusal whose
 reason is in L{NON_HEALING}, or a relay certificate that does not match
 C{--ca} or C{--relay-pin}.  A GOAWAY from the relay (it is stopping) is not
 a loss: the sessions in flight finish on that link while the dialler dials
-again at once for a new one.  Stopping can drain the link first.  Given a
+again at once for a new one.  A C{moving} message (L{nfltr.wire.moving}: a
+replica of a cluster that drains) is the same, except that the old link
+still takes sessions until another relay welcomed us and L{MOVE_GRACE}
+seconds more; then the dialler drains it itself, so no visitor meets a
+moment when the agent is nowhere.  Stopping can drain the link first.  Given a
 relay of several addresses (L{IRelayChoice}: replicas), the dialler moves
 to the next address after a failed attempt, a lost link and a GOAWAY, so a
 new link reaches another replica while the old one drains.
@@ -36,6 +40,7 @@ from nfltr.link import DIALER, LinkConfig, RefusalReason
 from nfltr.link.twisted import LinkFactory, LinkHandler, LinkProtocol, LinkSession
 from nfltr.tls import VerificationFailed
 from nfltr.wire.messages import NOT_FOUND_CODE, NOT_FOUND_REASON, WELCOME, refusal_text
+from nfltr.wire.moving import MOVE_GRACE, MOVING
 
 from ._relays import IRelayChoice
 
@@ -102,7 +107,7 @@ class _Attempt(LinkHandler):
         self.welcomeTimer: Any = None
 
     def sessionRequested(self, session: LinkSession) -> None:
-        if self.dialler.link is session.link:
+        if self.dialler.link is session.link or session.link in self.dialler._moving:
             self.dialler.observer.sessionRequested(session)
         else:
             session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
@@ -113,6 +118,8 @@ class _Attempt(LinkHandler):
             self.dialler._welcomed(self, link, message)
         elif kind == "refused":
             self.dialler._refused(self, link, message)
+        elif kind == MOVING:
+            self.dialler._moveAsked(self, link)
         elif self.dialler.link is link:
             self.dialler.observer.relayControl(link, message)
         else:
@@ -137,6 +144,8 @@ class RelayDialler:
     @ivar link: the welcomed link, or L{None}.
     @ivar welcome: the relay's last C{welcome} message.
     @ivar fatal: the message the dialler stopped with, if it did.
+    @ivar moveGrace: seconds a link whose relay asked us to move still takes
+        sessions after another relay welcomed us.
     """
 
     log = Logger()
@@ -171,6 +180,10 @@ class RelayDialler:
         self._outage: tuple[float, int, float] | None = None
         self._stopWaiters: list[defer.Deferred[None]] = []
         self._draining: set[LinkProtocol] = set()
+        # Links whose relay asked us to move: they take sessions until the
+        # call that drains them (set once another relay welcomed us) runs.
+        self._moving: dict[LinkProtocol, Any] = {}
+        self.moveGrace = MOVE_GRACE
         self._factory_args = (config or LinkConfig(), appHello)
 
     @property
@@ -224,6 +237,8 @@ class RelayDialler:
         """
         self._running = False
         self._cancelRetry()
+        for link in list(self._moving):
+            self._forgetMove(link)
         if self._connecting is not None:
             self._connecting.cancel()
         attempt = self._current
@@ -327,6 +342,9 @@ class RelayDialler:
             account=message.get("account"), lasted=lasted,
         )
         self._lastCause = None
+        for old, call in list(self._moving.items()):
+            if call is None:
+                self._moving[old] = self.clock.callLater(self.moveGrace, self._moved, old)
         self.observer.relayUp(link, message)
 
     def _refused(self, attempt: _Attempt, link: LinkProtocol, message: dict[str, Any]) -> None:
@@ -345,27 +363,57 @@ class RelayDialler:
         finish on it while we dial again at once, for a relay that takes new
         sessions (say, the one restarted on the same address).
         """
-        if (
-            attempt is not self._current or link is not self.link or not self._running
-            or attempt.refusal is not None
-        ):
-            return
+        if self._leaving(attempt, link):
+            self._leave(link, "session(s) finish on its link")
+
+    def _moveAsked(self, attempt: _Attempt, link: LinkProtocol) -> None:
+        """
+        The relay asks us to move (L{nfltr.wire.moving}): as for a GOAWAY,
+        but the link still takes sessions until another relay welcomed us
+        (then L{_moved}).
+        """
+        if self._leaving(attempt, link):
+            self._moving[link] = None
+            self._leave(link, "session(s) in flight; its link takes sessions until another "
+                              "relay welcomes us")
+
+    def _leaving(self, attempt: _Attempt, link: LinkProtocol) -> bool:
+        return (
+            attempt is self._current and link is self.link and self._running
+            and attempt.refusal is None
+        )
+
+    def _leave(self, link: LinkProtocol, what: str) -> None:
         self._current = self.link = None
         self._draining.add(link)
         cause = f"the relay at {self.where} is going away"
         count = link.connection.session_count if link.connection is not None else 0
-        self.log.info(
-            "{cause}: {count} session(s) finish on its link; dialling again",
-            cause=cause, count=count,
-        )
+        self.log.info("{cause}: {count} {what}; dialling again", cause=cause, count=count,
+                      what=what)
         self._lastCause = cause
         self.observer.relayDown()
         self._nextRelay()
         self._attempt()
 
+    def _moved(self, link: LinkProtocol) -> None:
+        """
+        Another relay welcomed us L{moveGrace} seconds ago: drain the link
+        we moved from (its relay's drain bounds what is left on it).
+        """
+        self._moving.pop(link, None)
+        conn = link.connection
+        if conn is not None and not (conn.goaway_sent or conn.goaway_received):
+            link.drain()
+
+    def _forgetMove(self, link: LinkProtocol) -> None:
+        call = self._moving.pop(link, None)
+        if call is not None and call.active():
+            call.cancel()
+
     def _lost(self, attempt: _Attempt, link: LinkProtocol, reason: Failure) -> None:
         attempt.cancelTimer()
         self._draining.discard(link)
+        self._forgetMove(link)
         if attempt is not self._current:
             return
         self._current = None

@@ -25,6 +25,7 @@ from nfltr.cli.api_options import API_RELAY_OPTIONS, api_limits
 from nfltr.cli.logs import parse_level
 from nfltr.cli.options import FLAG, REPEAT, Option, option_values, parse_values
 from nfltr.cli.presence_options import PRESENCE_RELAY_OPTIONS, presence_settings
+from nfltr.cli.replica_options import handover_options
 from nfltr.cli.tor_options import ONION_ENDPOINT_HINT, TOR_RELAY_OPTIONS, onion_config
 from nfltr.cli.twistd import TableOptions
 from nfltr.link.memory import DEFAULT_LINK_MEMORY, MIN_LINK_MEMORY
@@ -469,6 +470,7 @@ RELAY_OPTIONS: tuple[Option, ...] = (
            "Link connections this replica keeps to each replica it forwards to.",
            str(DEFAULT_REPLICA_LINKS), parse=_replicaLinks),
     *PRESENCE_RELAY_OPTIONS,
+    *handover_options(seconds),
     *TOR_RELAY_OPTIONS,
 )
 
@@ -489,7 +491,8 @@ def _replicaConfig(values: Mapping[str, Any]) -> ReplicaConfig | None:
         raise usage.UsageError("--replica-listen needs --cluster-ca DIR (make one with "
                                "`nfltr cluster-ca init DIR`)")
     return ReplicaConfig(listen, values["cluster-ca"], values["replica-address"],
-                         values["replica-links"], **presence_settings(values))
+                         values["replica-links"], handover_wait=values["handover-wait"],
+                         **presence_settings(values))
 
 
 def relay_config(values: Mapping[str, Any]) -> RelayConfig:

@@ -439,19 +439,23 @@ class RelayService(Service):
 
     def _drain(self, relay: Relay, timeout: float, lock: Path) -> Deferred[Any]:
         """
-        Drain the links, the SSH connections and a replica's replica links side by side
-        (L{nfltr.relay.cluster.node.Replica.stop}: the others stop routing here at once):
-        sessions and channels in flight may finish within C{timeout}, nothing new starts.
-        Meanwhile a successor that takes the data directory's C{lock} gets the admin address.
+        A replica hands its agents over (L{nfltr.relay.handover}), then the links, SSH
+        connections and replica links (L{nfltr.relay.cluster.node.Replica.stop}) drain side by
+        side: sessions in flight may finish within C{timeout}.  A successor that takes the data
+        directory's C{lock} meanwhile gets the admin address.
         """
         watch = SuccessorWatch(self.reactor, lock, self._closeAdmin)
         watch.start()
-        drains = [relay.closeAll(timeout)]
-        if self.sshFactory is not None:
-            drains.append(self.sshFactory.drain(timeout))
-        if self.replica is not None:  # its replica links drain side by side too
-            drains.append(self.replica.stop(timeout))
-        return gatherResults(drains).addBoth(passing(watch.stop))
+        replica, ssh = self.replica, self.sshFactory
+
+        async def drain() -> None:
+            if replica is not None:
+                await replica.handOver()
+            await gatherResults([relay.closeAll(timeout)]
+                                + ([] if ssh is None else [ssh.drain(timeout)])
+                                + ([] if replica is None else [replica.stop(timeout)]))
+
+        return Deferred.fromCoroutine(drain()).addBoth(passing(watch.stop))
 
     def _claim(self, dataDir: Path) -> tuple[OwnerLock, int | None]:
         """
@@ -585,7 +589,6 @@ class RelayService(Service):
         waiters, self._undoWaiters = self._undoWaiters, []
         for waiter in waiters:
             waiter.callback(None)
-
 
 
 def _settled(outcome: RelayInfo | Failure) -> Deferred[RelayInfo]:

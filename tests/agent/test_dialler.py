@@ -17,6 +17,7 @@ from nfltr.link import ErrorCode, RefusalReason, refusal
 from nfltr.link.twisted import LinkProtocol, LinkSession, SessionResetError
 from nfltr.tls import client_creator, ensure_self_signed, server_context_factory
 from nfltr.wire.messages import NOT_FOUND_CODE, agent_hello, welcome
+from nfltr.wire.moving import MOVE_GRACE, moving_message
 
 from .helpers import LogCapture, Network, Recorder, TestRelay
 
@@ -466,6 +467,61 @@ class DrainTests(SynchronousTestCase):
             "dialling again", info,
         )
         self.assertIn("reconnected to the relay at relay.example:8443 (account acme)", info)
+
+    def test_relayAsksToMove(self) -> None:
+        """
+        A C{moving} message: the dialler dials again at once while the old
+        link still takes new sessions; once the new link is welcomed, the
+        old one goes on taking them for the move grace, then the dialler
+        drains it itself (a GOAWAY: the relay can open no more there) and
+        the session in flight on it still finishes.
+        """
+        f = self.f
+        self.relayLink.sendControl(moving_message())
+        f.network.run()
+        self.assertEqual((f.endpoint.attempts, f.observer.downs, len(f.observer.ups)), (2, 1, 2))
+        self.assertIs(f.dialler.link, f.observer.ups[1][0])
+        late = Recorder()
+        self.relayLink.openSession("tcp:22", late)
+        f.network.run()
+        self.assertEqual(late.received, b"from the agent")
+        f.network.advance(MOVE_GRACE - 0.01)
+        self.assertTrue(self.relayLink.canOpen())
+        f.network.advance(0.01)
+        self.assertFalse(self.relayLink.canOpen())
+        session = f.observer.sessions[0]
+        session.write(b", still")
+        f.network.run()
+        self.assertEqual(self.peer.received, b"from the agent, still")
+        for peer in (self.peer, late):
+            peer.transport.loseConnection()
+        f.network.run()
+        assert self.peer.lost is not None
+        self.assertTrue(self.peer.lost.check(error.ConnectionDone), self.peer.lost)
+        self.assertEqual(f.endpoint.attempts, 2)
+        self.assertIn(
+            "the relay at relay.example:8443 is going away: 1 session(s) in flight; its link "
+            "takes sessions until another relay welcomes us; dialling again",
+            f.logs.lines(LogLevel.info),
+        )
+
+    def test_stopWhileMoving(self) -> None:
+        """
+        C{stop} before another relay welcomed us: the old link is drained
+        with the rest, C{stop} fires once it closed, and nothing follows.
+        """
+        f = self.f
+        f.endpoint.refuse = True
+        self.relayLink.sendControl(moving_message())
+        f.network.run()
+        d = f.dialler.stop(drainTimeout=30)
+        f.network.run()
+        self.assertFalse(self.relayLink.canOpen())
+        self.peer.transport.loseConnection()
+        f.network.run()
+        self.successResultOf(d)
+        f.network.advance(100)
+        self.assertEqual(f.endpoint.attempts, 2)
 
     def test_stopWhileRelayDrains(self) -> None:
         """

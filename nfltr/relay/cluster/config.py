@@ -36,6 +36,11 @@ MAX_PRESENCE_STALE_LIMIT = 3600.0
 #: most (C{--presence-cache-entries}; the least recently used go first).
 DEFAULT_PRESENCE_CACHE_ENTRIES = 10_000
 MAX_PRESENCE_CACHE_ENTRIES = 1_000_000
+#: Seconds a draining replica waits, at most, for its agents to move to
+#: another replica before it drains their links (L{nfltr.relay.handover},
+#: C{--handover-wait}), and the most it may be given.
+DEFAULT_HANDOVER_WAIT = 5.0
+MAX_HANDOVER_WAIT = 300.0
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,9 @@ class ReplicaConfig:
         route visitors while the directory is away (C{--presence-stale-limit}).
     @ivar presence_cache_entries: presence records remembered, at most
         (C{--presence-cache-entries}).
+    @ivar handover_wait: seconds a draining replica waits, at most, for its
+        agents to move to another replica (L{nfltr.relay.handover},
+        C{--handover-wait}); 0: it drains their links at once.
     """
 
     listen: str
@@ -65,6 +73,7 @@ class ReplicaConfig:
     presence_ttl: float = DEFAULT_PRESENCE_TTL
     presence_stale_limit: float = DEFAULT_PRESENCE_STALE_LIMIT
     presence_cache_entries: int = DEFAULT_PRESENCE_CACHE_ENTRIES
+    handover_wait: float = DEFAULT_HANDOVER_WAIT
 
 
 def parse_address(text: str) -> tuple[str, int]:

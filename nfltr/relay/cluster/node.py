@@ -8,9 +8,11 @@ reconnect anyway), loads the cluster CA (C{--cluster-ca}) and has it sign a
 certificate for that id, listens for the replica link with mutual TLS,
 registers the link's address in the directory, and installs its presence
 (L{nfltr.relay.cluster.presence}) and its routes to the other replicas
-(L{nfltr.relay.cluster.routes}) in the relay.  At stop it removes its
-records (the others stop routing here at once), stops listening and drains
-its replica links, within the relay's drain timeout.
+(L{nfltr.relay.cluster.routes}) in the relay.  When the relay drains,
+it first hands its agents over (L{Replica.handOver}: they move to other
+replicas while their links here still take sessions); then, at stop, it
+removes its records (the others stop routing here at once), stops
+listening and drains its replica links, within the relay's drain timeout.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from nfltr.tls import ClusterCA, PKIError, ReplicaTLS, tls_factory
 
 from ..agents import Relay
 from ..deferreds import passing
+from ..handover import hand_over
 from ..interfaces import IShareRoutes
 from ..names import REPLACED
 from ..store_health import StoreHealth
@@ -142,6 +145,17 @@ class Replica:
         assert self.peers is not None
         return ReplicaCollector(self.counters, self.peers, self._accepted,
                                 self.presence.cache, self.keys)
+
+    def handOver(self) -> Deferred[None]:
+        """
+        Ask this replica's agents to move to other replicas, and wait until
+        they did, at most the configured C{handover_wait}
+        (L{nfltr.relay.handover}).  Meanwhile a record that another replica
+        took is given up without turning its holder here away: an agent that
+        moved drains its old link itself, sessions in flight included.
+        """
+        self.presence.lost = lambda kind, name: None
+        return hand_over(self.relay, self.config.handover_wait, self.reactor)
 
     def stop(self, timeout: float) -> Deferred[Any]:
         """

@@ -1,6 +1,6 @@
 """
 Tests for the replica options (C{--replica-listen}, C{--replica-address},
-C{--cluster-ca}, C{--replica-links}, C{--presence-...}) and
+C{--cluster-ca}, C{--replica-links}, C{--presence-...}, C{--handover-wait}) and
 L{nfltr.relay.cluster.config}.
 """
 
@@ -12,9 +12,11 @@ from twisted.python import usage
 from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr.relay.cluster.config import (
+    DEFAULT_HANDOVER_WAIT,
     DEFAULT_PRESENCE_CACHE_ENTRIES,
     DEFAULT_PRESENCE_STALE_LIMIT,
     DEFAULT_REPLICA_LINKS,
+    MAX_HANDOVER_WAIT,
     MAX_PRESENCE_STALE_LIMIT,
     MAX_REPLICA_LINKS,
     MIN_PRESENCE_TTL,
@@ -114,6 +116,21 @@ class ReplicaOptionsTests(SynchronousTestCase):
         assert config is not None and config.replica is not None
         self.assertEqual((config.replica.presence_stale_limit,
                           config.replica.presence_cache_entries), (0.0, 50))
+
+    def test_handoverWait(self) -> None:
+        """
+        C{--handover-wait} is L{DEFAULT_HANDOVER_WAIT} seconds unless given,
+        0 (drain at once) to L{MAX_HANDOVER_WAIT}.
+        """
+        argv = ("--directory", REDIS, "--replica-listen", "tcp:0", "--cluster-ca", "/ca")
+        for given, wait in [((), DEFAULT_HANDOVER_WAIT), (("--handover-wait", "0"), 0.0),
+                            (("--handover-wait", "12.5"), 12.5)]:
+            config = parse(*argv, *given).config
+            assert config is not None and config.replica is not None
+            self.assertEqual(config.replica.handover_wait, wait)
+        for bad in ("-1", str(MAX_HANDOVER_WAIT + 1), "soon"):
+            with self.assertRaisesRegex(usage.UsageError, "--handover-wait"):
+                parse(*argv, "--handover-wait", bad)
 
     def test_address(self) -> None:
         """

@@ -6,6 +6,7 @@ socket, the real reactor; skipped, with the reason, without one).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from twisted.internet.defer import Deferred
@@ -17,7 +18,8 @@ from zope.interface.verify import verifyObject
 
 from nfltr.link import RefusalReason
 from nfltr.relay.agents import Relay
-from nfltr.relay.cluster.node import replaced_elsewhere
+from nfltr.relay.cluster.config import ReplicaConfig
+from nfltr.relay.cluster.node import Replica, replaced_elsewhere
 from nfltr.relay.cluster.presence import (
     AGENT,
     SHARE,
@@ -259,6 +261,29 @@ class PresenceTests(unittest.TestCase):
         self.assertEqual(lost, [(AGENT, "web")])
         self.assertEqual(holder.refused, [(RefusalReason.CONFLICT, REPLACED)])
         self.assertEqual((await first.agent("web")).replica, "r2")  # type: ignore[union-attr]
+
+    async def test_movedDuringHandOver(self) -> None:
+        """
+        Once a replica hands its agents over (L{Replica.handOver}), a record
+        another replica took at the next refresh is given up, and its holder
+        here is not turned away: the agent that moved drains that link
+        itself, with the sessions in flight on it.
+        """
+        relay = Relay(FakeStore(), Clock())
+        replica = Replica(ReplicaConfig("tcp:0", Path("unused")), relay, self.table(),
+                          StoreHealth("test", Clock()), _reactor())
+        first, second = replica.presence, self.presence("r2")
+        self.addCleanup(first.stop)
+        relay.presence = first
+        holder = _Holder()
+        relay.claimAgent(AgentEntry("web", "acme", "k1", frozenset({22}), holder))
+        await self.settle(first)
+        second.agentClaimed(AgentEntry("web", "acme", "k2", frozenset({22}), _Holder()), [])
+        await self.settle(second)
+        await replica.handOver()  # no agent link here to ask: at once
+        await first.refreshNow()
+        self.assertEqual(holder.refused, [])
+        self.assertEqual(first.held, {})
 
     async def test_knownDown(self) -> None:
         """
