@@ -218,6 +218,9 @@ class RedisPresence:
         self.cache = PresenceCache(clock) if cache is None else cache
         self._clock = clock
         self._staleSince: int | None = None  # the outage whose stale records were logged
+        # The store's outages seen by a look-up, and when the last one was seen to be over.
+        self._outagesSeen = 0 if health is None else health.outages
+        self._backAt: float | None = None
         self._call: IDelayedCall | None = None
 
     # -- IPresence ------------------------------------------------------------
@@ -293,7 +296,14 @@ class RedisPresence:
         def read(fields: dict[str, str] | None) -> Any:
             if health is None:
                 self._staleSince = None  # the next outage is logged again
+            back = self._justBack()  # every answer notes the end of an outage, when it was
             if fields is None:
+                if back:
+                    # Back without the record (it outlived its TTL meanwhile): its holder
+                    # writes it again within a refresh; the remembered one answers until then.
+                    remembered = self.cache.recall(kind, name)
+                    if remembered is not None:
+                        return parse(name, remembered)
                 self.cache.forget(kind, name)
                 return None
             record = parse(name, fields)
@@ -312,6 +322,20 @@ class RedisPresence:
             return failure
 
         return d.addCallback(read).addErrback(bad)
+
+    def _justBack(self) -> bool:
+        """
+        Whether the directory answers again after an outage since less than
+        a refresh interval: records that outlived their TTL while it was away
+        may not be written again yet.
+        """
+        health = self.health
+        if health is None:
+            return False
+        now = self._clock.seconds()
+        if health.outages != self._outagesSeen:
+            self._outagesSeen, self._backAt = health.outages, now
+        return self._backAt is not None and now - self._backAt <= self.refresh
 
     def _stale(self, kind: str, name: str, parse: Callable[[str, dict[str, str]], Any],
                failure: Failure) -> Deferred[Any]:

@@ -222,6 +222,28 @@ class StalePresenceTests(SynchronousTestCase):
         self.assertEqual(self.successResultOf(self.presence.agent("web")).replica, "r3")
         self.failureResultOf(self.presence.share("blog"), StoreUnavailable)
 
+    def test_backWithoutRecords(self) -> None:
+        """
+        A directory that comes back without the records (they outlived their
+        TTL while it was away, as a Redis restarted after a longer outage
+        does) is taken to miss them until the holders' next refresh can have
+        written them again: the remembered record answers meanwhile; after
+        that interval, "no record" means no record again.
+        """
+        before = self.lookAll()
+        self.away()
+        self.lookAll()
+        self.clock.advance(20)
+        self.table.records.clear()
+        self.back()
+        self.assertEqual(self.lookAll(), before)
+        self.clock.advance(self.presence.refresh)
+        self.assertEqual(self.lookAll(), before)
+        self.clock.advance(0.5)
+        self.assertIsNone(self.successResultOf(self.presence.agent("web")))
+        self.away()
+        self.failureResultOf(self.presence.agent("web"), StoreUnavailable)
+
     def test_ageLimit(self) -> None:
         """
         A record is served for at most the stale limit after the directory
