@@ -350,12 +350,15 @@ class LinkConnection(Receiver):
         self._local_session(sid)
         return self.send_if_open(sid, data)
 
-    def send_if_open(self, sid: int, data: bytes) -> bool:
+    def send_if_open(self, sid: int, data: bytes, head: bytes | None = None) -> bool:
         """
         L{send_data}, except that a session that is gone (a frame received
         earlier ended it) or a link that is not open drops C{data} and
         returns C{False} instead of raising.
 
+        @param head: bytes sent before C{data}, in the same frame when both
+            fit the credit (without joining them: a record header and its
+            payload).
         @raise LocalProtocolError: the session was FINed.
         """
         s = self._sessions.get(sid)
@@ -363,16 +366,19 @@ class LinkConnection(Receiver):
             return False
         if s.fin_queued:
             raise LocalProtocolError(f"session {sid}: data after FIN")
-        n = len(data)
+        n = len(data) if head is None else len(head) + len(data)
         if n <= s.send_credit and n <= self._send_conn_credit and n <= MAX_PAYLOAD \
                 and n and not s.pending and not self._holding:
             # Within the credit and nothing queued before: one frame now.
             s.send_credit -= n
             s.sent += n
             self._send_conn_credit -= n
-            self._out += (pack_header(_DATA, 0, sid, n), data)
+            if head is None:
+                self._out += (pack_header(_DATA, 0, sid, n), data)
+            else:
+                self._out += (pack_header(_DATA, 0, sid, n), head, data)
             return s.over_high
-        return self._enqueue(s, data)
+        return self._enqueue(s, data if head is None else head + data)
 
     def is_open(self, sid: int) -> bool:
         """

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from twisted.internet import error, interfaces
 from twisted.python.failure import Failure
-from zope.interface import implementer
+from zope.interface import Interface, implementer
 
 from ..streams.windowed import WindowedStream
 from ._errors import ErrorCode, code_name
@@ -67,9 +67,22 @@ class LinkAddress:
         return hash((self.target, self.session_id))
 
 
+class IFramedWriter(Interface):
+    """
+    A transport that sends a header and its payload together without joining them first (the
+    records of L{nfltr.resume}: one frame each, with no copy of the payload to prepend five
+    bytes).
+    """
+
+    def writeFramed(head: bytes, data: bytes) -> None:
+        """
+        Send C{head} then C{data}, as C{write(head + data)} would.
+        """
+
+
 @implementer(
     interfaces.ITransport, interfaces.ITCPTransport, interfaces.IConsumer,
-    interfaces.IPushProducer,
+    interfaces.IPushProducer, IFramedWriter,
 )
 class LinkSession(WindowedStream):
     """
@@ -229,6 +242,18 @@ class LinkSession(WindowedStream):
                 self._pauseProducer()
             return
         if self.link.sendData(self.sessionId, data):
+            self._pauseProducer()
+        elif not self._streaming:
+            self._schedulePull()
+
+    def writeFramed(self, head: bytes, data: bytes) -> None:
+        """
+        Send C{head} then C{data}, in one frame when they fit its credit (L{IFramedWriter}).
+        """
+        if self._writeClosed or self._closed or self._early is not None:
+            self.write(head + data)
+            return
+        if self.link.sendData(self.sessionId, data, head):
             self._pauseProducer()
         elif not self._streaming:
             self._schedulePull()

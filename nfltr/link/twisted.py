@@ -452,14 +452,16 @@ class LinkProtocol(LinkOutput, Protocol):
 
     # -- called by sessions ---------------------------------------------------
 
-    def sendData(self, sid: int, data: bytes) -> bool:
+    def sendData(self, sid: int, data: bytes, head: bytes | None = None) -> bool:
         """
-        Queue data on a session; C{True} means: pause its producer.
+        Queue data on a session (after C{head}, in the same frame when both
+        fit: L{LinkConnection.send_if_open}); C{True} means: pause its
+        producer.
         """
         conn = self.connection
         if conn is None or self._lost:
             return False
-        overHigh = conn.send_if_open(sid, data)
+        overHigh = conn.send_if_open(sid, data, head)
         if not self._flushPending:
             self._scheduleFlush()
         return overHigh

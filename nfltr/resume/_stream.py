@@ -160,6 +160,21 @@ class ResumableStream:
             out.append(record)
         return out if self.phase is _OPEN else []
 
+    def number(self, data: bytes) -> bytes | None:
+        """
+        The fast path of L{write}: if C{data} makes one record (at most L{MAX_SENT_DATA} bytes,
+        within L{room}) on an open stream not finished, number and keep it and return the
+        record's header (the record is that header, then C{data}: the caller sends them
+        together without joining them).  Otherwise L{None}, and nothing was done: use L{write}.
+        """
+        n = len(data)
+        if (n > MAX_SENT_DATA or n > self.window - self.sent + self.acked
+                or self._fin_at is not None or self.phase is not _OPEN):
+            return None
+        self.sent += n
+        self._retained.append(data)
+        return _HEADER.pack(RECORD_DATA, n)
+
     def finish(self) -> list[bytes]:
         """
         End this end's stream; return the FIN record for the link (kept until acknowledged),

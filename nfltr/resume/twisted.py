@@ -26,6 +26,7 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from nfltr.link import ErrorCode
+from nfltr.link.transport import IFramedWriter
 from nfltr.wire.resume import RESUME_REFUSED, RESUME_UNSUPPORTED
 
 from ._records import MAX_RECORD_DATA, Record, RecordError
@@ -158,6 +159,8 @@ class ResumableSession:
         self._readPaused = False
         self._timer: Any = None
         self._started = False
+        #: The link session's L{IFramedWriter.writeFramed}, while it runs over one that has it.
+        self._framed: Callable[[bytes, bytes], None] | None = None
         self.local: Any = None
 
     # -- the link sessions ------------------------------------------------------------
@@ -171,6 +174,8 @@ class ResumableSession:
 
     def _linkUp(self, side: LinkSide) -> None:
         old, self.link = self.link, side
+        transport = side.transport
+        self._framed = transport.writeFramed if IFramedWriter.providedBy(transport) else None
         if old is not None and not old.lost:
             old.transport.abortConnection()
         if self.stream.phase is Phase.OPEN:
@@ -224,7 +229,7 @@ class ResumableSession:
         self._checkDone()
 
     def _linkLost(self, reason: Failure) -> None:
-        self.link = None
+        self.link = self._framed = None
         # A lost link session's pressure goes with it: the next one starts unpressed.
         self._unpause("link")
         if self.ended:
@@ -278,7 +283,7 @@ class ResumableSession:
             return
         self.ended = True
         self._cancelTimer()
-        link, self.link = self.link, None
+        link, self.link, self._framed = self.link, None, None
         if link is not None and not link.lost and not reason.check(error.ConnectionDone):
             link.transport.writeSequence(self.stream.abort())
             link.transport.abortConnection()
@@ -327,19 +332,30 @@ class ResumableSession:
             return
         if type(data) is not bytes:
             data = bytes(data)  # kept until acknowledged: never a buffer that may change
-        stream, n = self.stream, len(data)
-        room = stream.window - stream.sent + stream.acked
-        if not self._pending and n <= room:
-            # The common case: room in the window, nothing waiting (L{_send}, inline).
-            link = self.link
-            records = stream.write(data)
-            if link is not None:
-                write = link.transport.write
-                for record in records:
-                    write(record)
-            if room - n < MAX_RECORD_DATA:
-                self._pause("window")
-            return
+        stream = self.stream
+        if not self._pending:
+            framed = self._framed
+            if framed is not None:
+                # The common case: one record, room for it, a link that frames it whole.
+                head = stream.number(data)
+                if head is not None:
+                    framed(head, data)
+                    if stream.window - stream.sent + stream.acked < MAX_RECORD_DATA:
+                        self._pause("window")
+                    return
+            n, room = len(data), stream.window - stream.sent + stream.acked
+            if n <= room:
+                # Room in the window, nothing waiting (L{_send}, inline).
+                link = self.link
+                records = stream.write(data)
+                if link is not None:
+                    write = link.transport.write
+                    for record in records:
+                        write(record)
+                if room - n < MAX_RECORD_DATA:
+                    self._pause("window")
+                return
+        n = len(data)
         self._pending.append(data)
         self._pendingSize += n
         self._flush()

@@ -15,9 +15,11 @@ from twisted.python.failure import Failure
 from twisted.test.iosim import FakeTransport
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
+from zope.interface.verify import verifyObject
 
 from nfltr.link import LISTENER, PRESETS, ErrorCode, FrameType, LinkConfig
 from nfltr.link._frames import FrameDecoder
+from nfltr.link.transport import IFramedWriter
 from nfltr.link.twisted import LinkProtocol, LinkSession, LinkUnavailable, SessionResetError
 
 from .twisted_helpers import LinkPair, RecordingHandler, Streamer, pattern
@@ -614,3 +616,74 @@ class DeliveryTests(SynchronousTestCase):
         pair.run()
         self.assertTrue(receiver.lost[0].check(error.ConnectionDone))
         self.assertTrue(sender.lost[0].check(error.ConnectionDone))
+
+
+class FramedWriteTests(SynchronousTestCase):
+    """
+    L{LinkSession.writeFramed} sends a header and its payload as C{write} would their join,
+    in one frame when both fit the credit.
+    """
+
+    def pair(self, config: LinkConfig | None = None) -> tuple[LinkPair, Reacting, LinkSession]:
+        receiver = Reacting(None)
+        pair = LinkPair(listenerHandler=RecordingHandler(lambda s: receiver), config=config)
+        session = pair.dialer.openSession("x", Protocol())
+        pair.run()
+        return pair, receiver, session
+
+    def test_interface(self) -> None:
+        """
+        A link session provides L{IFramedWriter}.
+        """
+        _, _, session = self.pair()
+        self.assertTrue(verifyObject(IFramedWriter, session))
+
+    def test_oneFrame(self) -> None:
+        """
+        Within the credit, header and payload arrive in one delivery (one frame).
+        """
+        pair, receiver, session = self.pair()
+        session.writeFramed(b"\x01\x00\x00\x00\x04", b"data")
+        session.write(b"more")
+        pair.clock.advance(0)
+        pair.run()
+        self.assertEqual(receiver.received, [b"\x01\x00\x00\x00\x04data", b"more"])
+
+    def test_beyondTheCredit(self) -> None:
+        """
+        Beyond the session's credit, the joined bytes wait their turn: everything arrives,
+        in order, once the receiver gives credit back.
+        """
+        window = 1024
+        pair, receiver, session = self.pair(LinkConfig(session_window=window))
+        session.write(b"a" * 1000)
+        session.writeFramed(b"head", b"b" * 1000)
+        session.write(b"c" * 10)
+        pair.clock.advance(0)
+        pair.run()
+        self.assertEqual(b"".join(receiver.received),
+                         b"a" * 1000 + b"head" + b"b" * 1000 + b"c" * 10)
+
+    def test_beforeAccept(self) -> None:
+        """
+        Written before the peer accepted the session, they travel with the open, in order.
+        """
+        receiver = Reacting(None)
+        pair = LinkPair(listenerHandler=RecordingHandler(lambda s: receiver))
+        session = pair.dialer.openSession("x", Protocol())
+        session.writeFramed(b"head", b"body")
+        session.write(b"tail")
+        pair.clock.advance(0)
+        pair.run()
+        self.assertEqual(b"".join(receiver.received), b"headbodytail")
+
+    def test_afterLoseConnection(self) -> None:
+        """
+        Like C{write}, ignored once the session is closing for writes.
+        """
+        pair, receiver, session = self.pair()
+        session.loseConnection()
+        session.writeFramed(b"head", b"body")
+        pair.clock.advance(0)
+        pair.run()
+        self.assertEqual(receiver.received, [])

@@ -62,8 +62,12 @@ class Pair:
         stream = self.end(side)
         data = data[:stream.room]
         if data:
-            for out in stream.write(data):
-                self.flight[side] += out
+            head = stream.number(data) if self.fast else None
+            if head is not None:
+                self.flight[side] += head + data
+            else:
+                for out in stream.write(data):
+                    self.flight[side] += out
         return len(data)
 
     def deliver(self, side: str, count: int) -> None:
@@ -279,6 +283,44 @@ class TakeTests(SynchronousTestCase):
         stream.receive(encode(Fin(0)) + record[:5])
         self.assertIsNone(stream.take(record[5:]))
         self.assertRaises(RecordError, stream.receive, record[5:])
+
+
+class NumberTests(SynchronousTestCase):
+    """
+    L{ResumableStream.number}, the sending fast path: one record's header for bytes that make
+    one record with room for them, on an open stream; nothing done otherwise.
+    """
+
+    def test_oneRecord(self) -> None:
+        """
+        The header and the bytes make the record L{ResumableStream.write} would have made, and
+        the bytes are kept until acknowledged.
+        """
+        stream, other = ResumableStream(), ResumableStream()
+        head = stream.number(b"hello")
+        self.assertEqual(head, ResumableStream().write(b"hello")[0][:-5])
+        assert head is not None
+        self.assertEqual(other.take(head + b"hello"), b"hello")
+        self.assertEqual((stream.sent, stream.retained), (5, 5))
+
+    def test_notTheFastPath(self) -> None:
+        """
+        More than one record's bytes, more than the room, a finished stream, a suspended one:
+        L{None}, with nothing numbered.
+        """
+        big = ResumableStream()
+        self.assertIsNone(big.number(b"x" * (MAX_SENT_DATA + 1)))
+        full = ResumableStream(WINDOW)
+        full.write(b"x" * (WINDOW - 10))
+        self.assertIsNone(full.number(b"y" * 11))
+        finished = ResumableStream()
+        finished.finish()
+        self.assertIsNone(finished.number(b"z"))
+        suspended = ResumableStream()
+        suspended.suspend()
+        self.assertIsNone(suspended.number(b"z"))
+        for stream, sent in ((big, 0), (full, WINDOW - 10), (finished, 0), (suspended, 0)):
+            self.assertEqual(stream.sent, sent)
 
 
 class StreamRuleTests(SynchronousTestCase):
