@@ -10,10 +10,12 @@ from typing import Any
 from twisted.internet import error, interfaces
 from twisted.internet.protocol import Protocol
 from twisted.internet.task import Clock
+from twisted.internet.testing import MemoryReactor
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
 
+from nfltr.agent._local import splice_local
 from nfltr.link import ErrorCode, FrameType
 from nfltr.link._frames import FrameDecoder, decode_open
 from nfltr.link.twisted import SessionResetError
@@ -27,6 +29,7 @@ from nfltr.tls import (
     server_context_factory,
 )
 from tests.link.twisted_helpers import LinkPair, RecordingHandler, Streamer
+from tests.test_splice import SocketLikeTransport
 
 MiB = 1024 * 1024
 
@@ -228,6 +231,40 @@ class HalfCloseTests(SynchronousTestCase):
         self.assertFalse(client.readEnded)
         assert client.lost is not None
         self.assertTrue(client.lost.check(error.ConnectionLost), client.lost)
+
+
+class SplicedToSocketTests(SynchronousTestCase):
+    """
+    The connector's shape: TLS over a session spliced to a local socket
+    (Twisted's own write path, L{SocketLikeTransport}).
+    """
+
+    def test_closeNotifyWithLastRecords(self) -> None:
+        """
+        The agent writes a download and half-closes at once: its records and
+        its C{close_notify} reach the connector in one read of the session
+        (one event for the run of DATA frames), the records fill the local
+        socket, and still, once the socket drained, the visitor gets every
+        byte and then the end of the stream.
+        """
+        size = 256 * 1024
+
+        class Download(App):
+            def connectionMade(self) -> None:
+                self.transport.write(b"d" * size)
+                self.transport.loseWriteConnection()
+
+        tls = TLSOverSession(self, Download())
+        local, remote = splice_local()
+        sock = SocketLikeTransport(MemoryReactor())
+        local.makeConnection(sock)
+        tls.open(remote)
+        tls.pair.run()
+        self.assertTrue(sock.producerPaused)
+        sock.room = 1 << 20
+        sock.doWrite()
+        self.assertEqual(bytes(sock.sent), b"d" * size)
+        self.assertTrue(sock.writeClosed)
 
 
 class ReasonTests(SynchronousTestCase):

@@ -14,7 +14,10 @@ from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
+from zope.interface import implementer
+from zope.interface.verify import verifyObject
 
+from nfltr.netio import ITransientReader
 from nfltr.streams import PrefixReader
 
 ADDRESS = IPv4Address("TCP", "127.0.0.1", 40000)
@@ -93,6 +96,48 @@ class HandOverTests(SynchronousTestCase):
         self.assertEqual(self.app.reads, [b"HELLO\nre", b"st"])
         self.assertIs(self.app.transport, self.transport)
         self.assertEqual(self.factory.clock.getDelayedCalls(), [])
+
+    def test_lentInput(self) -> None:
+        """
+        Lent bytes reach the reader's prefix as a copy, then a protocol
+        that took over lent if it can be lent them (L{ITransientReader}),
+        a copy otherwise.
+        """
+        verifyObject(ITransientReader, self.reader)
+        self.reader.transientDataReceived(memoryview(bytearray(b"go\nx")))
+        self.reader.transientDataReceived(memoryview(b"y"))
+        self.assertEqual(self.app.reads, [b"go\nx", b"y"])
+        self.assertEqual([type(read) for read in self.app.reads], [bytes, bytes])
+
+        @implementer(ITransientReader)
+        class Borrower(Recorder):
+            lent: list[memoryview] = []
+
+            def transientDataReceived(self, data: memoryview) -> None:
+                self.lent.append(data)
+
+        borrower = Borrower()
+        reader = FirstLine(ReaderFactory(Factory.forProtocol(lambda: borrower)), ADDRESS)
+        reader.makeConnection(StringTransport())
+        reader.dataReceived(b"go\n")
+        lent = memoryview(b"z")
+        reader.transientDataReceived(lent)
+        self.assertEqual(borrower.lent, [lent])
+
+        class Watching(FirstLine):
+            seen: list[bytes] = []
+
+            def dataReceived(self, data: bytes) -> None:
+                self.seen.append(data)
+                super().dataReceived(data)
+
+        watched = Borrower()
+        watcher = Watching(ReaderFactory(Factory.forProtocol(lambda: watched)), ADDRESS)
+        watcher.makeConnection(StringTransport())
+        watcher.dataReceived(b"go\n")
+        watcher.transientDataReceived(memoryview(b"w"))
+        self.assertEqual(watcher.seen, [b"go\n", b"w"])
+        self.assertEqual(watched.reads, [b"go\n", b"w"])
 
     def test_peerWritten(self) -> None:
         """

@@ -4,8 +4,8 @@ Tests for L{nfltr.streams._splice}.
 
 from __future__ import annotations
 
-from twisted.internet import error
-from twisted.internet.testing import StringTransport
+from twisted.internet import abstract, error
+from twisted.internet.testing import MemoryReactor, StringTransport
 from twisted.protocols.policies import ProtocolWrapper, WrappingFactory
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
@@ -26,6 +26,38 @@ class HalfClosingTransport(StringTransport):
 
     def abortConnection(self) -> None:
         self.aborted = True
+        self.disconnecting = True
+
+
+class SocketLikeTransport(abstract.FileDescriptor):
+    """
+    Twisted's own write path (L{abstract.FileDescriptor}: its buffer, its
+    producer handling, its C{doWrite}), over a socket that takes
+    C{room} bytes at a time; C{doWrite} is called by the test, as the
+    reactor would once the socket is writable.
+
+    @ivar sent: what the socket took.
+    @ivar writeClosed: the write side was shut down (the peer sees EOF).
+    """
+
+    bufferSize = 1024
+
+    def __init__(self, reactor: MemoryReactor) -> None:
+        super().__init__(reactor)
+        self.connected = True
+        self.room = 0
+        self.sent = bytearray()
+        self.writeClosed = False
+
+    def writeSomeData(self, data: bytes) -> int:
+        n = min(len(data), self.room)
+        self.sent += data[:n]
+        return n
+
+    def _closeWriteConnection(self) -> None:
+        self.writeClosed = True
+
+    def abortConnection(self) -> None:
         self.disconnecting = True
 
 
@@ -95,10 +127,34 @@ class SpliceTests(SynchronousTestCase):
         self.assertFalse(tb.disconnecting)
         self.assertFalse(ta.disconnecting)
 
+    def test_eofBehindFullTransportHalfCloses(self) -> None:
+        """
+        EOF that comes in the same read as bytes that filled the other
+        end's socket (a TLS C{close_notify} right after the last record)
+        still half-closes it once the socket drained.  Twisted's write
+        path resumes a paused producer instead of shutting the write side
+        when its buffer empties, so the splice end must stop being that
+        producer at EOF: otherwise the socket's peer never sees EOF.
+        """
+        a, b = splice()
+        ta = HalfClosingTransport()
+        tb = SocketLikeTransport(MemoryReactor())
+        a.makeConnection(ta)
+        b.makeConnection(tb)
+        a.dataReceived(b"x" * 4096)
+        self.assertEqual(ta.producerState, "paused")
+        a.readConnectionLost()
+        tb.room = 1 << 20
+        tb.doWrite()
+        self.assertEqual(bytes(tb.sent), b"x" * 4096)
+        self.assertTrue(tb.writeClosed)
+        self.assertFalse(tb.disconnecting)
+
     def test_eofIntoWrapperClosesWhole(self) -> None:
         """
         A protocol wrapper (TLS) cannot half-close: EOF closes it whole
-        rather than half-closing the transport underneath it.
+        rather than half-closing the transport underneath it, and this end
+        is no longer its producer.
         """
         a, b = splice()
         ta = HalfClosingTransport()
@@ -106,9 +162,12 @@ class SpliceTests(SynchronousTestCase):
         wrapper = ProtocolWrapper(WrappingFactory(None), b)
         wrapper.makeConnection(below)
         a.makeConnection(ta)
+        self.assertIs(below.producer, a)
         a.readConnectionLost()
         self.assertFalse(below.writeClosed)
         self.assertTrue(below.disconnecting)
+        # Twisted's TLS closes only once its producer is gone.
+        self.assertIsNone(below.producer)
 
     def test_cleanCloseCloses(self) -> None:
         """

@@ -18,8 +18,9 @@ from twisted.python.failure import Failure
 from twisted.test.iosim import IOPump, connectedServerAndClient
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
+from zope.interface.verify import verifyObject
 
-from nfltr.netio import IOSettings, TunedReactor
+from nfltr.netio import IOSettings, ITransientReader, TunedReactor
 from nfltr.tls import (
     BatchingTLSFactory,
     BatchingTLSProtocol,
@@ -64,11 +65,11 @@ class BatchPair:
 
     def __init__(
         self, case: SynchronousTestCase, batch: bool = True, connect: bool = True,
-        direct: bool | None = None,
+        direct: bool | None = None, server_app: Recorder | None = None,
     ) -> None:
         identity = ensure_self_signed(case.mktemp(), "server")
         self.clock = Clock()
-        self.server_app, self.client_app = Recorder(), Recorder()
+        self.server_app, self.client_app = server_app or Recorder(), Recorder()
         server = BatchingTLSFactory(
             server_context_factory(identity.cert, identity.key), False,
             Factory.forProtocol(lambda: self.server_app), clock=self.clock,
@@ -189,6 +190,66 @@ class DataPathTests(SynchronousTestCase):
         for side in (pair.client, pair.server):
             self.assertRaises(SSL.WantReadError, side.getHandle().bio_read, 1)
         self.assertEqual(pair.client_app.received, b"pong")
+
+
+@implementer(ITransientReader)
+class Borrower(Recorder):
+    """
+    A L{Recorder} that can be lent its reads: records each as a copy, and
+    what it was given.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kinds: list[type] = []
+
+    def dataReceived(self, data: bytes) -> None:
+        self.kinds.append(type(data))
+        super().dataReceived(data)
+
+    def transientDataReceived(self, data: memoryview) -> None:
+        self.kinds.append(type(data))
+        super().dataReceived(bytes(data))
+
+
+class LendingTests(SynchronousTestCase):
+    """
+    A protocol that provides L{ITransientReader} is lent what a read
+    decrypted, as a view; any other gets C{bytes}.
+    """
+
+    def test_lent(self) -> None:
+        """
+        An L{ITransientReader} is lent each read that fits the read buffer,
+        bytes intact and in order; a read larger than the buffer comes as
+        C{bytes}.
+        """
+        borrower = Borrower()
+        verifyObject(ITransientReader, borrower)
+        pair = BatchPair(self, server_app=borrower)
+        small, large = b"s" * 100, bytes(range(256)) * (4 * KiB)
+        pair.client.write(small)
+        pair.pump.flush()
+        pair.client.write(large)
+        pair.pump.flush()
+        self.assertEqual(borrower.received, small + large)
+        self.assertEqual(borrower.kinds, [memoryview, bytes])
+
+    def test_notLent(self) -> None:
+        """
+        Without the direct data path, or to another protocol, reads are
+        C{bytes}.
+        """
+        borrower = Borrower()
+        pair = BatchPair(self, direct=False, server_app=borrower)
+        pair.client.write(b"x" * 100)
+        pair.pump.flush()
+        self.assertEqual(borrower.kinds, [bytes])
+        plain = BatchPair(self)
+        plain.client.write(b"y" * 100)
+        plain.pump.flush()
+        self.assertEqual(plain.server_app.reads, [b"y" * 100])
+        self.assertIs(type(plain.server_app.reads[0]), bytes)
 
 
 class CloseTests(SynchronousTestCase):

@@ -79,8 +79,10 @@ class TcpEnd(SpliceEnd):
 
     def readConnectionLost(self) -> None:
         """
-        EOF from the local peer: half-close the other side.
+        EOF from the local peer: half-close the other side (no longer its
+        producer: see L{SpliceEnd.leaveOther}).
         """
+        self.leaveOther()
         if not half_close_other(self.other):
             super().readConnectionLost()
 

@@ -28,6 +28,7 @@ from ._events import (
     LinkTimedOut,
     SessionClosed,
     SessionReset,
+    coalesce_data,
 )
 from ._frames import (
     MAGIC,
@@ -168,9 +169,11 @@ class LinkConnection(Receiver):
 
     # -- receiving ----------------------------------------------------------
 
-    def receive_data(self, data: bytes) -> list[Event]:
+    def receive_data(self, data: bytes | memoryview) -> list[Event]:
         """
-        Process bytes from the peer.
+        Process bytes from the peer.  C{data} may be a view of a buffer its
+        owner reuses once this returns: nothing returned or kept refers to
+        it.
 
         @return: the events they caused, in order.
         @raise RemoteProtocolError: the peer broke the protocol; a GOAWAY is
@@ -191,11 +194,15 @@ class LinkConnection(Receiver):
                     frames, error = self._decoder.feed(data), None
                 except DecodeError as e:
                     frames, error = e.frames, e.error
-                for frame in frames:
-                    if frame.type == _DATA and self.state is _OPEN:
-                        self._on_data(frame, events)
-                    else:
-                        self._dispatch(frame, events, now)
+                try:
+                    for frame in frames:
+                        if frame.type == _DATA and self.state is _OPEN:
+                            self._on_data(frame, events)
+                        else:
+                            self._dispatch(frame, events, now)
+                finally:
+                    if self._decoder.viewed:
+                        events[:] = coalesce_data(events)
                 if error is not None:
                     raise error
             if self._throttled:
@@ -206,7 +213,7 @@ class LinkConnection(Receiver):
             raise
         return events
 
-    def _receive_preamble(self, data: bytes) -> bytes:
+    def _receive_preamble(self, data: bytes | memoryview) -> bytes | memoryview:
         buf = self._preamble
         need = PREAMBLE_SIZE - len(buf)
         buf += data[:need]

@@ -10,6 +10,10 @@ from typing import Any, NamedTuple
 
 from ._control import Hello
 
+Event = Any
+# Builds a named tuple without the Python-level __new__ of calling its class.
+_tuple_new = tuple.__new__
+
 
 @dataclass(frozen=True, slots=True)
 class LinkEstablished:
@@ -36,8 +40,11 @@ class DataReceived(NamedTuple):
     """
     Bytes for a session; report them consumed when they leave its queue.
 
-    The one event per DATA frame, so a (frozen, immutable) named tuple: the
-    receiver builds it without a Python-level constructor call.
+    One per DATA frame, except that when one input brings a large one
+    (see L{nfltr.link._frames.VIEW_MIN}) each run of consecutive DATA frames
+    of one session in it is one event (L{coalesce_data}).  Built for every
+    frame, so a (frozen, immutable) named tuple: the receiver builds it
+    without a Python-level constructor call.
     """
 
     session_id: int
@@ -125,3 +132,38 @@ class LinkTimedOut:
     """
 
     reason: str
+
+
+def coalesce_data(events: list[Event]) -> list[Event]:
+    """
+    C{events} with each run of consecutive L{DataReceived} of one session
+    made one, whose data is the run's payloads joined, as C{bytes}: the
+    decoder's views of its chunk (L{nfltr.link._frames.FrameDecoder}) are
+    copied here, once.
+    A session's consumer then gets what one read brought in one call, and
+    a socket behind it one write.
+    """
+    out: list[Event] = []
+    run: list[Any] = []
+    sid = -1
+    for event in events:
+        if type(event) is DataReceived:
+            if event[0] == sid:
+                run.append(event[1])
+                continue
+            if run:
+                out.append(_joined(sid, run))
+            sid, run = event[0], [event[1]]
+        else:
+            if run:
+                out.append(_joined(sid, run))
+                sid, run = -1, []
+            out.append(event)
+    if run:
+        out.append(_joined(sid, run))
+    return out
+
+
+def _joined(sid: int, run: list[Any]) -> DataReceived:
+    data = run[0] if len(run) == 1 else b"".join(run)
+    return _tuple_new(DataReceived, (sid, data if type(data) is bytes else bytes(data)))

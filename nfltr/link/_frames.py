@@ -12,7 +12,12 @@ are rejected from the header, before any byte of the body is buffered.
 
 The decoder slices frames that lie wholly inside one received chunk and only
 joins the bytes of a frame that spans chunks, so its memory is bounded by one
-frame and its cost is linear in the input.
+frame and its cost is linear in the input.  The payload of a DATA frame of
+at least L{VIEW_MIN} bytes that lies wholly inside the chunk is a
+C{memoryview} of it, not a copy: L{nfltr.link.LinkConnection} joins the
+payloads of consecutive DATA frames of one session into one string (a
+single one is copied alone), so its events carry C{bytes} as before, with
+one copy of each byte as before, and one event per run of frames.
 """
 
 from __future__ import annotations
@@ -39,6 +44,9 @@ _U32 = struct.Struct("!I")
 _GOAWAY = struct.Struct("!II")
 _RESET = _U32
 PING_SIZE = 8
+#: The smallest DATA payload the decoder hands out as a view of the chunk
+#: rather than a copy (a smaller one is cheaper to copy than to view).
+VIEW_MIN = 4096
 
 
 class FrameType(IntEnum):
@@ -76,7 +84,8 @@ _MIN_SIZE: dict[int, int] = {
 
 class Frame(NamedTuple):
     """
-    One decoded frame; C{payload} is still raw.
+    One decoded frame; C{payload} is still raw (a large DATA frame's is a
+    C{memoryview} of the chunk it came in: see the module).
     """
 
     type: int
@@ -142,10 +151,13 @@ class FrameDecoder:
         the frame whose body is being collected.
     @ivar _length: that frame's body length once its header is complete and
         valid, else C{-1}.
-    @ivar _body: the pieces of its body received so far (at most
+    @ivar _body: the pieces of its body received so far, C{bytes} (at most
         L{_MAX_PIECES} and one joined piece: a peer that trickles a frame
         cannot make it cost more than its size and a few small objects).
     @ivar _have: their total size.
+    @ivar viewed: the last L{feed} returned DATA payloads that are views of
+        its chunk (see the module): they must be copied before the chunk's
+        owner may reuse it, and not be kept (a view holds the whole chunk).
     """
 
     _MAX_PIECES = 64
@@ -155,6 +167,7 @@ class FrameDecoder:
         self._length = -1
         self._body: list[bytes] = []
         self._have = 0
+        self.viewed = False
 
     def buffered(self) -> int:
         """
@@ -162,15 +175,22 @@ class FrameDecoder:
         """
         return len(self._head) + self._have
 
-    def feed(self, data: bytes) -> list[Frame]:
+    def feed(self, data: bytes | memoryview) -> list[Frame]:
         """
         Decode every frame completed by C{data}: finish the frame held from
         earlier chunks, slice out every whole frame, keep the rest.
+
+        C{data} may be a C{memoryview} of a buffer its owner reuses once the
+        caller is done with the frames: then every payload but a large DATA
+        frame's (a view: see the module) is copied, and so is every byte
+        kept for a later call.
 
         @raise DecodeError: a header was invalid; carries the frames decoded
             before it.
         """
         frames: list[Frame] = []
+        view = None
+        lent = type(data) is not bytes
         try:
             pos = 0
             if self._head:
@@ -186,24 +206,43 @@ class FrameDecoder:
                     check_header(ftype, length)
                 body = pos + HEADER_SIZE
                 if body + length > end:
-                    self._head = bytearray(data[pos:body])
-                    self._length = length
-                    if body < end:
-                        self._body.append(data[body:])
-                        self._have = end - body
+                    self._keep(data, pos, length)
                     return frames
-                append(tuple_new(Frame, (ftype, flags, sid, data[body : body + length])))
                 pos = body + length
+                if length >= VIEW_MIN and ftype == _DATA:
+                    if view is None:
+                        view = memoryview(data)
+                    append(tuple_new(Frame, (ftype, flags, sid, view[body:pos])))
+                elif lent:
+                    append(tuple_new(Frame, (ftype, flags, sid, bytes(data[body:pos]))))
+                else:
+                    append(tuple_new(Frame, (ftype, flags, sid, data[body:pos])))
             if pos < end:
                 self._head = bytearray(data[pos:])
         except RemoteProtocolError as e:
             raise DecodeError(frames, e) from None
+        finally:
+            self.viewed = view is not None
         return frames
 
-    def _finish_partial(self, data: bytes, frames: list[Frame]) -> int:
+    def _keep(self, data: bytes | memoryview, pos: int, length: int) -> None:
+        """
+        Hold the frame at C{pos}, of C{length} bytes, that C{data} does not
+        complete (a copy of its bytes: C{data} may be lent).
+        """
+        body = pos + HEADER_SIZE
+        self._head = bytearray(data[pos:body])
+        self._length = length
+        if body < len(data):
+            rest = data[body:]
+            self._body.append(rest if isinstance(rest, bytes) else bytes(rest))
+            self._have = len(data) - body
+
+    def _finish_partial(self, data: bytes | memoryview, frames: list[Frame]) -> int:
         """
         Complete the frame held from earlier chunks; return where C{data}'s
-        unread part starts, or C{-1} if C{data} was used up.
+        unread part starts, or C{-1} if C{data} was used up.  A piece of a
+        lent C{data} is copied (see L{feed}).
         """
         head = self._head
         pos = 0
@@ -219,7 +258,7 @@ class FrameDecoder:
         piece = data[pos : pos + need]  # data itself if it lies wholly in the body
         body = self._body
         if piece:
-            body.append(piece)
+            body.append(piece if isinstance(piece, bytes) else bytes(piece))
             self._have += len(piece)
         if self._have < self._length:
             if len(body) > self._MAX_PIECES:

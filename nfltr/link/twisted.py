@@ -32,7 +32,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from nfltr.netio import after_events
+from nfltr.netio import ITransientReader, after_events
 from nfltr.wire import LogThrottle, format_address, peerText
 
 from ._config import LinkConfig
@@ -62,7 +62,7 @@ __all__ = [
     "LinkSession", "LinkUnavailable", "SessionResetError",
 ]
 
-@implementer(interfaces.IPushProducer)
+@implementer(interfaces.IPushProducer, ITransientReader)
 class LinkProtocol(LinkOutput, Protocol):
     """
     One link over one transport, and its transport's producer.
@@ -155,7 +155,7 @@ class LinkProtocol(LinkOutput, Protocol):
         self._waiting.append(d)
         return d
 
-    def dataReceived(self, data: bytes) -> None:
+    def dataReceived(self, data: bytes | memoryview) -> None:
         """
         Feed the codec and dispatch its events.
         """
@@ -187,6 +187,8 @@ class LinkProtocol(LinkOutput, Protocol):
             reading.depth -= 1
             if not reading.depth and reading.pending:
                 reading.flush()
+
+    transientDataReceived = dataReceived  # ITransientReader: receive_data copies what it keeps
 
     def connectionLost(self, reason: Failure = error.ConnectionDone) -> None:  # type: ignore[assignment]
         """

@@ -17,12 +17,15 @@ Other layers use the tuning through these names only:
   - L{after_events}: a clock's way to run a function once the events of
     the poll being handled are (the link's batched writes);
   - L{io_settings}: the settings a reactor carries (the TLS factories'
-    choices).
+    choices);
+  - L{ITransientReader}: a protocol the TLS layer may lend its decrypted
+    input (the link's).
 
 L{nfltr.netio.internals} lists the private names of Twisted, pyOpenSSL and
 conch that nfltr relies on.
 """
 
+from nfltr.netio._lent import ITransientReader
 from nfltr.netio._malloc import HeapTrimmer, tune_malloc
 from nfltr.netio._poll import EPollReactor, after_events, install_reactor
 from nfltr.netio._reactor import TunedReactor, heap_trimmer, io_settings, tune_process
@@ -35,6 +38,7 @@ __all__ = [
     "EPollReactor",
     "HeapTrimmer",
     "IOSettings",
+    "ITransientReader",
     "Port",
     "Server",
     "TunedReactor",

@@ -70,8 +70,7 @@ class SessionEnd(SpliceEnd):
                     code, why = value.code, peerText(value.reason)
                 else:
                     code, why = ErrorCode.CANCEL, self.lostReason
-                if self.joined:
-                    other.transport.unregisterProducer()
+                self.leaveOther()
                 # Closed first: the other end's connectionLost, which the
                 # abort may call at once, must not act on this end.
                 self.closed = True

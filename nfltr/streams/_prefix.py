@@ -20,7 +20,9 @@ from twisted.internet import error, interfaces
 from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
+from zope.interface import implementer
 
+from nfltr.netio import ITransientReader
 from nfltr.wire import format_address
 
 from ._admission import Admission
@@ -28,15 +30,20 @@ from ._admission import Admission
 _log = Logger()
 
 
+@implementer(ITransientReader)
 class PrefixReader(Protocol):
     """
     Reads a prefix, then forwards every event to the protocol that took
-    over.  Subclasses define L{prefixReceived} and L{timedOut}.
+    over.  Subclasses define L{prefixReceived} and L{timedOut}.  Lent bytes
+    (L{ITransientReader}) go on lent to a protocol that took over and can
+    be lent them, unless a subclass reads every read itself (overrides
+    C{dataReceived}); otherwise they are copied first.
 
     @ivar factory: provides C{clock} and C{timeout} (seconds to decide).
     @ivar addr: the peer's address, given to the factory of the protocol
         that takes over.
     @ivar inner: the protocol that took over, once one did.
+    @ivar lender: C{inner} if it is an L{ITransientReader}.
     @ivar _timer: the pending timeout, until a decision.
     """
 
@@ -48,6 +55,7 @@ class PrefixReader(Protocol):
         self.factory = factory
         self.addr = addr
         self.inner: Any = None
+        self.lender: ITransientReader | None = None
         self._timer: interfaces.IDelayedCall | None = None
         # Set by an AdmittingFactory that admitted this connection.
         self.admission: Admission | None = None
@@ -74,11 +82,24 @@ class PrefixReader(Protocol):
         else:
             inner.dataReceived(data)
 
+    def transientDataReceived(self, data: memoryview) -> None:
+        """
+        Lent bytes: see the class.
+        """
+        lender = self.lender
+        if lender is not None:
+            lender.transientDataReceived(data)
+        else:
+            self.dataReceived(bytes(data))
+
     def takeOver(self, inner: Any) -> None:
         """
         Make C{inner} the protocol every later read goes to.
         """
         self.inner = inner
+        # A subclass that looks at every read (the PROXY header guard) gets it.
+        forwards = type(self).dataReceived is PrefixReader.dataReceived
+        self.lender = ITransientReader(inner, None) if forwards else None
 
     def writeConnectionLost(self) -> None:
         """

@@ -35,6 +35,8 @@ class SpliceEnd(Protocol):
     @ivar other: the other end.
     @ivar onLost: called with the failure once this end's connection is gone.
     @ivar joined: both ends are connected and registered as producers.
+    @ivar registered: this end is the producer registered on the other
+        end's transport (from the join until L{leaveOther}).
     @ivar closed: this end's connection is gone.
     """
 
@@ -48,6 +50,7 @@ class SpliceEnd(Protocol):
         self.other: SpliceEnd | None = None
         self.onLost: Callable[[Failure], None] | None = None
         self.joined = False
+        self.registered = False
         self.closed = False
 
     def connectionMade(self) -> None:
@@ -71,12 +74,14 @@ class SpliceEnd(Protocol):
 
     def readConnectionLost(self) -> None:
         """
-        EOF here: half-close the other end's write side.
+        EOF here: stop being the other end's producer (nothing more comes
+        from here), then half-close the other end's write side.
         """
         other = self.other
         if other is None or not other.connected or other.closed:
             self.transport.loseConnection()
             return
+        self.leaveOther()
         transport = other.transport
         # A protocol wrapper (TLS) forwards unknown attributes to the transport
         # below it: half-closing that would truncate TLS, so close it whole.
@@ -101,14 +106,33 @@ class SpliceEnd(Protocol):
         self.closed = True
         other = self.other
         if other is not None and other.connected and not other.closed:
-            if self.joined:
-                other.transport.unregisterProducer()
+            self.leaveOther()
             if reason.check(error.ConnectionDone):
                 other.transport.loseConnection()
             else:
                 other.transport.abortConnection()
         if self.onLost is not None:
             self.onLost(reason)
+
+    def leaveOther(self) -> None:
+        """
+        Unregister this end as the producer on the other end's transport,
+        once: this end writes nothing more to it.
+
+        Needed before that transport is closed or half-closed: Twisted's
+        TCP transport, when its buffer empties, resumes a paused producer
+        I{instead of} shutting its write side (its C{doWrite}), and never
+        looks again if the producer has nothing more to write: the peer
+        would never see the end of the stream.  (Twisted's TLS likewise
+        closes only once its producer is gone.)  EOF here can come while
+        that transport is full and has paused this end: a TLS
+        C{close_notify} read together with the records before it.
+        """
+        if self.registered:
+            self.registered = False
+            other = self.other
+            if other is not None and other.connected and not other.closed:
+                other.transport.unregisterProducer()
 
     def abort(self) -> None:
         """
@@ -143,6 +167,7 @@ class SpliceEnd(Protocol):
 
 def _join(a: SpliceEnd, b: SpliceEnd) -> None:
     a.joined = b.joined = True
+    a.registered = b.registered = True
     a.transport.registerProducer(b, True)
     b.transport.registerProducer(a, True)
     a.transport.resumeProducing()

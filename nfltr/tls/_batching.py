@@ -13,7 +13,8 @@ L{BatchingTLSProtocol} keeps its state machine and changes the data path:
     whole send BIO read out and given to the transport in one write;
   - B{in:} every record the bytes of one read complete is decrypted, and
     the plaintext delivered in one C{dataReceived} (bounded by the read:
-    at most one transport read of plaintext is held);
+    at most one transport read of plaintext is held), or lent, without a
+    copy, to a protocol that provides L{nfltr.netio.ITransientReader};
   - after every read the send BIO is flushed, as Twisted does: TLS 1.3
     answers some post-handshake messages (a C{KeyUpdate} asking for one)
     from inside C{SSL_read}, and a peer waiting for that answer stalls if
@@ -49,7 +50,7 @@ from twisted.protocols.tls import TLSMemoryBIOFactory, TLSMemoryBIOProtocol
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from nfltr.netio import io_settings, send_now
+from nfltr.netio import ITransientReader, io_settings, send_now
 from nfltr.wire.constants import TLS_RECORD_PAYLOAD
 
 from ._direct import DirectIO, Problem, available
@@ -73,6 +74,8 @@ class BatchingTLSProtocol(TLSMemoryBIOProtocol):
     @ivar batch: C{False} restores Twisted's data path (16 KiB per
         C{SSL_write}, one C{dataReceived} per record), for comparison.
     @ivar direct: use L{DirectIO} once the handshake is done.
+    @ivar lender: the wrapped protocol if it is an L{ITransientReader}:
+        then it is lent what a read decrypted (see L{nfltr.netio._lent}).
     @ivar _readClosed: no more plaintext will be read (a subclass that
         keeps writing after the peer's C{close_notify} sets it).
     @ivar _direct: the connection's L{DirectIO}, once in use.
@@ -93,6 +96,9 @@ class BatchingTLSProtocol(TLSMemoryBIOProtocol):
         super().__init__(factory, wrappedProtocol, _connectWrapped)
         self.batch = getattr(factory, "batch", True)
         self.direct = self.batch and available() and getattr(factory, "direct", True)
+        self.lender: ITransientReader | None = None
+        if self.direct and ITransientReader.providedBy(wrappedProtocol):
+            self.lender = ITransientReader(wrappedProtocol)
 
     def _startDirect(self) -> DirectIO | None:
         """
@@ -234,12 +240,15 @@ class BatchingTLSProtocol(TLSMemoryBIOProtocol):
         """
         if not self._lostTLSConnection and not self._readClosed:
             try:
-                data = direct.read()
+                data = direct.read(self.lender is not None)
                 error = None
             except Problem as p:
                 data, error = p.data, p.error
             if data and not self._aborted:
-                self.wrappedProtocol.dataReceived(data)
+                if isinstance(data, bytes):
+                    self.wrappedProtocol.dataReceived(data)
+                elif self.lender is not None:
+                    self.lender.transientDataReceived(data)
             if error is not None and not self._lostTLSConnection and not self._readClosed:
                 if isinstance(error, ZeroReturnError):
                     self._closeNotifyReceived()

@@ -14,7 +14,7 @@ they are there), into buffers it keeps:
 
   - L{DirectIO.feed} puts received ciphertext into the read BIO;
   - L{DirectIO.read} decrypts every complete record into one buffer and
-    returns the plaintext as one string;
+    returns the plaintext as one string, or lends a view of the buffer;
   - L{DirectIO.write} encrypts one whole application write
     (C{SSL_write}; nfltr's contexts clear partial writes);
   - L{DirectIO.drain} returns the send BIO's bytes, or offers them to a
@@ -140,13 +140,17 @@ class DirectIO:
             if result != n:
                 raise Problem(OSError(f"the read BIO took {result} of {n} bytes"))
 
-    def read(self) -> bytes:
+    def read(self, lend: bool = False) -> bytes | memoryview:
         """
         Decrypt every complete record waiting in the read BIO.
 
+        @param lend: return a view of the process's read buffer rather than
+            a copy, when the plaintext fits it (the caller's reader must be
+            done with it before any other read: see
+            L{nfltr.netio.ITransientReader}).
         @return: their plaintext, as one string (empty when none is
-            complete).
-        @raise Problem: with the plaintext decrypted before it.
+            complete), or lent.
+        @raise Problem: with the plaintext decrypted before it (a copy).
         """
         ssl = self._ssl
         buf = _buffers.readBuffer()
@@ -162,11 +166,14 @@ class DirectIO:
             if result > 0:
                 offset += result
                 continue
+            wanted = _lib.SSL_get_error(ssl, result) == _WANT_READ
+            if lend and wanted and offset and not pieces:
+                return memoryview(_ffi.buffer(buf, offset))
             data = _ffi.buffer(buf, offset)[:] if offset else b""
             if pieces:
                 pieces.append(data)
                 data = b"".join(pieces)
-            if _lib.SSL_get_error(ssl, result) == _WANT_READ:
+            if wanted:
                 return data
             raise Problem(self._error(result), data)
 

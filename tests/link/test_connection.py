@@ -37,6 +37,7 @@ from nfltr.link._control import encode_message, hello_message
 from nfltr.link._frames import (
     MAX_PAYLOAD,
     MAX_TARGET,
+    VIEW_MIN,
     Frame,
     decode_goaway,
     encode_control,
@@ -1126,3 +1127,80 @@ class SessionBytesTests(SynchronousTestCase):
         self.assertEqual(pair.listener.session_bytes(sid)[0], 7)
         self.assertEqual(pair.dialer.session_bytes(other), (0, 0))
         self.assertEqual(pair.dialer.session_bytes(99), (0, 0))
+
+
+class CoalescedDataTests(SynchronousTestCase):
+    """
+    The DATA frames of one session that one input brings, when one of them
+    is large, come as one L{DataReceived} carrying C{bytes}.
+    """
+
+    def test_runOfOneSession(self) -> None:
+        """
+        Consecutive large DATA frames of a session are one event, their
+        payloads joined in order, as C{bytes}; a frame of another session,
+        or another event, ends a run.
+        """
+        pair = ConnectionPair().establish()
+        a = pair.dialer.open_session("svc")
+        b = pair.dialer.open_session("svc")
+        pair.exchange()
+        big = [bytes([n]) * VIEW_MIN for n in range(4)]
+        for piece in big[:2]:
+            pair.dialer.send_data(a, piece)
+        pair.dialer.send_data(b, big[2])
+        pair.dialer.send_data(a, big[3])
+        pair.dialer.send_fin(a)
+        pair.dialer.send_data(b, b"small")
+        events = pair.send(DIALER)
+        self.assertEqual(events, [
+            DataReceived(a, big[0] + big[1]), DataReceived(b, big[2]), DataReceived(a, big[3]),
+            FinReceived(a), DataReceived(b, b"small"),
+        ])
+        for event in events:
+            if isinstance(event, DataReceived):
+                self.assertIs(type(event.data), bytes)
+
+    def test_smallFrames(self) -> None:
+        """
+        An input of small DATA frames only gives one event per frame.
+        """
+        pair = ConnectionPair().establish()
+        sid = pair.dialer.open_session("svc")
+        pair.exchange()
+        pair.dialer.send_data(sid, b"one")
+        pair.dialer.send_data(sid, b"two")
+        self.assertEqual(pair.send(DIALER), [DataReceived(sid, b"one"), DataReceived(sid, b"two")])
+
+    def test_splitInput(self) -> None:
+        """
+        A large frame that spans inputs, and one that ends in the second
+        input, arrive whole and in order whatever the split.
+        """
+        pair = ConnectionPair().establish()
+        sid = pair.dialer.open_session("svc")
+        pair.exchange()
+        pair.dialer.send_data(sid, b"a" * VIEW_MIN)
+        pair.dialer.send_data(sid, b"b" * VIEW_MIN)
+        pair.pull(DIALER)
+        first = pair.deliver(DIALER, VIEW_MIN // 2)
+        rest = pair.deliver(DIALER)
+        self.assertEqual(b"".join(e.data for e in first + rest), b"a" * VIEW_MIN + b"b" * VIEW_MIN)
+        self.assertTrue(all(type(e.data) is bytes for e in first + rest))
+
+    def test_credit(self) -> None:
+        """
+        Coalesced bytes are consumed like the frames they came in: credit
+        goes back as for separate frames.
+        """
+        pair = ConnectionPair(LinkConfig(session_window=4 * VIEW_MIN)).establish()
+        sid = pair.dialer.open_session("svc")
+        pair.exchange()
+        pair.dialer.send_data(sid, b"z" * (2 * VIEW_MIN))
+        pair.dialer.send_data(sid, b"z" * (2 * VIEW_MIN))
+        [event] = pair.send(DIALER)
+        self.assertEqual(len(event.data), 4 * VIEW_MIN)
+        self.assertTrue(pair.listener.consumed(sid, len(event.data)))
+        pair.send(LISTENER)
+        self.assertFalse(pair.dialer.send_data(sid, b"z" * (4 * VIEW_MIN)))
+        self.assertEqual(len(pair.send(DIALER)[0].data), 4 * VIEW_MIN)

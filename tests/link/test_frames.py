@@ -18,6 +18,7 @@ from nfltr.link._frames import (
     HEADER_SIZE,
     MAX_REASON,
     MAX_TARGET,
+    VIEW_MIN,
     DecodeError,
     Frame,
     FrameDecoder,
@@ -258,6 +259,28 @@ class DecoderTests(SynchronousTestCase):
         )
         self.assertEqual(decoder.buffered(), 4)
 
+    def test_large_data_viewed(self) -> None:
+        """
+        The payload of a DATA frame of at least C{VIEW_MIN} bytes wholly
+        inside the chunk is a view of the chunk, and the decoder says so;
+        smaller payloads, other frame types and a frame completed from
+        earlier chunks are C{bytes}.
+        """
+        decoder = FrameDecoder()
+        big = b"v" * VIEW_MIN
+        chunk = raw_frame(FrameType.DATA, 1, big) + raw_frame(FrameType.DATA, 1, b"s")
+        large, small = decoder.feed(chunk)
+        self.assertTrue(decoder.viewed)
+        self.assertIsInstance(large.payload, memoryview)
+        self.assertEqual(bytes(large.payload), big)
+        self.assertIs(type(small.payload), bytes)
+        self.assertEqual(decoder.feed(encode_fin(1)), [Frame(FrameType.FIN, 0, 1, b"")])
+        self.assertFalse(decoder.viewed)
+        self.assertEqual(decoder.feed(chunk[:20]), [])
+        [whole, _] = decoder.feed(chunk[20:])
+        self.assertIs(type(whole.payload), bytes)
+        self.assertEqual(whole.payload, big)
+
 
 class HeaderCheckTests(SynchronousTestCase):
     """
@@ -489,3 +512,30 @@ class CodeNameTests(SynchronousTestCase):
         self.assertEqual(code_name(11), "ENHANCE_YOUR_CALM")
         self.assertEqual(code_name(0), "NO_ERROR")
         self.assertEqual(code_name(4000), "UNKNOWN_CODE_4000")
+
+
+class LentInputTests(SynchronousTestCase):
+    """
+    A chunk fed as a view of a buffer its owner reuses.
+    """
+
+    def test_copiesAllButLargeData(self) -> None:
+        """
+        Small payloads and control frames come out as C{bytes}; what the
+        decoder keeps of an incomplete frame is a copy, intact once the
+        buffer is overwritten.
+        """
+        decoder = FrameDecoder()
+        big = b"b" * VIEW_MIN
+        chunk = (raw_frame(FrameType.DATA, 1, big) + encode_window(1, 9)
+                 + raw_frame(FrameType.DATA, 1, b"small") + raw_frame(FrameType.DATA, 3, big))
+        cut = len(chunk) - 100
+        lent = bytearray(chunk[:cut])
+        frames = decoder.feed(memoryview(lent))
+        self.assertEqual([type(f.payload) for f in frames], [memoryview, bytes, bytes])
+        self.assertEqual(bytes(frames[0].payload), big)
+        lent[:] = bytes(len(lent))
+        lent = bytearray(chunk[cut:])
+        [last] = decoder.feed(memoryview(lent))
+        self.assertEqual(last, Frame(FrameType.DATA, 0, 3, big))
+        self.assertIs(type(last.payload), bytes)

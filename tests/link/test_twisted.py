@@ -21,8 +21,9 @@ from nfltr.link import LISTENER, PRESETS, ErrorCode, FrameType, LinkConfig
 from nfltr.link._frames import FrameDecoder
 from nfltr.link.transport import IFramedWriter
 from nfltr.link.twisted import LinkProtocol, LinkSession, LinkUnavailable, SessionResetError
+from nfltr.netio import ITransientReader
 
-from .twisted_helpers import LinkPair, RecordingHandler, Streamer, pattern
+from .twisted_helpers import CHUNK, LinkPair, RecordingHandler, Streamer, pattern
 
 MiB = 1024 * 1024
 
@@ -687,3 +688,38 @@ class FramedWriteTests(SynchronousTestCase):
         pair.clock.advance(0)
         pair.run()
         self.assertEqual(receiver.received, [])
+class LentInputTests(SynchronousTestCase):
+    """
+    A link is an L{ITransientReader}: what it is lent is copied before the
+    lender reuses its buffer.
+    """
+
+    def test_lentBufferReused(self) -> None:
+        """
+        Frames fed as a view of a buffer, overwritten at once after the
+        call (a large DATA frame, a small one, and one cut short to be
+        completed by the next input), reach the session intact.
+        """
+        got: list[bytes] = []
+
+        class Keeper(Protocol):
+            def dataReceived(self, data: bytes) -> None:
+                got.append(data)
+
+        pair = LinkPair(listenerHandler=RecordingHandler(lambda s: Keeper()))
+        verifyObject(ITransientReader, pair.listener)
+        session = pair.dialer.openSession("svc", Protocol())
+        pair.run()
+        data = pattern(7, 3 * CHUNK) + b"tail"
+        session.write(data[: 2 * CHUNK])
+        session.write(data[2 * CHUNK :])
+        pair.clock.advance(0)
+        out = b"".join(pair.dialerIO.stream)
+        pair.dialerIO.stream = []
+        cut = len(out) - 1000
+        for piece in (out[:cut], out[cut:]):
+            lent = bytearray(piece)
+            pair.listener.transientDataReceived(memoryview(lent))
+            lent[:] = bytes(len(lent))
+        self.assertEqual(b"".join(got), data)
+        self.assertTrue(all(type(chunk) is bytes for chunk in got))
