@@ -58,14 +58,15 @@ PRESENCE_RELAY_OPTIONS: tuple[Option, ...] = (
     Option("presence-stale-limit", None,
            "While the directory cannot answer, visitors of agents and shares other replicas "
            "hold are routed by the presence record this replica last read or wrote for the "
-           "name, and the replica that holds an agent takes a forwarded session's API key it "
-           "checked (and has not seen revoked), if at most this many seconds old; names and "
-           "keys not seen within it fail until the directory answers (0: neither).",
+           "name, the replica that holds an agent takes a forwarded session's API key it "
+           "checked (and has not seen revoked), and an SSH key this replica checked (and has "
+           "not seen removed) logs in, if at most this many seconds old; names and keys not "
+           "seen within it fail until the directory answers (0: none of them).",
            f"{DEFAULT_PRESENCE_STALE_LIMIT:g}", parse=_staleLimit),
     Option("presence-cache-entries", None,
-           "Presence records, and API keys, a replica remembers for --presence-stale-limit, "
-           "at most each (the least recently used go first).", str(DEFAULT_PRESENCE_CACHE_ENTRIES),
-           parse=_entries),
+           "Presence records, API keys and SSH keys a replica remembers for "
+           "--presence-stale-limit, at most each (the least recently used go first).",
+           str(DEFAULT_PRESENCE_CACHE_ENTRIES), parse=_entries),
 )
 
 

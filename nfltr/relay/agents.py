@@ -51,6 +51,7 @@ from .store_health import StoreHealth
 from .tcp_route import TCPRoute
 
 if TYPE_CHECKING:
+    from .cluster.ssh_key_cache import SSHKeyCache
     from .link_handler import RelayLinkHandler
 
 NO_SHARE_URLS = "this relay does not publish share URLs"
@@ -97,6 +98,8 @@ class Relay:
         agents and shares claimed here (L{NoPresence}: a relay of its own).
     @ivar remote: the routes to agents other replicas of a cluster hold
         (L{None}: a relay of its own).
+    @ivar sshKeys: the SSH keys checked here, for when the store cannot
+        answer (L{nfltr.relay.cluster.ssh_key_cache}; L{None}: none kept).
     """
 
     log = Logger()
@@ -127,6 +130,7 @@ class Relay:
         self.logThrottle = LogThrottle(clock.seconds)
         self.presence: IPresence = NoPresence()
         self.remote: IRemoteRoutes | None = None
+        self.sshKeys: SSHKeyCache | None = None
         self.publicPorts: PublicPorts | None = None
         #: The public UDP ports (L{nfltr.relay.public_udp}), with public ports.
         self.publicUDPPorts: PublicPorts | None = None
@@ -144,9 +148,23 @@ class Relay:
         """
         The account the SSH public key C{line} is registered to
         (L{IStore.ssh_key_account}), with the store's health as
-        L{verifyKey}.
+        L{verifyKey}; while the store cannot answer, the account
+        L{sshKeys} remembers, if any.
         """
-        return self._ask(lambda: self.store.ssh_key_account(line))
+
+        def ask() -> Deferred[str | None]:
+            return self._ask(lambda: self.store.ssh_key_account(line))
+
+        return ask() if self.sshKeys is None else self.sshKeys.lookup(line, ask)
+
+    def sshKeyRemoved(self, fingerprint: str) -> None:
+        """
+        The SSH key C{fingerprint} was removed from the store (announced or
+        polled, L{nfltr.relay.revocation}): L{sshKeys} forgets it.  SSH
+        connections that logged in with it go on (docs/ssh.md).
+        """
+        if self.sshKeys is not None:
+            self.sshKeys.removed(fingerprint)
 
     def _ask(self, call: Callable[[], Deferred[Any]]) -> Deferred[Any]:
         health = self.storeHealth

@@ -1,23 +1,29 @@
 # -*- test-case-name: tests.relay.test_revocation -*-
 """
 Find keys revoked by any process (C{nfltr keys revoke} writes to the same
-database or directory) and close the links that use them.
+database or directory) and close the links that use them; from a store that
+logs SSH key removals too (L{ISSHKeyRemovals}: a Redis directory), find the
+SSH keys removed, which the relay forgets
+(L{nfltr.relay.agents.Relay.sshKeyRemoved}: it remembers SSH keys for when
+the store cannot answer).
 
 Two ways, one outcome (L{RevocationPoller.revoked}, which hands each key id
-to L{Relay.revoke} once):
+to L{Relay.revoke} once, and L{RevocationPoller.sshKeyRemoved}):
 
   - the poll (L{RevocationPoller}), the source of truth: every C{interval}
     seconds it reads the store's revision; when it moved, it asks which keys
-    were revoked since the last revision it saw.  A poll starts only after
-    the previous one finished; a failed poll is logged (a store that is
-    unavailable: once per outage, by L{StoreHealth}) and, while the store is
-    down, tried again every C{retry} seconds instead.  Its readings of the
+    were revoked (and SSH keys removed) since the last revision it saw.  A
+    poll starts only after the previous one finished; a failed poll is
+    logged (a store that is unavailable: once per outage, by L{StoreHealth})
+    and, while the store is down, tried again every C{retry} seconds
+    instead.  Its readings of the
     revision are what says the store is up again.  A relay that started
     while its store was down has no revision to start from: its first
     reading is the start.
   - announcements (L{RevocationListener}), from a store that publishes each
-    revocation (L{IRevocationFeed}: a Redis directory): the key's links end
-    at once instead of at the next poll.  One missed while the subscription
+    revocation (L{IRevocationFeed}: a Redis directory), and each SSH key
+    removal: the key's links end (or the SSH key is forgotten) at once
+    instead of at the next poll.  One missed while the subscription
     reconnects (or before it could start) is the poll's.
 """
 
@@ -31,7 +37,13 @@ from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from nfltr.store import IRevocationFeed, IRevocationSubscription, IStore, StoreError
+from nfltr.store import (
+    IRevocationFeed,
+    IRevocationSubscription,
+    ISSHKeyRemovals,
+    IStore,
+    StoreError,
+)
 
 from .link_handler import Relay
 from .store_health import DEFAULT_STORE_RETRY, StoreHealth
@@ -111,13 +123,15 @@ class RevocationPoller:
         self.health.answered()
         if since is None or revision == since:
             return None
-        d = self.store.revoked_since(since)
-        d.addCallback(self._revoked, revision)
-        return d
+        return Deferred.fromCoroutine(self._changed(since, revision))
 
-    def _revoked(self, keyids: list[str], revision: int) -> None:
-        for keyid in keyids:
+    async def _changed(self, since: int, revision: int) -> None:
+        for keyid in await self.store.revoked_since(since):
             self.revoked(keyid)
+        removals = ISSHKeyRemovals(self.store, None)
+        if removals is not None:
+            for fingerprint in await removals.ssh_keys_removed_since(since):
+                self.sshKeyRemoved(fingerprint)
         self.revision = max(self.revision or 0, revision)
 
     def revoked(self, keyid: str) -> None:
@@ -128,6 +142,14 @@ class RevocationPoller:
         if not self.relay.directory.isRevoked(keyid):
             self.relay.revoke(keyid)
 
+    def sshKeyRemoved(self, fingerprint: str) -> None:
+        """
+        The SSH key C{fingerprint} was removed: the relay forgets it
+        (L{nfltr.relay.agents.Relay.sshKeyRemoved}; an announcement, then the
+        poll: twice).
+        """
+        self.relay.sshKeyRemoved(fingerprint)
+
     def _failed(self, failure: Failure) -> None:
         if not self.health.failed(failure):
             self.log.failure("cannot check for revoked API keys; will retry", failure)
@@ -136,7 +158,9 @@ class RevocationPoller:
 class RevocationListener:
     """
     Listens to the revocations a store announces (L{IRevocationFeed}) and
-    hands each key id to C{revoked} (L{RevocationPoller.revoked}).
+    hands each key id to C{revoked} (L{RevocationPoller.revoked}), and each
+    SSH key removal to C{removed} (L{RevocationPoller.sshKeyRemoved}), if
+    given.
 
     A subscription that cannot start (the store is away, or refuses) is
     tried again every C{retry} seconds, with one warning for the streak;
@@ -150,10 +174,11 @@ class RevocationListener:
 
     def __init__(
         self, feed: IRevocationFeed, revoked: Callable[[str], object], clock: IReactorTime,
-        retry: float = DEFAULT_LISTEN_RETRY,
+        removed: Callable[[str], object] | None = None, retry: float = DEFAULT_LISTEN_RETRY,
     ) -> None:
         self.feed = feed
         self.revoked = revoked
+        self.removed = removed
         self.retry = retry
         self.subscription: IRevocationSubscription | None = None
         self._clock = clock
@@ -173,7 +198,7 @@ class RevocationListener:
         if self._stopped or self.subscription is not None:
             return
         try:
-            subscription = await self.feed.subscribe_revocations(self.revoked)
+            subscription = await self.feed.subscribe_revocations(self.revoked, self.removed)
         except StoreError as e:
             if not self._failing:
                 self._failing = True

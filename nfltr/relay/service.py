@@ -363,7 +363,7 @@ class RelayService(Service):
         self._cleanups.append(poller.stop)
         feed = IRevocationFeed(store, None)
         if feed is not None:
-            listener = RevocationListener(feed, poller.revoked, self.reactor)
+            listener = RevocationListener(feed, poller.revoked, self.reactor, poller.sshKeyRemoved)
             self._cleanups.append(listener.stop)
             started = listener.start()
             if health.available:

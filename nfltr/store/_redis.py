@@ -15,6 +15,8 @@ prefix (L{DEFAULT_PREFIX}, written C{P} below):
     P revoked                zset    revoked key ids, scored by their revision
     P ssh:<fingerprint>      hash    account, algorithm, key (TYPE BASE64),
                                      label (absent: none), created_at
+    P ssh-removed            zset    removed SSH key fingerprints, scored by
+                                     the revision of their last removal
     P ssh-keys               zset    every fingerprint, by creation time
     P account-ssh:<name>     zset    an account's fingerprints, likewise
     P lease:<name>           hash    a name's lease (L{lease_table},
@@ -28,8 +30,10 @@ prefix (L{DEFAULT_PREFIX}, written C{P} below):
 A sorted set with equal scores orders its members as text, so "by creation
 time, then by id" is one C{ZRANGE}.  Every change touching several keys is
 one Lua script (atomic on the server); a revocation also publishes the key
-id on the channel C{P revoked} (L{REVOKED_CHANNEL}), for the relays that
-subscribed (L{RedisStore.subscribe_revocations}).  Scripts reach keys they
+id on the channel C{P revoked} (L{REVOKED_CHANNEL}), and an SSH key's
+removal bumps the revision too and publishes its fingerprint on
+C{P ssh-removed} (L{SSH_REMOVED_CHANNEL}), for the relays that subscribed
+(L{RedisStore.subscribe_revocations}).  Scripts reach keys they
 find on their way (an account's sets), so the store wants one Redis server
 (or a replicated primary), not Redis Cluster.
 """
@@ -76,21 +80,23 @@ from nfltr.store._redis_records import (
     ssh_info,
     ssh_list,
 )
-from nfltr.store._redis_subscriber import RevocationSubscription
+from nfltr.store._redis_subscriber import Listened, RevocationSubscription
 from nfltr.store._redis_url import (
     DEFAULT_COMMAND_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_PREFIX,
     REVOKED_CHANNEL,
+    SSH_REMOVED_CHANNEL,
     RedisAddress,
 )
-from nfltr.store._ssh import InvalidSSHKey, SSHKeyInfo, parse_ssh_public_key
+from nfltr.store._ssh import InvalidSSHKey, SSHKeyInfo, is_fingerprint, parse_ssh_public_key
 from nfltr.store.interfaces import (
     IAdminTokens,
     INameLeaseTable,
     IPresenceTable,
     IRevocationFeed,
     IRevocationSubscription,
+    ISSHKeyRemovals,
     IStore,
 )
 
@@ -150,7 +156,8 @@ redis.call('ZADD', KEYS[4], ARGV[5], ARGV[2])
 return 1
 """
 
-# KEYS: ssh:<fp>, ssh-keys.  ARGV: fingerprint, prefix of account-ssh:<name>.
+# KEYS: ssh:<fp>, ssh-keys, revision, ssh-removed.
+# ARGV: fingerprint, prefix of account-ssh:<name>, channel.
 _REMOVE_SSH = """
 local record = redis.call('HGETALL', KEYS[1])
 if #record == 0 then return redis.error_reply('NFLTR unknown-key') end
@@ -158,17 +165,22 @@ local account = redis.call('HGET', KEYS[1], 'account')
 redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
 if account then redis.call('ZREM', ARGV[2] .. account, ARGV[1]) end
+local revision = redis.call('INCR', KEYS[3])
+redis.call('ZADD', KEYS[4], revision, ARGV[1])
+redis.call('PUBLISH', ARGV[3], ARGV[1])
 return record
 """
 
 
-@implementer(IStore, IRevocationFeed, IAdminTokens)
+@implementer(IStore, IRevocationFeed, ISSHKeyRemovals, IAdminTokens)
 class RedisStore(RedisAdminTokens):
     """
     L{IStore} over Redis, through txredisapi.
 
     @ivar prefix: the text every key name starts with.
     @ivar channel: where revocations are published (C{prefix + "revoked"}).
+    @ivar removedChannel: where SSH key removals are published (C{prefix +
+        "ssh-removed"}).
     """
 
     _log = Logger()
@@ -199,6 +211,7 @@ class RedisStore(RedisAdminTokens):
         """
         self.prefix = prefix
         self.channel = prefix + REVOKED_CHANNEL
+        self.removedChannel = prefix + SSH_REMOVED_CHANNEL
         self._reactor = reactor
         self._address = address
         self._timeouts = (connect_timeout, command_timeout)
@@ -381,14 +394,17 @@ class RedisStore(RedisAdminTokens):
 
     def remove_ssh_key(self, fingerprint: str) -> Deferred[SSHKeyInfo]:
         """
-        See L{IStore.remove_ssh_key}.
+        See L{IStore.remove_ssh_key}; the removal bumps the revision, is
+        logged under it (L{ssh_keys_removed_since}) and is published on
+        L{removedChannel}.
         """
 
         async def remove() -> SSHKeyInfo:
             try:
                 reply = await self._eval(
-                    "remove an SSH key", _REMOVE_SSH, [f"ssh:{fingerprint}", "ssh-keys"],
-                    [fingerprint, self._k("account-ssh:")],
+                    "remove an SSH key", _REMOVE_SSH,
+                    [f"ssh:{fingerprint}", "ssh-keys", "revision", "ssh-removed"],
+                    [fingerprint, self._k("account-ssh:"), self.removedChannel],
                 )
             except txredisapi.ResponseError as e:
                 _raise_nfltr(e, fingerprint)
@@ -439,19 +455,32 @@ class RedisStore(RedisAdminTokens):
         """
         d = self._redis.execute("list revocations", "ZRANGEBYSCORE", self._k("revoked"),
                                 f"({int(revision)}", "+inf")
-        return d.addCallback(lambda ids: [i.decode("ascii", "replace") for i in ids])
+        return d.addCallback(_texts)
+
+    def ssh_keys_removed_since(self, revision: int) -> Deferred[list[str]]:
+        """
+        See L{ISSHKeyRemovals.ssh_keys_removed_since}.
+        """
+        d = self._redis.execute("list SSH key removals", "ZRANGEBYSCORE",
+                                self._k("ssh-removed"), f"({int(revision)}", "+inf")
+        return d.addCallback(_texts)
 
     def subscribe_revocations(
-        self, callback: Callable[[str], object]
+        self, callback: Callable[[str], object],
+        removed: Callable[[str], object] | None = None,
     ) -> Deferred[IRevocationSubscription]:
         """
         See L{IRevocationFeed.subscribe_revocations}: a second connection,
-        in subscriber mode, on L{channel}.
+        in subscriber mode, on L{channel} (and L{removedChannel}, for
+        C{removed}).
         """
         connect_timeout, command_timeout = self._timeouts
+        more = {} if removed is None else {
+            self.removedChannel: Listened(removed, "SSH key", is_fingerprint),
+        }
         subscription = RevocationSubscription(
             self._reactor, self._address, self.channel, callback,
-            connect_timeout=connect_timeout, command_timeout=command_timeout,
+            connect_timeout=connect_timeout, command_timeout=command_timeout, more=more,
         )
         self._subscriptions.add(subscription)
 
@@ -490,6 +519,10 @@ class RedisStore(RedisAdminTokens):
 
 async def _none() -> None:
     return None
+
+
+def _texts(members: list[bytes]) -> list[str]:
+    return [m.decode("ascii", "replace") for m in members]
 
 
 def _raise_nfltr(error: txredisapi.ResponseError, name: str) -> NoReturn:

@@ -1,13 +1,14 @@
 # -*- test-case-name: tests.store.test_redis -*-
 """
-Listening for revocations on a Redis channel: a connection of its own in
-subscriber mode (Redis allows nothing else on it), which subscribes again
-after each reconnect.
+Listening for revocations (and SSH key removals) on Redis channels: a
+connection of its own in subscriber mode (Redis allows nothing else on it),
+subscribed to each channel, which subscribes again after each reconnect.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import txredisapi
@@ -28,13 +29,28 @@ class _SubscriberProtocol(txredisapi.SubscriberProtocol):
     """
 
     def messageReceived(self, pattern: Any, channel: Any, message: Any) -> None:
-        self.factory.feed(message)
+        self.factory.feed((channel, message))
+
+
+@dataclass(frozen=True)
+class Listened:
+    """
+    A channel listened to: who hears its messages, and what they look like.
+
+    @ivar what: what a message names, for log lines (C{"key"}).
+    @ivar valid: whether a message (text) is well-formed.
+    """
+
+    callback: Callable[[str], object]
+    what: str
+    valid: Callable[[str], bool]
 
 
 @implementer(IRevocationSubscription)
 class RevocationSubscription:
     """
-    A subscription to the revocations published on C{channel}.
+    A subscription to the revocations published on C{channel}, and to what
+    the other channels of C{more} carry.
 
     @ivar stopped: fires once L{stop} has closed the connection.
     """
@@ -43,11 +59,11 @@ class RevocationSubscription:
 
     def __init__(self, reactor: Any, address: RedisAddress, channel: str,
                  callback: Callable[[str], object], *, connect_timeout: float,
-                 command_timeout: float) -> None:
+                 command_timeout: float, more: dict[str, Listened] | None = None) -> None:
         self.channel = channel
         self.stopped: Deferred[None] = Deferred()
         self._reactor = reactor
-        self._callback = callback
+        self._channels = {channel: Listened(callback, "key", is_keyid), **(more or {})}
         self._timeout = command_timeout
         self._waiting: list[Deferred[IRevocationSubscription]] = []
         self._listening = False
@@ -57,12 +73,13 @@ class RevocationSubscription:
         )
 
     def _subscribe(self, protocol: Any) -> None:
-        d: Deferred[Any] = protocol.subscribe(self.channel)
+        d: Deferred[Any] = protocol.subscribe(list(self._channels))
         d.addCallbacks(self._subscribed, self._refused)
 
     def _subscribed(self, _: object) -> None:
         self._listening = True
-        self._log.info("listening for revocations on {channel}", channel=self.channel)
+        self._log.info("listening for revocations on {channels}",
+                       channels=", ".join(self._channels))
         waiting, self._waiting = self._waiting, []
         for d in waiting:
             d.callback(self)
@@ -101,16 +118,20 @@ class RevocationSubscription:
 
         return d.addErrback(failed)
 
-    def _deliver(self, message: object) -> None:
-        keyid = message.decode("ascii", "replace") if isinstance(message, bytes) else ""
-        if not is_keyid(keyid):
+    def _deliver(self, received: object) -> None:
+        channel, message = received if isinstance(received, tuple) else (None, received)
+        name = channel.decode("utf-8", "replace") if isinstance(channel, bytes) else str(channel)
+        listened = self._channels.get(name)
+        text = message.decode("ascii", "replace") if isinstance(message, bytes) else ""
+        if listened is None or not listened.valid(text):
             self._log.warn("ignored a malformed message on {channel}: {message!r}",
-                           channel=self.channel, message=message)
+                           channel=name, message=message)
             return
         try:
-            self._callback(keyid)
+            listened.callback(text)
         except Exception:  # noqa: BLE001 - one bad callback must not end the subscription
-            self._log.failure("revocation callback failed for key {keyid}", keyid=keyid)
+            self._log.failure("callback failed on {channel} for {what} {name}",
+                              channel=name, what=listened.what, name=text)
 
     def stop(self) -> Deferred[None]:
         """

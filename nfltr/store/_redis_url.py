@@ -31,6 +31,8 @@ DEFAULT_PORT = 6379
 DEFAULT_PREFIX = "nfltr:"
 #: Appended to the prefix: the channel revocations are published on.
 REVOKED_CHANNEL = "revoked"
+#: Appended to the prefix: the channel SSH key removals are published on.
+SSH_REMOVED_CHANNEL = "ssh-removed"
 #: The longest unix socket path the kernel takes (C{sun_path} is 108 bytes
 #: with its terminating NUL); Python raises an C{OSError} without an errno
 #: past it, which Twisted cannot report.

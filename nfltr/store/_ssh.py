@@ -28,6 +28,7 @@ MAX_LINE = 16 * 1024
 # The armour of every private key file ssh-keygen writes or reads: OpenSSH's own, PKCS#8 and
 # the older PEM ones (RSA, EC, DSA), encrypted or not.
 _PRIVATE_KEY = re.compile(r"-----BEGIN (?:OPENSSH |RSA |EC |DSA |ENCRYPTED )?PRIVATE KEY-----")
+_FINGERPRINT = re.compile(r"SHA256:[A-Za-z0-9+/]{43}")
 _TYPES = ("ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521",
           "ssh-rsa")
 
@@ -65,6 +66,13 @@ class SSHKeyInfo:
     algorithm: str
     label: str | None
     created_at: float
+
+
+def is_fingerprint(text: object) -> bool:
+    """
+    Whether C{text} has the shape of a fingerprint L{fingerprint_of} gives.
+    """
+    return isinstance(text, str) and _FINGERPRINT.fullmatch(text) is not None
 
 
 def fingerprint_of(blob: bytes) -> str:

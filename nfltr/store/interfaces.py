@@ -106,8 +106,9 @@ class IStore(Interface):
 
     def revision() -> Deferred[int]:
         """
-        The change counter: 0 at first, one more with every revocation,
-        whichever process made it.
+        The change counter: 0 at first, one more with every revocation
+        (and, in a store that logs them, L{ISSHKeyRemovals}, every SSH key
+        removal), whichever process made it.
         """
 
     def revoked_since(revision: int) -> Deferred[list[str]]:
@@ -145,14 +146,34 @@ class IRevocationFeed(Interface):
 
     def subscribe_revocations(
         callback: Callable[[str], object],
+        removed: Callable[[str], object] | None = None,
     ) -> Deferred[IRevocationSubscription]:
         """
         Call C{callback} with the key id of every key revoked from now on,
-        by any process, until the subscription is stopped; resubscribe on
-        its own after a lost connection.
+        by any process, and C{removed} (if given) with the fingerprint of
+        every SSH key removed (L{ISSHKeyRemovals}), until the subscription
+        is stopped; resubscribe on its own after a lost connection.
 
         @return: fires with the subscription once it listens.
         @raise StoreUnavailable: it could not start listening in time.
+        """
+
+
+class ISSHKeyRemovals(Interface):
+    """
+    A store that logs each SSH key removal (L{IStore.remove_ssh_key}) under
+    the L{IStore.revision}, which a removal bumps as a revocation does, so
+    that a relay that remembers SSH keys for when the store cannot answer
+    (L{nfltr.relay.cluster.ssh_key_cache}) forgets a removed one: found by
+    the poll, as revocations are, and announced at once by a store that
+    announces revocations (L{IRevocationFeed}).
+    """
+
+    def ssh_keys_removed_since(revision: int) -> Deferred[list[str]]:
+        """
+        The fingerprints of the SSH keys removed after L{IStore.revision}
+        returned C{revision}, in the order of their removal (a key removed
+        again, after it was added again, only at its last removal).
         """
 
 

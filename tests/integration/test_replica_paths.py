@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import signal
 import subprocess
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -22,6 +24,7 @@ from .harness import REPO, missing, nfltr, run
 from .service import pattern
 from .test_proxy_protocol import get, logged, start_nginx
 from .test_public_ports import free_ports
+from .test_redis_directory import NOTICE_WITHIN
 from .test_replica_dialler import AcrossReplicasCase
 from .test_replicas import CURL_TIMEOUT, SIZE, ReplicasCase
 from .test_ssh import SSHStack
@@ -42,11 +45,12 @@ class SSHClientsAcrossReplicasTests(ReplicasCase):
     def replicaArgs(self, i: int) -> tuple[str, ...]:
         return ("--ssh", "tcp:0:interface=127.0.0.1") if i == 0 else ()
 
-    def sshKey(self, account: str) -> Path:
+    def sshKey(self, account: str, name: str = "") -> Path:
         """
-        A new ed25519 key registered to C{account} in the directory.
+        A new ed25519 key registered to C{account} in the directory (its
+        file named for the account, and C{name}).
         """
-        path = self.tmp / f"id-{account}"
+        path = self.tmp / f"id-{account}{name}"
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)],
                        check=True, stdin=subprocess.DEVNULL, timeout=CURL_TIMEOUT)
         self.replicas[0].key(account)  # creates the account
@@ -106,6 +110,47 @@ class SSHClientsAcrossReplicasTests(ReplicasCase):
         done = ssh.run(alice, "-o", "LogLevel=INFO", "-W", f"vault:{service}")
         self.assertNotEqual(done.returncode, 0)
         self.assertIn(b"is shared end-to-end encrypted", done.stderr)
+
+    def test_redisAway(self) -> None:
+        """
+        Redis stopped: alice's C{ssh -W} through replica 0 to her agent on
+        replica 1 still works (both replicas checked her key before, within
+        the stale limit), sha256-checked; a key removed before the outage
+        (both replicas told at once, and forgot it) is refused, and so is a
+        key registered but never checked; each replica says once that it
+        takes keys from memory.  Redis started again: the key works again.
+        """
+        first, second = self.replicas
+        service = second.service()
+        second.agent(second.key("alice"), "web", service, "--e2ee", "false")
+        ssh = SSHStack(first)
+        alice, gone, unseen = (self.sshKey("alice", name) for name in ("", "-gone", "-unseen"))
+
+        def fetched(key: Path, n: int) -> bool:
+            done = ssh.run(key, "-W", f"web:{service}", input=f"DOWNLOAD {MIB} {n}\n".encode())
+            return hashlib.sha256(done.stdout).digest() == hashlib.sha256(pattern(n, MIB)).digest()
+
+        self.assertTrue(fetched(alice, 1))
+        self.assertTrue(fetched(gone, 2))
+        listed = subprocess.run(["ssh-keygen", "-l", "-f", f"{gone}.pub"], capture_output=True,
+                                text=True, check=True, timeout=CURL_TIMEOUT)
+        fingerprint = listed.stdout.split()[1]
+        done = run("keys", "remove-ssh", fingerprint, "--directory", self.redis.url)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        for stack in self.replicas:  # announced: each forgets it at once
+            stack.relay.wait_for(f"forgot SSH key {re.escape(fingerprint)}")
+        self.redis.stop()
+        self.assertTrue(fetched(alice, 3), "a key checked before, during the outage")
+        self.assertFalse(fetched(gone, 4), "a key removed before the outage")
+        self.assertFalse(fetched(unseen, 5), "a key never checked")
+        for stack in self.replicas:
+            stack.relay.wait_for("the directory cannot check SSH keys")
+        self.redis.start()
+        deadline = time.monotonic() + NOTICE_WITHIN
+        while not fetched(unseen, 6):  # checked in Redis, once it answers again
+            self.assertLess(time.monotonic(), deadline, "not checked again after Redis")
+            time.sleep(0.2)
+        self.assertFalse(fetched(gone, 7))
 
 
 class ProxyProtocolAcrossReplicasTests(ReplicasCase):

@@ -41,7 +41,7 @@ class FakeStore:
     relay does not use fails with L{StoreError}).
 
     @ivar hold: C{verify_key} returns unfired Deferreds, kept in C{held}.
-    @ivar error: C{verify_key} fails with it.
+    @ivar error: C{verify_key} and C{ssh_key_account} fail with it.
     """
 
     def __init__(self) -> None:
@@ -112,6 +112,8 @@ class FakeStore:
         return succeed(next(k for k in self.keys.values() if k.keyid == keyid))
 
     def ssh_key_account(self, line: str) -> Deferred[str | None]:
+        if self.error is not None:
+            return fail(self.error)
         return succeed(self.sshKeys.get(line))
 
     def close(self) -> Deferred[None]:

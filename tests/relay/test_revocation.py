@@ -1,6 +1,7 @@
 """
 Tests for L{nfltr.relay.revocation}: the store is polled on a Clock, and
-announcements come from an in-memory feed.
+announcements come from an in-memory feed; revocations, and SSH key
+removals.
 """
 
 from __future__ import annotations
@@ -13,11 +14,19 @@ from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
 from zope.interface.verify import verifyObject
 
+from nfltr.relay.cluster.ssh_key_cache import SSHKeyCache
 from nfltr.relay.revocation import RevocationListener, RevocationPoller
 from nfltr.relay.store_health import StoreHealth
-from nfltr.store import IRevocationFeed, IRevocationSubscription, StoreUnavailable
+from nfltr.store import (
+    IRevocationFeed,
+    IRevocationSubscription,
+    ISSHKeyRemovals,
+    StoreUnavailable,
+    parse_ssh_public_key,
+)
 
-from .helpers import RelayHarness
+from .cluster.test_ssh_key_cache import public_line
+from .helpers import FakeStore, RelayHarness
 
 A_KEY, B_KEY = "aaaaaaaaaaaa", "bbbbbbbbbbbb"
 
@@ -208,6 +217,87 @@ class PollerStartTests(SynchronousTestCase):
         self.assertEqual(revoked, [f"API key {A_KEY} was revoked: closing 1 link(s)"])
 
 
+@implementer(ISSHKeyRemovals)
+class RemovalStore(FakeStore):
+    """
+    A L{FakeStore} that logs SSH key removals under its revision, as a
+    Redis directory does.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.removals: list[tuple[int, str]] = []
+
+    def removeSSHKey(self, line: str) -> str:
+        """
+        Remove an SSH key as another process would; its fingerprint.
+        """
+        del self.sshKeys[line]
+        fingerprint = parse_ssh_public_key(line).fingerprint
+        self.rev += 1
+        self.removals.append((self.rev, fingerprint))
+        return fingerprint
+
+    def ssh_keys_removed_since(self, revision: int) -> Deferred[list[str]]:
+        return succeed([f for rev, f in self.removals if rev > revision])
+
+
+class SSHKeyRemovalTests(SynchronousTestCase):
+    """
+    SSH key removals, polled and announced, make a relay that remembers SSH
+    keys (L{nfltr.relay.cluster.ssh_key_cache}) forget them.
+    """
+
+    def setUp(self) -> None:
+        self.store = RemovalStore()
+        self.h = RelayHarness(self.store)
+        relay = self.h.relay
+        relay.sshKeys = SSHKeyCache(self.h.clock, relay.storeHealth, entries=10, limit=60.0)
+        relay.sshKeys.log = relay.storeHealth.log = Logger(observer=lambda event: None)
+        self.line = public_line()
+        self.store.sshKeys[self.line] = "acme"
+        self.assertEqual(self.successResultOf(relay.sshKeyAccount(self.line)), "acme")
+        self.poller = RevocationPoller(self.store, relay, self.h.clock, 2.0, 0)
+
+    def assertRefusedInOutage(self) -> None:
+        """
+        With the store down, the key is refused: not remembered.
+        """
+        self.h.relay.storeHealth.failed(StoreUnavailable("Redis at the test is away"))
+        self.failureResultOf(self.h.relay.sshKeyAccount(self.line), StoreUnavailable)
+
+    def test_remembered(self) -> None:
+        """
+        Without a removal, the key is taken from memory while the store is
+        down (what the tests below take away).
+        """
+        self.h.relay.storeHealth.failed(StoreUnavailable("Redis at the test is away"))
+        self.assertEqual(self.successResultOf(self.h.relay.sshKeyAccount(self.line)), "acme")
+
+    def test_polled(self) -> None:
+        """
+        The poll finds a removal after the revision it last saw: the key is
+        forgotten, and the poll goes on from the new revision.
+        """
+        self.store.removeSSHKey(self.line)
+        self.successResultOf(self.poller.poll())
+        self.assertEqual(self.poller.revision, 1)
+        self.assertRefusedInOutage()
+
+    def test_announced(self) -> None:
+        """
+        A removal announced on a feed that carries them is forgotten at once,
+        with no poll.
+        """
+        feed = MemoryFeed()
+        listener = RevocationListener(feed, self.poller.revoked, self.h.clock,
+                                      removed=self.poller.sshKeyRemoved)
+        self.successResultOf(listener.start())
+        feed.announceRemoval(self.store.removeSSHKey(self.line))
+        self.assertEqual(self.store.revisionCalls, 0)
+        self.assertRefusedInOutage()
+
+
 @implementer(IRevocationSubscription)
 class MemorySubscription:
     channel = "nfltr:revoked"
@@ -229,20 +319,28 @@ class MemoryFeed:
 
     def __init__(self) -> None:
         self.listeners: list[Callable[[str], object]] = []
+        self.removalListeners: list[Callable[[str], object]] = []
         self.error: Exception | None = None
         self.stops = 0
 
     def subscribe_revocations(
-        self, callback: Callable[[str], object]
+        self, callback: Callable[[str], object],
+        removed: Callable[[str], object] | None = None,
     ) -> Deferred[IRevocationSubscription]:
         if self.error is not None:
             return fail(self.error)
         self.listeners.append(callback)
+        if removed is not None:
+            self.removalListeners.append(removed)
         return succeed(MemorySubscription(self))
 
     def announce(self, keyid: str) -> None:
         for listener in list(self.listeners):
             listener(keyid)
+
+    def announceRemoval(self, fingerprint: str) -> None:
+        for listener in list(self.removalListeners):
+            listener(fingerprint)
 
 
 class RevocationListenerTests(SynchronousTestCase):

@@ -1,7 +1,8 @@
 # -*- test-case-name: tests.store.test_redis -*-
 """
 What L{RedisStore} does beyond L{IStore} (whose behaviour
-L{tests.store.test_behaviour} checks): revocations by pub/sub, a Redis that
+L{tests.store.test_behaviour} checks): revocations and SSH key removals by
+pub/sub (and the removals' log), a Redis that
 dies, freezes or comes back, data it cannot read, key prefixes, passwords,
 TLS.
 Each test runs a real C{redis-server} on a unix socket, on the real reactor,
@@ -24,6 +25,7 @@ from zope.interface.verify import verifyObject
 from nfltr.store import (
     IRevocationFeed,
     IRevocationSubscription,
+    ISSHKeyRemovals,
     RedisStore,
     StoreCorrupt,
     StoreError,
@@ -31,6 +33,7 @@ from nfltr.store import (
     parse_redis_url,
 )
 from tests.redis_helpers import REDIS_SERVER, SKIP_REASON, RedisServer, redis_command, start_redis
+from tests.relay.cluster.test_ssh_key_cache import public_line
 
 #: Short enough for a quick failing test, long enough for a loaded machine.
 TIMEOUT = 1.0
@@ -142,6 +145,45 @@ class RevocationFeedTests(_RedisTestCase):
         await arrived.addTimeout(RECOVERY, _reactor())
         self.assertEqual(heard, ["0123456789ab", "ba9876543210"])
         self.assertEqual(len(self.flushLoggedErrors(RuntimeError)), 1)
+
+    async def test_sshKeyRemovals(self) -> None:
+        """
+        An SSH key removed through another store bumps the revision, is
+        logged under it (L{ISSHKeyRemovals}) and reaches a subscriber that
+        asked for removals, as its fingerprint; one that did not ask hears
+        nothing of it.  Added and removed again, it is logged at its last
+        removal only.  A malformed message on the removals' channel is
+        ignored.
+        """
+        self.assertTrue(verifyObject(ISSHKeyRemovals, self.store))
+        revoked: list[str] = []
+        removed: list[str] = []
+        arrived: Deferred[None] = Deferred()
+
+        def hear(fingerprint: str) -> None:
+            removed.append(fingerprint)
+            if len(removed) == 2:
+                arrived.callback(None)
+
+        await self.store.subscribe_revocations(revoked.append, hear)
+        deaf = self.makeStore()
+        await deaf.subscribe_revocations(revoked.append)
+        other = self.makeStore()
+        await other.create_account("acme")
+        line = public_line()
+        info = await other.add_ssh_key("acme", line)
+        await redis_command(self.server, "PUBLISH", "nfltr:ssh-removed", "not a fingerprint")
+        await other.remove_ssh_key(info.fingerprint)
+        self.assertEqual(await other.revision(), 1)
+        self.assertEqual(await other.ssh_keys_removed_since(0), [info.fingerprint])
+        self.assertEqual(await other.ssh_keys_removed_since(1), [])
+        await other.add_ssh_key("acme", line)
+        await other.remove_ssh_key(info.fingerprint)
+        await arrived.addTimeout(RECOVERY, _reactor())
+        self.assertEqual(removed, [info.fingerprint, info.fingerprint])
+        self.assertEqual(await other.ssh_keys_removed_since(1), [info.fingerprint])
+        self.assertEqual((await other.revision(), await other.revoked_since(0)), (2, []))
+        self.assertEqual(revoked, [])
 
     async def test_resubscribes(self) -> None:
         """

@@ -22,6 +22,7 @@ from nfltr.store import (
     UnknownKey,
     parse_ssh_public_key,
 )
+from nfltr.store._ssh import is_fingerprint
 
 
 def keygen(directory: Path, kind: str, bits: int | None = None) -> tuple[str, str]:
@@ -60,6 +61,18 @@ class ParseTests(SynchronousTestCase):
             key = parse_ssh_public_key(line)
             self.assertEqual(key.fingerprint, printed, kind)
             self.assertEqual(key.comment, f"test {kind}")
+            self.assertTrue(is_fingerprint(key.fingerprint))
+
+    def test_fingerprintShape(self) -> None:
+        """
+        L{is_fingerprint} (what a removal announced on Redis must look like)
+        refuses anything but C{SHA256:} and 43 base64 characters.
+        """
+        good = "SHA256:" + "A+/9" * 10 + "abc"
+        self.assertTrue(is_fingerprint(good))
+        for bad in (good[:-1], good + "d", good.lower(), "MD5:" + good[7:], good + "\n",
+                    b"SHA256:x", None, good.replace("A", "=")):
+            self.assertFalse(is_fingerprint(bad), bad)
 
     def test_refused(self) -> None:
         """

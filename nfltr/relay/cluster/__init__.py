@@ -12,9 +12,11 @@ claim place and one TCP route; the store keeps only what Redis holds
 
   - L{nfltr.relay.cluster.presence}: which replica holds each agent and share,
     in the directory, with a TTL the holder refreshes;
-  - L{nfltr.relay.cluster.presence_cache}, L{nfltr.relay.cluster.key_cache}:
-    the presence records and forwarded sessions' keys last known, used only
-    while the directory cannot answer;
+  - L{nfltr.relay.cluster.presence_cache}, L{nfltr.relay.cluster.key_cache},
+    L{nfltr.relay.cluster.ssh_key_cache}: the presence records, forwarded
+    sessions' API keys and SSH public keys last known, used only while the
+    directory cannot answer (one aged memory under the three,
+    L{nfltr.relay.cluster.aged_cache});
   - L{nfltr.relay.cluster.node}: the replica (id, cluster certificate, the
     replica-link listener, registration), which the relay's service starts;
   - L{nfltr.relay.cluster.holder}: an agent another replica holds, the third

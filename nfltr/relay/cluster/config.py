@@ -58,9 +58,10 @@ class ReplicaConfig:
     @ivar presence_ttl: seconds a presence record lives without a refresh
         (C{--presence-ttl}); records are refreshed three times as often.
     @ivar presence_stale_limit: seconds a remembered presence record may
-        route visitors while the directory is away (C{--presence-stale-limit}).
-    @ivar presence_cache_entries: presence records remembered, at most
-        (C{--presence-cache-entries}).
+        route visitors, and a remembered API or SSH key be taken, while the
+        directory is away (C{--presence-stale-limit}).
+    @ivar presence_cache_entries: presence records (and API keys, and SSH
+        keys) remembered, at most each (C{--presence-cache-entries}).
     @ivar handover_wait: seconds a draining replica waits, at most, for its
         agents to move to another replica (L{nfltr.relay.handover},
         C{--handover-wait}); 0: it drains their links at once.

@@ -32,13 +32,13 @@ directory last verified it (0: nothing is kept).
 from __future__ import annotations
 
 import hashlib
-from collections import OrderedDict
 from collections.abc import Callable
 
 from twisted.internet.interfaces import IReactorTime
 
 from nfltr.store import KeyInfo
 
+from .aged_cache import AgedCache
 from .config import DEFAULT_PRESENCE_CACHE_ENTRIES, DEFAULT_PRESENCE_STALE_LIMIT
 
 
@@ -46,34 +46,19 @@ def _digest(plaintext: str) -> bytes:
     return hashlib.sha256(plaintext.encode("utf-8", "surrogatepass")).digest()
 
 
-class KeyCache:
+class KeyCache(AgedCache[bytes, KeyInfo]):
     """
-    Keys last verified by the directory; see the module.
+    Keys last verified by the directory; see the module (bounds, age and
+    counts: L{AgedCache}).
+    """
 
-    @ivar entries: keys kept, at most.
-    @ivar limit: seconds a key may be recalled after it was verified (0:
-        nothing is kept).
-    @ivar recalled: keys recalled so far.
-    @ivar loggedOutage: the store outage (its number) during which recalling
-        keys was last logged.
-    """
+    what = "key cache"
 
     def __init__(self, clock: IReactorTime, isRevoked: Callable[[str], bool], *,
                  entries: int = DEFAULT_PRESENCE_CACHE_ENTRIES,
                  limit: float = DEFAULT_PRESENCE_STALE_LIMIT) -> None:
-        if entries < 1 or limit < 0:
-            raise ValueError("the key cache needs at least one entry and an age limit of 0 "
-                             "or more")
-        self.entries = entries
-        self.limit = limit
-        self.recalled = 0
-        self.loggedOutage: int | None = None
-        self._clock = clock
+        super().__init__(clock, entries=entries, limit=limit)
         self._isRevoked = isRevoked
-        self._keys: OrderedDict[bytes, tuple[float, KeyInfo]] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._keys)
 
     def remember(self, plaintext: str, info: KeyInfo | None) -> None:
         """
@@ -81,13 +66,10 @@ class KeyCache:
         such key): a valid key is remembered, anything else forgotten.
         """
         digest = _digest(plaintext)
-        if info is None or info.revoked or self._isRevoked(info.keyid) or not self.limit:
-            self._keys.pop(digest, None)
-            return
-        self._keys[digest] = (self._clock.seconds(), info)
-        self._keys.move_to_end(digest)
-        while len(self._keys) > self.entries:
-            self._keys.popitem(last=False)
+        if info is None or info.revoked or self._isRevoked(info.keyid):
+            self._drop(digest)
+        else:
+            self._keep(digest, info)
 
     def recall(self, plaintext: str) -> KeyInfo | None:
         """
@@ -95,14 +77,7 @@ class KeyCache:
         unless the relay has seen it revoked since (then, or when too old,
         it is dropped).
         """
-        digest = _digest(plaintext)
-        found = self._keys.get(digest)
-        if found is None:
-            return None
-        when, info = found
-        if self._clock.seconds() - when > self.limit or self._isRevoked(info.keyid):
-            del self._keys[digest]
-            return None
-        self._keys.move_to_end(digest)
-        self.recalled += 1
-        return info
+        return self._recall(_digest(plaintext))
+
+    def _usable(self, value: KeyInfo) -> bool:
+        return not self._isRevoked(value.keyid)

@@ -192,10 +192,9 @@ class ReplicaLinkHandler(LinkHandler):
         """
         Say once per outage that keys checked before it are taken.
         """
-        keys, outage = self.keys, self.relay.storeHealth.outages
-        if keys is None or keys.loggedOutage == outage:
+        keys = self.keys
+        if keys is None or not keys.firstInOutage(self.relay.storeHealth.outages):
             return
-        keys.loggedOutage = outage
         self.log.info(
             "the directory cannot check API keys: forwarded sessions with a key this replica "
             "checked within {limit:g} s (--presence-stale-limit) and has not seen revoked are "

@@ -11,14 +11,14 @@ same C{/metrics}: L{ReplicaCollector} reads its L{ReplicaCounters}
 | C{nfltr_replica_peers_up} | gauge | |
 | C{nfltr_replica_link_bytes_total} | counter | C{direction} (in, out) |
 | C{nfltr_replica_link_rtt_seconds} | gauge | C{peer} (a replica id) |
-| C{nfltr_replica_remembered_total} | counter | C{what} (presence, key) |
+| C{nfltr_replica_remembered_total} | counter | C{what} (presence, key, ssh_key) |
 
 Sessions forwarded are those this replica carried to another; links and
 peers are counted now; bytes include the link framing; a peer label is one
 replica of the cluster (bounded by the cluster's size).  Remembered: the
-presence records and keys taken from memory because the directory could not
-answer (L{nfltr.relay.cluster.presence_cache},
-L{nfltr.relay.cluster.key_cache}).
+presence records, API keys and SSH keys taken from memory because the
+directory could not answer (L{nfltr.relay.cluster.presence_cache},
+L{nfltr.relay.cluster.key_cache}, L{nfltr.relay.cluster.ssh_key_cache}).
 
 prometheus_client is imported only when scraped, as for the relay's.
 """
@@ -33,9 +33,11 @@ from .counters import ReplicaCounters
 if TYPE_CHECKING:
     from nfltr.link.twisted import LinkProtocol
 
+    from .aged_cache import AgedCache
     from .key_cache import KeyCache
     from .peers import Peers
     from .presence_cache import PresenceCache
+    from .ssh_key_cache import SSHKeyCache
 
 class ReplicaCollector:
     """
@@ -45,12 +47,13 @@ class ReplicaCollector:
 
     def __init__(self, counters: ReplicaCounters, peers: Peers,
                  accepted: Iterable[LinkProtocol], presence: PresenceCache | None = None,
-                 keys: KeyCache | None = None) -> None:
+                 keys: KeyCache | None = None, sshKeys: SSHKeyCache | None = None) -> None:
         self.counters = counters
         self.peers = peers
         self.accepted = accepted
         self.presence = presence
         self.keys = keys
+        self.sshKeys = sshKeys
 
     def collect(self) -> Iterator[Any]:
         """
@@ -94,6 +97,8 @@ class ReplicaCollector:
             "nfltr_replica_remembered",
             "Presence records and keys taken from memory while the directory could not answer.",
             labels=["what"])
-        for what, cache in (("presence", self.presence), ("key", self.keys)):
+        caches: tuple[tuple[str, AgedCache[Any, Any] | None], ...] = (
+            ("presence", self.presence), ("key", self.keys), ("ssh_key", self.sshKeys))
+        for what, cache in caches:
             remembered.add_metric([what], 0 if cache is None else cache.recalled)
         yield remembered

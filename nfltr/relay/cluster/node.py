@@ -47,6 +47,7 @@ from .peers import Peers, tls_dialler
 from .presence import AGENT, SHARE, RedisPresence
 from .presence_cache import PresenceCache
 from .routes import ClusterPlainRoutes, ClusterShareRoutes, RemoteRoutes
+from .ssh_key_cache import SSHKeyCache
 
 Listen = Callable[[str, str, Any], Awaitable[Any]]
 _WILDCARDS = ("0.0.0.0", "::", "")
@@ -85,6 +86,9 @@ class Replica:
         self.keys = KeyCache(reactor, relay.directory.isRevoked,
                              entries=config.presence_cache_entries,
                              limit=config.presence_stale_limit)
+        self.sshKeys = SSHKeyCache(reactor, relay.storeHealth,
+                                   entries=config.presence_cache_entries,
+                                   limit=config.presence_stale_limit)
         self.tls: ReplicaTLS | None = None
         self.peers: Peers | None = None
         self.routes: RemoteRoutes | None = None
@@ -110,6 +114,7 @@ class Replica:
         self.address = self.config.address or _bound(self._port.getHost())
         relay = self.relay
         relay.presence = self.presence
+        relay.sshKeys = self.sshKeys
         dial = tls_dialler(tls, self.reactor, replica_hello(self.id))
         self.peers = Peers(self.presence.replicaAddress, dial, self.config.links, self.reactor,
                            self.counters)
@@ -144,7 +149,7 @@ class Replica:
         """
         assert self.peers is not None
         return ReplicaCollector(self.counters, self.peers, self._accepted,
-                                self.presence.cache, self.keys)
+                                self.presence.cache, self.keys, self.sshKeys)
 
     def handOver(self) -> Deferred[None]:
         """

@@ -27,7 +27,7 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from nfltr.relay.store_health import StoreHealth
-from nfltr.store import IStore, KeyInfo
+from nfltr.store import IStore, KeyInfo, StoreUnavailable
 
 #: Why a login is refused while the store is down.
 STORE_UNAVAILABLE = "the relay cannot check keys now; try again later"
@@ -75,12 +75,15 @@ class AccountKeyChecker:
 
     credentialInterfaces = (ISSHPrivateKey,)
 
-    def __init__(self, store: IStore, health: StoreHealth | None = None) -> None:
+    def __init__(self, accountOf: Callable[[str], Deferred[str | None]]) -> None:
         """
-        @param health: whether the store is up (L{None}: not watched).
+        @param accountOf: the account a public key (C{TYPE BASE64}) is
+            registered to (L{nfltr.relay.agents.Relay.sshKeyAccount}: the
+            store, with its health, and what the relay remembers while it
+            cannot answer); a L{StoreUnavailable} failure when it cannot
+            say.
         """
-        self.store = store
-        self.health = health
+        self.accountOf = accountOf
 
     def requestAvatarId(self, credentials: Any) -> Deferred[Any]:
         """
@@ -95,7 +98,7 @@ class AccountKeyChecker:
             line = key.toString("OPENSSH").decode("ascii")
         except (keys.BadKeyError, ValueError, TypeError) as e:
             return _fail(UnauthorizedLogin(f"unreadable public key: {e}"))
-        d = _checked(self.health, lambda: self.store.ssh_key_account(line))
+        d = self.accountOf(line).addErrback(_unavailable)
 
         def verdict(account: str | None) -> SSHIdentity:
             if account is None:
@@ -165,6 +168,16 @@ def _checked(health: StoreHealth | None, call: Callable[[], Deferred[Any]]) -> D
         return failure
 
     return call().addErrback(failed)
+
+
+def _unavailable(failure: Failure) -> Failure:
+    """
+    A L{StoreUnavailable} failure as L{UnauthorizedLogin} with
+    L{STORE_UNAVAILABLE}; any other as it is.
+    """
+    if failure.check(StoreUnavailable):
+        return Failure(UnauthorizedLogin(STORE_UNAVAILABLE))
+    return failure
 
 
 def _fail(error: Exception) -> Deferred[Any]:

@@ -27,7 +27,8 @@ def ssh_factory(
     The factory of the relay's SSH port.
 
     @param relay: the relay's L{nfltr.relay.link_handler.Relay}.
-    @param store: checks SSH keys (and API keys, with password logins).
+    @param store: checks API keys, with password logins (SSH keys: the
+        relay's L{nfltr.relay.agents.Relay.sshKeyAccount}).
     @param keyDir: where the host keys are (made on first start, 0600).
     @param address: the relay's host name and SSH port, for the help text.
     """

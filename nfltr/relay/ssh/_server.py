@@ -438,7 +438,7 @@ class SSHRelayFactory(factory.SSHFactory):
         self.publicKeys = {kind: key.public() for kind, key in hostKeys.items()}
         self.primes = None
         health = hub.relay.storeHealth
-        checkers: list[Any] = [AccountKeyChecker(store, health)]
+        checkers: list[Any] = [AccountKeyChecker(hub.relay.sshKeyAccount)]
         if hub.config.password_auth:
             checkers.append(APIKeyPasswordChecker(store, hub.relay.directory.isRevoked, health))
         self.portal = Portal(RelayRealm(hub), checkers)

@@ -41,10 +41,11 @@ from nfltr.relay.cluster.listener import CANNOT_CHECK, ReplicaLinkHandler, visit
 from nfltr.relay.cluster.peers import Peers, PeerUnreachable
 from nfltr.relay.cluster.presence import RedisPresence
 from nfltr.relay.cluster.routes import RemoteRoutes
+from nfltr.relay.cluster.ssh_key_cache import SSHKeyCache
 from nfltr.relay.interfaces import KINDS, REPLICA, HolderFigures, IAgentHolder, IRemoteRoutes
 from nfltr.relay.tcp_route import AGENT_UNAVAILABLE, RouteRefused
 from nfltr.resume.twisted import is_final
-from nfltr.store import IPresenceTable, StoreUnavailable
+from nfltr.store import IPresenceTable, StoreUnavailable, parse_ssh_public_key
 from nfltr.wire.messages import (
     NOT_FOUND_CODE,
     NOT_FOUND_REASON,
@@ -373,11 +374,10 @@ class ResumableAcrossReplicasTests(AcrossReplicasCase):
         self.assertEqual(self.agentSide.sessions, [])
 
 
-class SSHAcrossReplicasTests(AcrossReplicasCase):
+class SSHAcrossReplicasCase(AcrossReplicasCase):
     """
-    An SSH client's C{-L}/C{-W} channel on replica C{b} for an agent replica C{a} holds
-    (L{RemoteRoutes.openSSH}), and a plain session's client address, carried over the
-    replica link; the holding replica finds the account itself.
+    L{AcrossReplicasCase} with SSH clients of acme on replica C{b}: their key is
+    registered to acme, and the agent's presence record says port 3000 is shared plain.
     """
 
     line = f"ssh-ed25519 {BLOB}"
@@ -410,6 +410,14 @@ class SSHAcrossReplicasTests(AcrossReplicasCase):
         d.addCallback(connect)
         self.pump()
         return d
+
+
+class SSHAcrossReplicasTests(SSHAcrossReplicasCase):
+    """
+    An SSH client's C{-L}/C{-W} channel on replica C{b} for an agent replica C{a} holds
+    (L{RemoteRoutes.openSSH}), and a plain session's client address, carried over the
+    replica link; the holding replica finds the account itself.
+    """
 
     def test_interface(self) -> None:
         """
@@ -480,6 +488,59 @@ class SSHAcrossReplicasTests(AcrossReplicasCase):
         [session] = self.agentSide.sessions
         self.assertTrue(session.target.startswith("tcp:3000@"), session.target)
         self.assertNotIn("@", self.targets[1])
+
+
+class SSHKeysWhileStoreAwayTests(SSHAcrossReplicasCase):
+    """
+    The holding replica's check of a forwarded SSH client's public key while the
+    directory cannot answer (L{SSHKeyCache}): a key it checked before and has not seen
+    removed is taken; any other is refused with L{CANNOT_CHECK}, as without the cache.
+    """
+
+    def setUp(self) -> None:
+        super().setUp()
+        relay = self.holding.relay
+        self.sshKeys = relay.sshKeys = SSHKeyCache(self.holding.clock, relay.storeHealth,
+                                                   limit=60)
+        self.sshKeys.log = relay.storeHealth.log = Logger(observer=lambda event: None)
+        self.agent(False, TcpShare(3000, e2ee=False))
+
+    def refused(self) -> tuple[int, str] | None:
+        """
+        How a channel of acme's key is reset, if it is (L{None}: it opened).
+        """
+        transport = _Aborting()
+        self.successResultOf(self.openSSH("acme", f"publickey:{BLOB}", transport))
+        return transport.aborted
+
+    def test_knownKey(self) -> None:
+        """
+        A key checked by the holding replica before the outage opens channels during it,
+        recalled from memory.
+        """
+        self.assertIsNone(self.refused())
+        self.holding.store.error = StoreUnavailable("Redis at the test is not reachable")
+        self.assertIsNone(self.refused())
+        self.assertEqual((len(self.agentSide.sessions), self.sshKeys.recalled), (2, 1))
+
+    def test_unknownKey(self) -> None:
+        """
+        A key the holding replica never checked is refused while the directory is away.
+        """
+        self.holding.store.error = StoreUnavailable("Redis at the test is not reachable")
+        self.assertEqual(self.refused(), (ErrorCode.GOING_AWAY, CANNOT_CHECK))
+        self.assertEqual(self.agentSide.sessions, [])
+
+    def test_removedSeen(self) -> None:
+        """
+        A key the relay has seen removed (announced or polled: L{Relay.sshKeyRemoved}) is
+        not taken from memory during the outage.
+        """
+        self.assertIsNone(self.refused())
+        self.holding.relay.sshKeyRemoved(parse_ssh_public_key(self.line).fingerprint)
+        self.holding.store.error = StoreUnavailable("Redis at the test is not reachable")
+        self.assertEqual(self.refused(), (ErrorCode.GOING_AWAY, CANNOT_CHECK))
+        self.assertEqual(len(self.agentSide.sessions), 1)
 
 
 class _Aborting(StringTransport):

@@ -59,26 +59,15 @@ def forward(address: bytes, port: int) -> bytes:
 REFUSED = forward(b"blog", 81)
 
 
-class KeyStore:
-    """
-    SSH keys registered to accounts, behind the store's Deferred API.
-    """
-
-    def __init__(self, accounts: dict[str, str]) -> None:
-        self.accounts = accounts
-
-    def ssh_key_account(self, line: str) -> defer.Deferred[str | None]:
-        return defer.succeed(self.accounts.get(line))
-
-
 def relayFactory(config: SSHConfig, clock: Clock, user: keys.Key) -> SSHRelayFactory:
     """
     The relay's SSH factory, with C{user}'s key registered to C{alice}, on
     a relay without share URLs.
     """
-    relay = Relay(FakeStore(), clock, None, maxAgents=None)
+    store = FakeStore()
+    store.sshKeys[user.public().toString("OPENSSH").decode()] = "alice"
+    relay = Relay(store, clock, None, maxAgents=None)
     hub = SSHHub(relay, config, clock, lambda: ("relay.test", 2222))
-    store = KeyStore({user.public().toString("OPENSSH").decode(): "alice"})
     return SSHRelayFactory(hub, {b"ssh-ed25519": hostKey()}, store)
 
 

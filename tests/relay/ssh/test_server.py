@@ -16,7 +16,7 @@ from twisted.conch.ssh import common, connection, keys
 from twisted.cred.credentials import SSHPrivateKey, UsernamePassword
 from twisted.cred.error import UnauthorizedLogin
 from twisted.internet.address import IPv4Address
-from twisted.internet.defer import Deferred, succeed
+from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.task import Clock
 from twisted.logger import Logger
 from twisted.trial.unittest import SynchronousTestCase
@@ -42,7 +42,7 @@ from nfltr.relay.store_health import StoreHealth
 from nfltr.relay.tcp_route import RouteRefused
 from nfltr.ssh import SSHConfig
 from nfltr.ssh.channel import ForwardChannel
-from nfltr.store import StoreUnavailable
+from nfltr.store import StoreCorrupt, StoreUnavailable
 from nfltr.tls import ShareCA, ensure_relay_pki
 from nfltr.wire.messages import http_target
 from tests.relay.helpers import FakeStore
@@ -283,8 +283,11 @@ class _Remote:
 class KeyStore:
     def __init__(self, accounts: dict[str, str]) -> None:
         self.accounts = accounts
+        self.error: Exception | None = None
 
     def ssh_key_account(self, line: str) -> Deferred[str | None]:
+        if self.error is not None:
+            return fail(self.error)
         return succeed(self.accounts.get(line))
 
 
@@ -296,7 +299,8 @@ class CheckerTests(SynchronousTestCase):
     def setUp(self) -> None:
         self.key = keys.Key.fromString(_ed25519())
         line = self.key.public().toString("OPENSSH").decode()
-        self.checker = AccountKeyChecker(KeyStore({line: "alice"}))  # type: ignore[arg-type]
+        self.store = KeyStore({line: "alice"})
+        self.checker = AccountKeyChecker(self.store.ssh_key_account)
 
     def login(self, alg: bytes = b"ssh-ed25519", signed: bool = True,
               key: keys.Key | None = None, data: bytes = b"session data") -> Any:
@@ -334,6 +338,19 @@ class CheckerTests(SynchronousTestCase):
         self.assertTrue(results[0].check(UnauthorizedLogin))
         self.assertTrue(self.login(key=other).check(UnauthorizedLogin))
         self.assertTrue(self.login(alg=b"ssh-rsa").check(UnauthorizedLogin))
+
+    def test_keyStoreDown(self) -> None:
+        """
+        A public key whose account cannot be found (the store is
+        unavailable, and nothing is remembered) is refused with the message
+        to try later; another failure is passed on as it is.
+        """
+        self.store.error = StoreUnavailable("Redis did not answer within 5 s")
+        refused = self.login()
+        self.assertTrue(refused.check(UnauthorizedLogin))
+        self.assertEqual(str(refused.value), STORE_UNAVAILABLE)
+        self.store.error = StoreCorrupt("Redis key nfltr:ssh:X does not hold an nfltr record")
+        self.assertTrue(self.login().check(StoreCorrupt))
 
     def test_password(self) -> None:
         """
