@@ -538,6 +538,81 @@ class PoolIdleTests(SynchronousTestCase):
         self.assertIsNone(harness.backend.servers[0].transport.lost)
 
 
+class PoolRetireTests(SynchronousTestCase):
+    """
+    The h2c pool of a share withdrawn (L{ServicePool.retire}), or whose
+    connections must not take new streams (L{ServicePool.drain}): each
+    connection is closed once its streams are done.
+    """
+
+    def start(self) -> tuple[Harness, list[int], list[int]]:
+        """
+        Two connections of one stream each: the first's stream in flight
+        (its answer held), the second's over.
+        """
+        self.visitor = H2Visitor()
+        held: list[int] = []
+
+        def answer(service: H2Service, sid: int) -> None:
+            if service is harness.backend.servers[0]:
+                held.append(sid)
+            else:
+                _hello(service, sid)
+
+        harness = h2cHarness(answer, h2limits=H2Limits(service_streams=1))
+        visit(harness, self.visitor)
+        busy = self.visitor.get()
+        harness.network.run()
+        done = self.visitor.get()
+        harness.network.run()
+        self.assertEqual(bytes(self.visitor.bodies[done]), b"hello")
+        self.assertEqual(len(harness.backend.servers), 2)
+        return harness, [done, busy], held
+
+    def assertClosedOnceDone(self, harness: Harness, busy: int, held: list[int]) -> None:
+        """
+        The idle connection is closed with GOAWAY at once; the busy one
+        once its stream is done, its response whole.
+        """
+        harness.network.run()
+        working, idle = harness.backend.servers
+        self.assertIsNotNone(idle.transport.lost)
+        self.assertTrue(idle.conn.state_machine.state.name.startswith("CLOSED"))
+        self.assertIsNone(working.transport.lost)
+        working.respond(held[0], b"last")
+        working.flush()
+        harness.network.run()
+        self.assertEqual(bytes(self.visitor.bodies[busy]), b"last")
+        self.assertIsNotNone(working.transport.lost)
+
+    def test_retire(self) -> None:
+        """
+        A share withdrawn: its connections close once their streams are
+        done; a new stream gets 502, no new connection.
+        """
+        harness, (_, busy), held = self.start()
+        harness.factory.retire()
+        self.assertClosedOnceDone(harness, busy, held)
+        late = self.visitor.get()
+        harness.network.run()
+        self.assertEqual(self.visitor.responses[late][b":status"], b"502")
+        self.assertEqual(len(harness.backend.servers), 2)
+
+    def test_drain(self) -> None:
+        """
+        Drained, the connections made so far close once their streams are
+        done; a new stream goes on a new connection.
+        """
+        harness, (_, busy), held = self.start()
+        harness.factory.services.drain()
+        self.assertEqual(harness.factory.services.connections, [])
+        self.assertClosedOnceDone(harness, busy, held)
+        late = self.visitor.get()
+        harness.network.run()
+        self.assertEqual(bytes(self.visitor.bodies[late]), b"hello")
+        self.assertEqual(len(harness.backend.servers), 3)
+
+
 class H1InformationalTests(SynchronousTestCase):
     """
     1xx from an HTTP/1.1 service to an HTTP/2 visitor.
