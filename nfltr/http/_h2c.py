@@ -235,8 +235,9 @@ class H2CExchange(H2Exchange):
                 return
             queued, stream.queued = stream.queued, []
             alone = stream.requestEnded and not any(queued) and not stream.trailers
+            wider = self._room(sid)
             try:
-                usid = service.open(headers, alone, _Up(self, sid))
+                usid = service.open(headers, alone, _Up(self, sid), wider)
             except H2Error:  # the service takes no more streams there
                 self.streams.pop(sid)
                 self.io.releaseService(sid, False)
@@ -245,7 +246,7 @@ class H2CExchange(H2Exchange):
                 return
             self.up[sid] = (service, usid)
             stream.attached = True
-            self._widen(sid)
+            self._lend(sid, wider)
             for data in queued:
                 if data:
                     service.send(usid, data)
@@ -312,23 +313,32 @@ class H2CExchange(H2Exchange):
                 stream.capture.responseBody(data)
             stream.out += data
             self._send(sid)
-            self._widen(sid)
+            more = self._room(sid)
+            if more and sid in self.up:  # widened at its attach by less than it wants
+                self._lend(sid, more)
+                service, usid = self.up[sid]
+                service.widen(usid, more)
             self._flush()
 
-    def _widen(self, sid: int) -> None:
+    def _room(self, sid: int) -> int:
         """
-        Widen C{sid}'s service window towards L{streamWindow} by what the
-        visitor connection's C{connection_window} has left.
+        What C{sid}'s service window may be widened by now: towards
+        L{streamWindow}, within what the visitor connection's
+        C{connection_window} has left (nothing below a frame's worth, unless
+        that is all it lacks).
         """
         limits = self._h2limits
         want = streamWindow(limits) - limits.max_stream_buffer - self._widened.get(sid, 0)
         more = min(want, limits.connection_window - self._lent)
-        if more <= 0 or more < min(want, _LEAST_WIDENING):
-            return
-        service, usid = self.up[sid]
-        self._widened[sid] = self._widened.get(sid, 0) + more
-        self._lent += more
-        service.widen(usid, more)
+        return 0 if more <= 0 or more < min(want, _LEAST_WIDENING) else more
+
+    def _lend(self, sid: int, more: int) -> None:
+        """
+        C{sid}'s service window was widened by C{more}.
+        """
+        if more:
+            self._widened[sid] = self._widened.get(sid, 0) + more
+            self._lent += more
 
     def _unattach(self, sid: int) -> tuple[ServiceH2, int] | None:
         """

@@ -236,13 +236,16 @@ class ServiceH2:
             self.conn.increment_flow_control_window(whole - self.conn.inbound_flow_control_window)
         self._flush()
 
-    def open(self, headers: Headers, ended: bool, user: ServiceStream) -> int:
+    def open(self, headers: Headers, ended: bool, user: ServiceStream, wider: int = 0) -> int:
         """
         A new stream with the request C{headers} (its body ends with them if
-        C{ended}); its id.
+        C{ended}), its window widened by C{wider} (as L{widen}, in the same
+        write); its id.
         """
         sid = self.conn.get_next_available_stream_id()
         self.conn.send_headers(sid, headers, end_stream=ended)
+        if wider > 0:
+            self.conn.increment_flow_control_window(wider, stream_id=sid)
         self.streams[sid] = _Out(user, ending=ended, done=ended)
         self._busy = True
         self._flush()
