@@ -75,7 +75,9 @@ class H2Limits:
         not counted) per C{rate_window} (SETTINGS/PING flood).
     @ivar rate_window: seconds the two rates are counted over.
     @ivar max_stream_buffer: bytes of response held per stream waiting for
-        the visitor's window before the service connection is paused.
+        the visitor's window before the service connection is paused; with
+        h2c to the service, each service stream's window before it is
+        widened (C{initial_window}).
     @ivar initial_window: each stream's window for request bytes; they are
         acknowledged once written to the service.  With h2c to the
         service, also each service stream's window for response bytes
