@@ -14,7 +14,15 @@ the visitor as informational HEADERS.
 Flow control is per stream both ways: request bytes open the visitor's
 window only once the service's window took them; response bytes open the
 service's window only once the visitor's took them.  A slow visitor stream
-holds its own service stream, nothing else.
+holds its own service stream, nothing else.  Each service stream starts
+with L{H2Limits.max_stream_buffer} and is widened to
+L{H2Limits.initial_window} (so a response moves more than that per round
+trip to the service) as the visitor connection's
+L{H2Limits.connection_window} allows: what its streams widened together
+stays within it, and is given back as they end; a stream that found none
+left is widened by its next response bytes, once others gave some back.
+So a visitor that reads nothing makes the share hold at most its
+C{connection_window} and C{max_stream_buffer} per stream.
 """
 
 from __future__ import annotations
@@ -29,11 +37,15 @@ from h2.exceptions import H2Error
 from ._h2 import H2Exchange, _Stream
 from ._h2io import H2IO
 from ._h2response import CONNECTION_SPECIFIC, forVisitor
-from ._h2service import ServiceH2
+from ._h2service import ServiceH2, streamWindow
 from ._heads import RequestHead
 from ._tap import ABORTED, COMPLETE, ICapture
 
 Headers = Sequence[tuple[bytes, bytes]]
+
+#: The least a service stream is widened by at once (a frame's worth), unless
+#: that is all it lacks: no WINDOW_UPDATE for a few bytes of room.
+_LEAST_WIDENING = 16 * 1024
 
 
 class _Up:
@@ -103,6 +115,10 @@ class H2CExchange(H2Exchange):
         self.up: dict[int, tuple[ServiceH2, int]] = {}
         #: Each stream's request head for the service (until attached).
         self._heads: dict[int, list[tuple[bytes, bytes]]] = {}
+        #: How much each attached stream's service window was widened, and
+        #: all of them together (within C{connection_window}).
+        self._widened: dict[int, int] = {}
+        self._lent = 0
 
     # The visitor's side.
 
@@ -151,14 +167,14 @@ class H2CExchange(H2Exchange):
         if stream.outEnded and not stream.out:
             if stream.requestEnded:
                 del self.streams[stream.id]
-                self.up.pop(stream.id, None)
+                self._unattach(stream.id)
                 self.io.releaseService(stream.id, True)
             else:
                 self._drop(stream.id)
 
     def _drop(self, sid: int) -> None:
         self._heads.pop(sid, None)
-        up = self.up.pop(sid, None)
+        up = self._unattach(sid)
         stream = self.streams.get(sid)
         if stream is not None:
             self._giveBack(stream, up)
@@ -219,8 +235,9 @@ class H2CExchange(H2Exchange):
                 return
             queued, stream.queued = stream.queued, []
             alone = stream.requestEnded and not any(queued) and not stream.trailers
+            wider = self._room(sid)
             try:
-                usid = service.open(headers, alone, _Up(self, sid))
+                usid = service.open(headers, alone, _Up(self, sid), wider)
             except H2Error:  # the service takes no more streams there
                 self.streams.pop(sid)
                 self.io.releaseService(sid, False)
@@ -229,6 +246,7 @@ class H2CExchange(H2Exchange):
                 return
             self.up[sid] = (service, usid)
             stream.attached = True
+            self._lend(sid, wider)
             for data in queued:
                 if data:
                     service.send(usid, data)
@@ -295,7 +313,40 @@ class H2CExchange(H2Exchange):
                 stream.capture.responseBody(data)
             stream.out += data
             self._send(sid)
+            more = self._room(sid)
+            if more and sid in self.up:  # widened at its attach by less than it wants
+                self._lend(sid, more)
+                service, usid = self.up[sid]
+                service.widen(usid, more)
             self._flush()
+
+    def _room(self, sid: int) -> int:
+        """
+        What C{sid}'s service window may be widened by now: towards
+        L{streamWindow}, within what the visitor connection's
+        C{connection_window} has left (nothing below a frame's worth, unless
+        that is all it lacks).
+        """
+        limits = self._h2limits
+        want = streamWindow(limits) - limits.max_stream_buffer - self._widened.get(sid, 0)
+        more = min(want, limits.connection_window - self._lent)
+        return 0 if more <= 0 or more < min(want, _LEAST_WIDENING) else more
+
+    def _lend(self, sid: int, more: int) -> None:
+        """
+        C{sid}'s service window was widened by C{more}.
+        """
+        if more:
+            self._widened[sid] = self._widened.get(sid, 0) + more
+            self._lent += more
+
+    def _unattach(self, sid: int) -> tuple[ServiceH2, int] | None:
+        """
+        C{sid} is done with its service stream: what widened it is given
+        back to the visitor connection.
+        """
+        self._lent -= self._widened.pop(sid, 0)
+        return self.up.pop(sid, None)
 
     def upTrailers(self, sid: int, headers: Headers) -> None:
         """
@@ -327,7 +378,7 @@ class H2CExchange(H2Exchange):
         visitor's is reset with the same code (C{502} before a response).
         """
         with self._guard:
-            up = self.up.pop(sid, None)
+            up = self._unattach(sid)
             stream = self.streams.pop(sid, None)
             if stream is None or self.closed:
                 return

@@ -11,11 +11,13 @@ Flow control, per stream both ways:
     window for the stream takes them; each stream's user is told how many
     went (L{ServiceStream.sent}) and opens the visitor's window by as much,
     so what waits is bounded by the window the visitor was given;
-  - the service may send each stream at most L{H2Limits.max_stream_buffer}
-    bytes (our C{SETTINGS_INITIAL_WINDOW_SIZE}) before the user says they
-    left for the visitor (L{ServiceH2.consumed}); the connection's window is
-    as large as all streams' windows together, so one stalled stream never
-    holds the others.
+  - the service may send each stream L{H2Limits.max_stream_buffer} bytes
+    (our C{SETTINGS_INITIAL_WINDOW_SIZE}), and as many more as its user
+    gives it (L{ServiceH2.widen}, up to L{H2Limits.initial_window} in all),
+    before the user says they left for the visitor (L{ServiceH2.consumed});
+    the connection's window is as large as all streams' windows together
+    (C{service_streams} of the larger of the two), so one stalled stream
+    never holds the others.
 A C{GOAWAY} from the service refuses the streams it did not take
 (C{REFUSED_STREAM}: a visitor may retry them) and takes no new ones;
 the others finish.
@@ -180,6 +182,15 @@ class GoAwayFilter:
 _FRAME_HEAD, _GOAWAY, _GOAWAY_SIZE = 9, 0x7, 8
 
 
+def streamWindow(limits: H2Limits) -> int:
+    """
+    The most one stream's window for response bytes may be:
+    C{initial_window}, or C{max_stream_buffer} if that is larger (streams
+    start with it).
+    """
+    return max(limits.initial_window, limits.max_stream_buffer)
+
+
 class ServiceH2:
     """
     One h2c connection to the service; see the module.
@@ -220,18 +231,21 @@ class ServiceH2:
             SettingCodes.INITIAL_WINDOW_SIZE: limits.max_stream_buffer,
             SettingCodes.MAX_HEADER_LIST_SIZE: limits.max_header_list_size,
         })
-        whole = min(limits.max_stream_buffer * limits.service_streams, 2**31 - 1)
+        whole = min(streamWindow(limits) * limits.service_streams, 2**31 - 1)
         if whole > self.conn.inbound_flow_control_window:
             self.conn.increment_flow_control_window(whole - self.conn.inbound_flow_control_window)
         self._flush()
 
-    def open(self, headers: Headers, ended: bool, user: ServiceStream) -> int:
+    def open(self, headers: Headers, ended: bool, user: ServiceStream, wider: int = 0) -> int:
         """
         A new stream with the request C{headers} (its body ends with them if
-        C{ended}); its id.
+        C{ended}), its window widened by C{wider} (as L{widen}, in the same
+        write); its id.
         """
         sid = self.conn.get_next_available_stream_id()
         self.conn.send_headers(sid, headers, end_stream=ended)
+        if wider > 0:
+            self.conn.increment_flow_control_window(wider, stream_id=sid)
         self.streams[sid] = _Out(user, ending=ended, done=ended)
         self._busy = True
         self._flush()
@@ -264,6 +278,17 @@ class ServiceH2:
         if self.streams.pop(sid, None) is not None:
             with suppress(StreamClosedError, ProtocolError):
                 self.conn.reset_stream(sid, code)
+            self._flush()
+
+    def widen(self, sid: int, more: int) -> None:
+        """
+        The service may send C{sid} C{more} bytes beyond its window for
+        good: its window is that much larger until it ends (the caller keeps
+        each stream within L{streamWindow}).
+        """
+        if more > 0 and sid in self.streams:
+            with suppress(StreamClosedError, ProtocolError):
+                self.conn.increment_flow_control_window(more, stream_id=sid)
             self._flush()
 
     def consumed(self, sid: int, counted: int) -> None:

@@ -12,7 +12,10 @@ other services that speak HTTP/2 in cleartext with prior knowledge).
     Connections stay open until the service closes them (or says
     C{GOAWAY}), the pool is closed, or they carried no stream for
     L{H2Limits.service_idle_timeout} seconds (then we say C{GOAWAY} and
-    close them).
+    close them).  A pool drained (L{ServicePool.drain}: a member of the
+    share's group left) or retired (L{ServicePool.retire}: the share was
+    withdrawn) puts no new stream on the connections it has, and each is
+    closed so once its streams are done; retired, it makes no more.
   - L{H2CProxyProtocol}: one HTTP/2 visitor connection
     (L{nfltr.http._h2c.H2CExchange}), its streams on the pool's
     connections.
@@ -54,6 +57,8 @@ class ServiceH2Protocol(Protocol):
     One h2c connection to the service: the I/O of its L{ServiceH2}.
 
     @ivar waiting: streams that wait for it to connect.
+    @ivar retiring: it takes no new stream, and is closed once its streams
+        are done.
     """
 
     transport: Any
@@ -63,6 +68,7 @@ class ServiceH2Protocol(Protocol):
         self.h2 = ServiceH2(self, pool.limits)
         self.waiting: list[defer.Deferred[ServiceH2]] = []
         self.connected = False
+        self.retiring = False
         self._idleTimer: interfaces.IDelayedCall | None = None
 
     @property
@@ -100,8 +106,12 @@ class ServiceH2Protocol(Protocol):
 
     def idle(self) -> None:
         """
-        No stream on it: closed if none comes within the idle timeout.
+        No stream on it: closed if none comes within the idle timeout (at
+        once if it is retiring).
         """
+        if self.retiring and self.connected:
+            self._close()
+            return
         timeout = self.pool.limits.service_idle_timeout
         if timeout is None or self.h2.draining or not self.connected:
             return
@@ -116,6 +126,24 @@ class ServiceH2Protocol(Protocol):
             return  # busy again: idle() arms the timer once it is not
         self.pool.log.debug("h2c: closing a service connection idle for {seconds} s",
                             seconds=self.pool.limits.service_idle_timeout)
+        self._close()
+
+    def retire(self) -> None:
+        """
+        Take no new stream; closed once the streams on it are done (at once
+        if it has none; once it connected if it is still dialling).
+        """
+        self.retiring = True
+        self.pool.lost(self)
+        if self.connected and not self.h2.streams:
+            self._close()
+
+    def _close(self) -> None:
+        """
+        Say C{GOAWAY} and close (its streams are done: a service on the
+        C{h2} library cannot finish a stream after a C{GOAWAY}).
+        """
+        self._stopIdleTimer()
         self.pool.lost(self)
         self.h2.close()
         self.transport.loseConnection()
@@ -201,6 +229,23 @@ class ServicePool:
         """
         if conn in self.connections:
             self.connections.remove(conn)
+
+    def drain(self) -> None:
+        """
+        The connections made so far take no new stream, and each is closed
+        once its streams are done; the next stream gets a new connection.
+        """
+        connections, self.connections = self.connections, []
+        for conn in connections:
+            conn.retire()
+
+    def retire(self) -> None:
+        """
+        The share is withdrawn: no more connections are made, and those
+        made are closed once their streams are done (L{drain}).
+        """
+        self.closed = True
+        self.drain()
 
     def close(self) -> None:
         """

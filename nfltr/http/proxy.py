@@ -495,6 +495,15 @@ class HTTPProxyFactory(Factory):
         if self.services is not None:
             self.services.close()
 
+    def retire(self) -> None:
+        """
+        The share is withdrawn: its shared h2c connections, if any, are
+        closed once their streams are done, and no more are made
+        (L{nfltr.http.h2c.ServicePool.retire}).
+        """
+        if self.services is not None:
+            self.services.retire()
+
     def buildProtocol(self, addr: Any) -> HTTPProxyProtocol | StreamProxyProtocol | ALPNChooser:
         """
         A proxy for a connection from C{addr}.

@@ -23,7 +23,12 @@ served on the relay's HTTP port by the same kind of proxy
 
 A route belongs to the link that published it: a newer agent of the same
 account publishing the same name takes the route over, and a link that ends
-removes only the routes it still holds.
+removes only the routes it still holds.  An C{inspect} share whose service
+speaks h2c keeps a pool of h2c sessions (L{nfltr.http.h2c}); when the share
+is withdrawn or taken over, they are closed once their streams are done
+(an idle one at once) and the pool makes no more; when one member of its
+group leaves, they take no new stream and close the same way, the next
+stream getting a session on a member left.
 """
 
 from __future__ import annotations
@@ -153,6 +158,8 @@ class ShareEntry:
     @ivar share: what the agent asked for (its policy, its credentials' kinds).
     @ivar members: the holders that publish it (a load-balancing group's, in
         turn; else C{holder} alone); C{holder} is the first of them.
+    @ivar proxy: an C{inspect} share's HTTP proxy (its h2c sessions, if its
+        service speaks h2c).
     """
 
     name: str
@@ -163,6 +170,23 @@ class ShareEntry:
     plain: interfaces.IProtocolFactory | None = None
     share: HttpShare | None = None
     members: HolderGroup[Any] | None = None
+    proxy: HTTPProxyFactory | None = None
+
+    def retire(self) -> None:
+        """
+        Withdrawn or taken over: its h2c sessions close once their streams
+        are done, and no more are made.
+        """
+        if self.proxy is not None:
+            self.proxy.retire()
+
+    def memberLeft(self) -> None:
+        """
+        A member left: its h2c sessions take no new stream (some are on the
+        member's link) and close once their streams are done.
+        """
+        if self.proxy is not None and self.proxy.services is not None:
+            self.proxy.services.drain()
 
 
 @implementer(IShareRoutes)
@@ -339,6 +363,7 @@ class ShareRegistry:
             if old is not None:
                 for _ in old.members.members if old.members is not None else [old.holder]:
                     self.leases.release(old.name, old.account, now)
+                old.retire()
             self._entries[entry.name] = entry
         return answers
 
@@ -350,7 +375,7 @@ class ShareRegistry:
         """
         members: HolderGroup[Any] = HolderGroup(group, holder, lambda h: h, self.health)
         pick = _picker(members, link, holder)
-        route = self._route(ca, share, pick, members)
+        route, proxy = self._route(ca, share, pick, members)
         plain = None
         if share.plain:
             backend = LinkSessionBackend(share.name, pick, self.counters)
@@ -363,7 +388,8 @@ class ShareRegistry:
                 ),
                 share.policy,
             )
-        return ShareEntry(share.name, account, share.mode, holder, route, plain, share, members)
+        return ShareEntry(share.name, account, share.mode, holder, route, plain, share, members,
+                          proxy)
 
     def withdraw(self, holder: Any, name: str | None = None) -> list[str]:
         """
@@ -383,14 +409,21 @@ class ShareRegistry:
             self.leases.release(withdrawn, entry.account, now)
             if not entry.members.members:
                 del self._entries[withdrawn]
-            elif entry.holder is holder:
+                entry.retire()
+                continue
+            if entry.holder is holder:
                 entry.holder = entry.members.members[0]
+            entry.memberLeft()
         return names
 
     def _route(self, ca: ShareCA, share: HttpShare, link: Callable[[], Any],
-               members: HolderGroup[Any]) -> Route:
+               members: HolderGroup[Any]) -> tuple[Route, HTTPProxyFactory | None]:
+        """
+        Where the TLS port sends C{share}'s visitors, and its HTTP proxy if
+        the relay ends their TLS (C{inspect}).
+        """
         if share.mode != INSPECT:
-            return Splice(AgentShareBackend(share.name, link, share.policy, self.counters))
+            return Splice(AgentShareBackend(share.name, link, share.policy, self.counters)), None
         proxy = HTTPProxyFactory(
             LinkSessionBackend(share.name, link, self.counters), self.clock,
             gate=_gate(share, self.inspectRate, self.clock, members), hosts=[ca.fqdn(share.name)],
@@ -405,7 +438,7 @@ class ShareRegistry:
             creator = ca.issue(share.name)
         tls = TLSMemoryBIOFactory(creator, False, proxy, clock=self.clock)
         tls.noisy = False
-        return HandOver(AllowListFactory(tls, share.policy))
+        return HandOver(AllowListFactory(tls, share.policy)), proxy
 
     def _visitorBackend(
         self, share: HttpShare, link: Callable[[], Any],

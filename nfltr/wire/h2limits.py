@@ -31,11 +31,13 @@ H2_RATE_WINDOW = 10.0
 #: window is shut, before it stops reading the service connection.
 H2_MAX_STREAM_BUFFER = 64 * 1024
 #: The window each stream opens with for the visitor's request body
-#: (SETTINGS_INITIAL_WINDOW_SIZE).
+#: (SETTINGS_INITIAL_WINDOW_SIZE); with h2c to the service, also what each
+#: service stream's window for response bytes is widened to.
 H2_INITIAL_WINDOW = 1024 * 1024
 #: The visitor connection's window for all its streams' request bodies
 #: together (raised by a WINDOW_UPDATE on stream 0 after the preface): what
-#: one visitor connection can make the share hold for services that do not read.
+#: one visitor connection can make the share hold for services that do not
+#: read; with h2c, also what its streams' service windows are widened by in all.
 H2_CONNECTION_WINDOW = 4 * 1024 * 1024
 #: The least window HTTP/2 starts a connection with (RFC 9113 section 6.9.2):
 #: a connection's window can only be raised from it.
@@ -73,13 +75,21 @@ class H2Limits:
         not counted) per C{rate_window} (SETTINGS/PING flood).
     @ivar rate_window: seconds the two rates are counted over.
     @ivar max_stream_buffer: bytes of response held per stream waiting for
-        the visitor's window before the service connection is paused.
+        the visitor's window before the service connection is paused; with
+        h2c to the service, each service stream's window before it is
+        widened (C{initial_window}).
     @ivar initial_window: each stream's window for request bytes; they are
-        acknowledged once written to the service.
+        acknowledged once written to the service.  With h2c to the
+        service, also each service stream's window for response bytes
+        (it starts at C{max_stream_buffer} and is widened to this while
+        C{connection_window} allows); a service connection's own window is
+        C{service_streams} of them.
     @ivar connection_window: the visitor connection's window for all its
         streams' request bytes together (at least 65,535, HTTP/2's own):
         what one visitor connection can make the share hold for services
-        that do not read.
+        that do not read.  With h2c, also the most its streams' service
+        windows are widened by together: what a visitor that reads nothing
+        makes the share hold beyond C{max_stream_buffer} per stream.
     @ivar service_connections: h2c connections to the service a pool holds
         (C{--service-protocol h2c}); a stream finding them all full is
         answered C{503}.

@@ -43,6 +43,19 @@ class Stalled(ScriptedServer):
         self.transport.pauseProducing()
 
 
+def stalledFirst(count: int) -> Any:
+    """
+    Makes the first C{count} services L{Stalled}, the others answer.
+    """
+    made = [0]
+
+    def serve() -> ScriptedServer:
+        made[0] += 1
+        return Stalled(digest) if made[0] <= count else ScriptedServer(digest)
+
+    return serve
+
+
 def sentOf(visitor: H2Visitor, sid: int, body: bytes) -> int:
     """
     How much of C{body} the visitor sent on C{sid}.
@@ -317,6 +330,40 @@ class H2ProxyTests(SynchronousTestCase):
             self.assertEqual(bytes(visitor.bodies[sid]),
                              hashlib.sha256(body).hexdigest().encode())
 
+    def test_stalledUploadHoldsOnlyItsStream(self) -> None:
+        """
+        Two uploads on one connection, larger than the connection's window,
+        the first to a service that reads nothing: the second arrives whole
+        while the first is stalled (the connection's credit comes back as
+        the second's bytes go on), and the stalled one made the visitor
+        send (and the share hold) at most its stream's window and what its
+        service connection took before it was full.  Once that service
+        reads, the first arrives too.
+        """
+        for limits in (H2Limits(), H2Limits(initial_window=128 * 1024,
+                                            connection_window=256 * 1024)):
+            harness = Harness(serve=stalledFirst(1), stream=True, h2=True, h2limits=limits)
+            servers = harness.backend.servers
+            visitor = H2Visitor()
+            visit(harness, visitor)
+            size = 2 * limits.connection_window
+            stalled, moving = bytes(range(256)) * (size // 256), b"m" * size
+            first = visitor.get(b"/up", b"POST", stalled)
+            harness.network.run()
+            second = visitor.get(b"/up", b"POST", moving)
+            harness.network.run()
+            self.assertEqual(bytes(visitor.bodies[second]),
+                             hashlib.sha256(moving).hexdigest().encode())
+            self.assertNotIn(first, visitor.bodies)
+            sent = sentOf(visitor, first, stalled)
+            self.assertLessEqual(sent, limits.initial_window + HELD_BEFORE_FULL)
+            self.assertLessEqual(servers[0].transport.unread,
+                                 limits.initial_window + HELD_BEFORE_FULL)
+            servers[0].transport.resumeProducing()
+            harness.network.run()
+            self.assertEqual(bytes(visitor.bodies[first]),
+                             hashlib.sha256(stalled).hexdigest().encode())
+
     def test_resetsGiveRequestWindowsBack(self) -> None:
         """
         Streams the visitor resets while their request bytes wait for a
@@ -324,13 +371,7 @@ class H2ProxyTests(SynchronousTestCase):
         more such streams than it has room for, the next upload still goes.
         """
         limits = H2Limits(initial_window=64 * 1024, connection_window=128 * 1024)
-        servers: list[ScriptedServer] = []
-
-        def serve() -> ScriptedServer:
-            servers.append(Stalled(digest) if len(servers) < 12 else ScriptedServer(digest))
-            return servers[-1]
-
-        harness = Harness(serve=serve, stream=True, h2=True, h2limits=limits)
+        harness = Harness(serve=stalledFirst(12), stream=True, h2=True, h2limits=limits)
         visitor = H2Visitor()
         visit(harness, visitor)
         for _ in range(12):

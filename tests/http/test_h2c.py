@@ -47,6 +47,8 @@ class H2Service(Protocol):
         self.autoAck = True
         #: With C{autoAck}, streams' windows are opened too (else only the connection's).
         self.streamAck = True
+        #: Bytes of response each stream still sends as its windows allow (L{pump}).
+        self.pending: dict[int, int] = {}
 
     def connectionMade(self) -> None:
         self.conn.initiate_connection()
@@ -69,7 +71,23 @@ class H2Service(Protocol):
                 self.answer(self, event.stream_id)
             elif isinstance(event, StreamReset):
                 self.reset[event.stream_id] = event.error_code
+                self.pending.pop(event.stream_id, None)
+        self.pump()
         self.flush()
+
+    def pump(self) -> None:
+        """
+        What the windows let through of the pending responses.
+        """
+        for sid in list(self.pending):
+            while self.pending[sid]:
+                size = min(self.conn.local_flow_control_window(sid), 16384, self.pending[sid])
+                if size <= 0:
+                    break
+                self.pending[sid] -= size
+                self.conn.send_data(sid, b"x" * size, end_stream=not self.pending[sid])
+            if not self.pending[sid]:
+                del self.pending[sid]
 
     def flush(self) -> None:
         data = self.conn.data_to_send()
@@ -101,6 +119,18 @@ def h2cHarness(answer: Callable[[H2Service, int], None] | None = None,
     return harness
 
 
+def sendAll(size: int) -> Callable[[H2Service, int], None]:
+    """
+    Answers with C{size} bytes, sent as the service's windows allow.
+    """
+    def answer(service: H2Service, sid: int) -> None:
+        service.conn.send_headers(sid, [(b":status", b"200")])
+        service.pending[sid] = size
+        service.pump()
+
+    return answer
+
+
 class H2CTests(SynchronousTestCase):
     """
     HTTP/2 visitors through the proxy to an h2c service.
@@ -114,6 +144,7 @@ class H2CTests(SynchronousTestCase):
         harness = h2cHarness(answer, **options)
         chooser = visit(harness, self.visitor)
         self.assertIsInstance(chooser.chosen, H2CProxyProtocol)
+        self.proxy = chooser.chosen
         return harness
 
     def test_grpcLikeCall(self) -> None:
@@ -177,16 +208,13 @@ class H2CTests(SynchronousTestCase):
     def test_slowStreamHoldsOnlyItself(self) -> None:
         """
         A visitor stream whose window stays shut holds its service stream
-        at the stream's buffer limit (the service cannot send more); another
+        at the stream's window (the service cannot send more); another
         stream on the same connections completes.
         """
-        limits = H2Limits(max_stream_buffer=16 * 1024)
+        limits = H2Limits(max_stream_buffer=16 * 1024, initial_window=64 * 1024)
 
         def answer(service: H2Service, sid: int) -> None:
-            size = 1024 * 1024 if service.heads[sid][b":path"] == b"/big" else 5
-            service.conn.send_headers(sid, [(b":status", b"200")])
-            body = b"x" * min(size, service.conn.local_flow_control_window(sid))
-            service.conn.send_data(sid, body, end_stream=size == len(body))
+            sendAll(1024 * 1024 if service.heads[sid][b":path"] == b"/big" else 5)(service, sid)
 
         self.visitor.window = 1024
         self.visitor.autoAck = False
@@ -199,9 +227,59 @@ class H2CTests(SynchronousTestCase):
         self.assertEqual(service.conn.local_flow_control_window(1), 0)
         proxy = harness.factory.services.connections[0].h2
         self.assertLessEqual(len(self.visitor.bodies.get(big, b"")), 1024)
+        self.assertLessEqual(len(self.proxy.exchange.streams[big].out), limits.initial_window)
         self.assertIn(small, self.visitor.ended)
         self.assertEqual(len(harness.backend.servers), 1)
         self.assertIn(1, proxy.streams)
+
+    def test_responseWindowsRaised(self) -> None:
+        """
+        The service may send each stream L{H2Limits.initial_window} bytes of
+        response before any comes back (HTTP/2's 65,535, or
+        C{max_stream_buffer}, would let a response move that much per round
+        trip to the service), and its connection as much for every stream
+        it carries, by default and as set.
+        """
+        for limits in (H2Limits(), H2Limits(initial_window=300_000, service_streams=7)):
+            self.visitor = H2Visitor()
+            harness = self.start(lambda service, sid: None, h2limits=limits)
+            self.visitor.get()
+            harness.network.run()
+            service = harness.backend.servers[0]
+            self.assertEqual(service.conn.local_flow_control_window(1), limits.initial_window)
+            self.assertEqual(service.conn.outbound_flow_control_window,
+                             limits.initial_window * limits.service_streams)
+
+    def test_slowVisitorBoundsResponses(self) -> None:
+        """
+        A visitor that reads nothing, with big responses on many streams:
+        the share holds at most each stream's window, and for the
+        connection's streams together its C{connection_window} beyond
+        C{max_stream_buffer} each; once the visitor reads, every response
+        arrives whole.
+        """
+        limits = H2Limits(max_stream_buffer=16 * 1024, initial_window=256 * 1024,
+                          connection_window=600 * 1024)
+        size = 1024 * 1024
+        self.visitor.window = 1024
+        self.visitor.autoAck = False
+        harness = self.start(sendAll(size), h2limits=limits)
+        streams = [self.visitor.get() for _ in range(6)]
+        harness.network.run()
+        held = {sid: len(s.out) for sid, s in self.proxy.exchange.streams.items()}
+        self.assertEqual(held[streams[0]], limits.initial_window - 1024)
+        self.assertLessEqual(max(held.values()), limits.initial_window)
+        self.assertLessEqual(sum(held.values()),
+                             limits.connection_window + len(streams) * limits.max_stream_buffer)
+        self.visitor.autoAck = True
+        self.visitor.conn.update_settings({4: 65535})
+        for sid in streams:
+            got = len(self.visitor.bodies.get(sid, b""))
+            self.visitor.conn.acknowledge_received_data(got, sid)
+        self.visitor.flush()
+        harness.network.run()
+        for sid in streams:
+            self.assertEqual(len(self.visitor.bodies[sid]), size)
 
     def test_requestWindowFollowsService(self) -> None:
         """
@@ -458,6 +536,81 @@ class PoolIdleTests(SynchronousTestCase):
         harness.network.advance(50)
         self.assertEqual(len(harness.factory.services.connections), 1)
         self.assertIsNone(harness.backend.servers[0].transport.lost)
+
+
+class PoolRetireTests(SynchronousTestCase):
+    """
+    The h2c pool of a share withdrawn (L{ServicePool.retire}), or whose
+    connections must not take new streams (L{ServicePool.drain}): each
+    connection is closed once its streams are done.
+    """
+
+    def start(self) -> tuple[Harness, list[int], list[int]]:
+        """
+        Two connections of one stream each: the first's stream in flight
+        (its answer held), the second's over.
+        """
+        self.visitor = H2Visitor()
+        held: list[int] = []
+
+        def answer(service: H2Service, sid: int) -> None:
+            if service is harness.backend.servers[0]:
+                held.append(sid)
+            else:
+                _hello(service, sid)
+
+        harness = h2cHarness(answer, h2limits=H2Limits(service_streams=1))
+        visit(harness, self.visitor)
+        busy = self.visitor.get()
+        harness.network.run()
+        done = self.visitor.get()
+        harness.network.run()
+        self.assertEqual(bytes(self.visitor.bodies[done]), b"hello")
+        self.assertEqual(len(harness.backend.servers), 2)
+        return harness, [done, busy], held
+
+    def assertClosedOnceDone(self, harness: Harness, busy: int, held: list[int]) -> None:
+        """
+        The idle connection is closed with GOAWAY at once; the busy one
+        once its stream is done, its response whole.
+        """
+        harness.network.run()
+        working, idle = harness.backend.servers
+        self.assertIsNotNone(idle.transport.lost)
+        self.assertTrue(idle.conn.state_machine.state.name.startswith("CLOSED"))
+        self.assertIsNone(working.transport.lost)
+        working.respond(held[0], b"last")
+        working.flush()
+        harness.network.run()
+        self.assertEqual(bytes(self.visitor.bodies[busy]), b"last")
+        self.assertIsNotNone(working.transport.lost)
+
+    def test_retire(self) -> None:
+        """
+        A share withdrawn: its connections close once their streams are
+        done; a new stream gets 502, no new connection.
+        """
+        harness, (_, busy), held = self.start()
+        harness.factory.retire()
+        self.assertClosedOnceDone(harness, busy, held)
+        late = self.visitor.get()
+        harness.network.run()
+        self.assertEqual(self.visitor.responses[late][b":status"], b"502")
+        self.assertEqual(len(harness.backend.servers), 2)
+
+    def test_drain(self) -> None:
+        """
+        Drained, the connections made so far close once their streams are
+        done; a new stream goes on a new connection.
+        """
+        harness, (_, busy), held = self.start()
+        harness.factory.services.drain()
+        self.assertEqual(harness.factory.services.connections, [])
+        self.assertClosedOnceDone(harness, busy, held)
+        late = self.visitor.get()
+        harness.network.run()
+        self.assertEqual(bytes(self.visitor.bodies[late]), b"hello")
+        self.assertEqual(len(harness.backend.servers), 3)
 
 
 class H1InformationalTests(SynchronousTestCase):

@@ -9,13 +9,16 @@ from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
+from hyperframe.frame import GoAwayFrame
 from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr.link import RefusalReason
 from nfltr.link.twisted import LinkUnavailable
+from nfltr.relay.interfaces import HolderFigures
 from nfltr.relay.leases import Leases
 from nfltr.relay.shares import ShareRefused, ShareRegistry
 from nfltr.sni.twisted import HandOver, Splice
@@ -36,6 +39,18 @@ class FakeLink:
         if self.unavailable:
             raise LinkUnavailable("draining")
         self.opened.append((target, protocol))
+
+
+class Member(FakeLink):
+    """
+    A member of a share's group: its own link (L{nfltr.relay.groups}).
+    """
+
+    def canOpen(self) -> bool:
+        return True
+
+    def figures(self) -> HolderFigures:
+        return HolderFigures("link", len(self.opened), 0, 0, None, 0.0)
 
 
 class Lost:
@@ -220,6 +235,71 @@ class RegistryTests(SynchronousTestCase):
             [HttpShare("blog", 1, E2EE, "junk")], FakeLink,
         )
         self.assertEqual(refused.reason, RefusalReason.INVALID)
+
+
+class H2cWithdrawTests(RegistryTests):
+    """
+    The h2c sessions of an inspect share whose service speaks h2c, once
+    the share (or one member of its group) is withdrawn while the link
+    stays up.
+    """
+
+    def publish(self, holder: Any, link: FakeLink, group: str | None = None) -> None:
+        self.registry.publish(holder, "acme", [HttpShare("grpc", 50051, INSPECT, h2c_host="")],
+                              lambda: link, group)
+
+    def pooled(self, link: FakeLink) -> StringTransport:
+        """
+        One h2c session of the share's pool, opened on C{link}, connected
+        and idle.
+        """
+        route = self.registry.route("grpc")
+        assert isinstance(route, HandOver)
+        proxy = route.factory.wrapped.wrappedFactory  # type: ignore[attr-defined]
+        proxy.services.acquire()
+        transport = StringTransport()
+        link.opened[-1][1].makeConnection(transport)
+        self.assertFalse(transport.disconnecting)
+        return transport
+
+    def test_withdrawn(self) -> None:
+        """
+        The share withdrawn: its idle h2c session says GOAWAY and is
+        closed at once, not kept until the link ends.
+        """
+        link, holder = FakeLink(), object()
+        self.publish(holder, link)
+        transport = self.pooled(link)
+        self.assertEqual(self.registry.withdraw(holder, "grpc"), ["grpc"])
+        self.assertTrue(transport.disconnecting)
+        self.assertIn(GoAwayFrame(0).serialize()[3:4], transport.value())
+
+    def test_takenOver(self) -> None:
+        """
+        A newer agent of the account takes the share over: the older one's
+        h2c sessions close (its link may stay up a while).
+        """
+        old, new = FakeLink(), FakeLink()
+        self.publish(object(), old)
+        transport = self.pooled(old)
+        self.publish(object(), new)
+        self.assertTrue(transport.disconnecting)
+        self.pooled(new)
+
+    def test_memberLeaves(self) -> None:
+        """
+        A member of the share's group withdrawn: the pool's sessions take no
+        new stream (idle ones closed at once); the next stream gets a new
+        session, on the member left.
+        """
+        first, second = Member(), Member()
+        for member in (first, second):
+            self.publish(member, member, "g")
+        transport = self.pooled(first)
+        self.registry.withdraw(first, "grpc")
+        self.assertTrue(transport.disconnecting)
+        self.pooled(second)
+        self.assertEqual(len(first.opened), 1)
 
 
 class EnforcementTests(RegistryTests):
