@@ -256,7 +256,7 @@ class Relay:
         for old in replaced.values():
             old.refuse(RefusalReason.CONFLICT, REPLACED)
         self.presence.sharesPublished(account, [(share.name, share.mode) for share in shares],
-                                      [share.name for share in shares if share.plain])
+                                      [share.name for share in shares if share.plain], group)
         return answers
 
     def withdrawShares(self, holder: IAgentHolder, name: str | None = None) -> list[str]:

@@ -49,6 +49,7 @@ from nfltr.store._redis_url import (
 )
 from nfltr.store._ssh import InvalidSSHKey, SSHKey, SSHKeyInfo, parse_ssh_public_key
 from nfltr.store.interfaces import (
+    PRESENCE_MEMBER,
     IAdminTokens,
     ICommandTimes,
     INameLeaseTable,
@@ -75,6 +76,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "INameLeaseTable",
     "IPresenceTable",
+    "PRESENCE_MEMBER",
     "IRevocationFeed",
     "IRevocationSubscription",
     "IStore",

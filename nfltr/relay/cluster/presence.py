@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.relay.cluster.test_presence -*-
+# -*- test-case-name: tests.relay.cluster.test_presence,tests.relay.cluster.test_groups -*-
 """
 Presence: which replica holds each agent and each share now, written to the
 directory that several replicas share (L{nfltr.store.IPresenceTable}) by the
@@ -9,10 +9,18 @@ Records (the fields of L{IPresenceTable} records; the replica's id beside
 them):
 
     agent:<name>   account, ports (comma list), plain (comma list: ports
-                   shared without end-to-end TLS), shares (comma list)
+                   shared without end-to-end TLS), shares (comma list),
+                   group (a load-balancing group's name, if any)
     share:<name>   account, mode, plain (C{1} for a share also served in
-                   plain HTTP on the HTTP port; absent otherwise)
+                   plain HTTP on the HTTP port; absent otherwise), group
     replica:<id>   address (HOST:PORT of its replica link)
+
+A group's record (C{group}) is held by every replica that holds a member
+(L{nfltr.store.IPresenceTable}: one C{member:<replica>} field each, with
+its own deadline): a replica joins it, and a release takes out only its
+own member; a look-up names every replica that holds a live member
+(L{AgentPresence.replicas}), and the forwarding side
+(L{nfltr.relay.cluster.routes}) uses them in turn.
 
 Bounds (each a keyword of L{RedisPresence}):
 
@@ -54,6 +62,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from nfltr.store import PRESENCE_MEMBER as MEMBER
 from nfltr.store import IPresenceTable, StoreError, StoreUnavailable
 from nfltr.wire.messages import MessageError, check_name, check_port
 
@@ -89,6 +98,16 @@ class AgentPresence:
     ports: frozenset[int]
     plain: frozenset[int]
     shares: tuple[str, ...]
+    #: Its load-balancing group, if any.
+    group: str | None = None
+    #: A group's: the replicas that hold a live member (sorted).
+    members: tuple[str, ...] = ()
+
+    def replicas(self) -> tuple[str, ...]:
+        """
+        The replicas that hold the agent: a group's members', else the one.
+        """
+        return self.members if self.group is not None else (self.replica,)
 
 
 @dataclass(frozen=True)
@@ -103,6 +122,16 @@ class SharePresence:
     mode: str
     #: It is served in plain HTTP on the HTTP port too (C{--plain-http}).
     plain: bool = False
+    #: Its load-balancing group, if any.
+    group: str | None = None
+    #: A group's: the replicas that hold a live member (sorted).
+    members: tuple[str, ...] = ()
+
+    def replicas(self) -> tuple[str, ...]:
+        """
+        The replicas that publish the share: a group's members', else the one.
+        """
+        return self.members if self.group is not None else (self.replica,)
 
 
 def _ports(text: str) -> frozenset[int]:
@@ -117,13 +146,27 @@ def _joined(values: Any) -> str:
     return ",".join(str(v) for v in sorted(values))
 
 
+def _members(fields: dict[str, str]) -> tuple[str | None, tuple[str, ...]]:
+    """
+    A record's group and the replicas that hold its live members.
+    """
+    group = fields.get("group") or None
+    if group is None:
+        return None, ()
+    check_name(group)
+    return group, tuple(sorted(f[len(MEMBER):] for f in fields if f.startswith(MEMBER)))
+
+
 def agent_fields(entry: AgentEntry, shares: Sequence[str]) -> dict[str, str]:
     """
     The fields of C{entry}'s record, with the names of the shares its holder
     publishes.
     """
-    return {"account": entry.account, "ports": _joined(entry.ports),
-            "plain": _joined(entry.plain), "shares": _joined(shares)}
+    fields = {"account": entry.account, "ports": _joined(entry.ports),
+              "plain": _joined(entry.plain), "shares": _joined(shares)}
+    if entry.group is not None:
+        fields["group"] = entry.group
+    return fields
 
 
 def parse_agent(name: str, fields: dict[str, str]) -> AgentPresence:
@@ -136,6 +179,7 @@ def parse_agent(name: str, fields: dict[str, str]) -> AgentPresence:
         return AgentPresence(
             name, fields["replica"], fields["account"], _ports(fields.get("ports", "")),
             _ports(fields.get("plain", "")), _names(fields.get("shares", "")),
+            *_members(fields),
         )
     except (KeyError, ValueError, MessageError) as e:
         raise ValueError(f"agent {name}: {e}") from None
@@ -149,9 +193,11 @@ def parse_share(name: str, fields: dict[str, str]) -> SharePresence:
     """
     try:
         return SharePresence(name, fields["replica"], fields["account"], fields["mode"],
-                             fields.get("plain") == PLAIN_HTTP)
+                             fields.get("plain") == PLAIN_HTTP, *_members(fields))
     except KeyError as e:
         raise ValueError(f"share {name}: no {e}") from None
+    except MessageError as e:
+        raise ValueError(f"share {name}: {e}") from None
 
 
 @implementer(IPresence)
@@ -173,7 +219,7 @@ class NoPresence:
         """
 
     def sharesPublished(self, account: str, shares: Sequence[tuple[str, str]],
-                        plain: Sequence[str] = ()) -> None:
+                        plain: Sequence[str] = (), group: str | None = None) -> None:
         """
         Nothing to write.
         """
@@ -238,7 +284,7 @@ class RedisPresence:
         self._remove(AGENT, entry.name)
 
     def sharesPublished(self, account: str, shares: Sequence[tuple[str, str]],
-                        plain: Sequence[str] = ()) -> None:
+                        plain: Sequence[str] = (), group: str | None = None) -> None:
         """
         See L{IPresence.sharesPublished}.
         """
@@ -246,6 +292,8 @@ class RedisPresence:
             fields = {"account": account, "mode": mode}
             if name in plain:
                 fields["plain"] = PLAIN_HTTP
+            if group is not None:
+                fields["group"] = group
             self._write(SHARE, name, fields)
 
     def sharesWithdrawn(self, names: Sequence[str]) -> None:
@@ -364,9 +412,19 @@ class RedisPresence:
 
     def _write(self, kind: str, name: str, fields: dict[str, str]) -> None:
         self.held[kind, name] = fields
-        self.cache.remember(kind, name, {**fields, "replica": self.replica})
+        self.cache.remember(kind, name, self._written(fields))
         d = self.table.announce(kind, name, fields, self.ttl, self.replica, True)
         d.addErrback(self._failed)
+
+    def _written(self, fields: dict[str, str]) -> dict[str, str]:
+        """
+        The record C{fields} make once this replica wrote them: its own, or
+        for a group's, with this replica as a member.
+        """
+        written = {**fields, "replica": self.replica}
+        if "group" in fields:
+            written[MEMBER + self.replica] = ""
+        return written
 
     def _remove(self, kind: str, name: str) -> None:
         self.cache.forget(kind, name)
@@ -439,7 +497,7 @@ class RedisPresence:
         for (kind, name), fields in list(self.held.items()):
             ours = await self.table.announce(kind, name, fields, self.ttl, self.replica, False)
             if ours and self.held.get((kind, name)) is fields:
-                self.cache.remember(kind, name, {**fields, "replica": self.replica})
+                self.cache.remember(kind, name, self._written(fields))
             if not ours and self.held.get((kind, name)) is fields:
                 del self.held[kind, name]
                 self.cache.forget(kind, name)
