@@ -217,6 +217,15 @@ class IPresence(Interface):
         The shares C{names} are no longer published here.
         """
 
+    def memberHealth(kind: str, name: str, withdrawn: bool) -> None:
+        """
+        Whether every member of the load-balancing group that holds the
+        agent (C{kind} C{agent}) or share (C{share}) C{name} here withdrew
+        its service (health checks failing; L{nfltr.relay.groups}): other
+        replicas forward no visitor here while it did.  Nothing for a name
+        without a group, or one not held here.
+        """
+
 
 class IRemoteRoutes(Interface):
     """

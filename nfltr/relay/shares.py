@@ -274,6 +274,14 @@ class ShareRegistry:
         entry = self._entries.get(name)
         return [] if entry is None or entry.members is None else list(entry.members.members)
 
+    def withdrawn(self, name: str) -> bool:
+        """
+        Whether the share C{name} is published here and every holder of it
+        withdrew its service.
+        """
+        entry = self._entries.get(name)
+        return entry is not None and entry.members is not None and entry.members.withdrawn()
+
     def joins(self, name: str, account: str, group: str | None) -> bool:
         """
         Whether a holder of C{account} publishing C{name} in C{group} joins

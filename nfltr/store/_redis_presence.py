@@ -15,9 +15,11 @@ both hold one record, and a replica removes only its own.
 A load-balancing group's record (the caller's fields name a C{group}) is
 held by every replica that holds a member, each with one more field:
 
-    member:<replica>   <deadline> (Redis time, ms since the epoch): the
-                       replica holds a member until then (it rewrites it
-                       with every refresh)
+    member:<replica>   <deadline>[ <state>] (Redis time, ms since the
+                       epoch): the replica holds a member until then (it
+                       rewrites it with every refresh); the caller's
+                       C{state} field, if any, follows it (a group's
+                       record has no C{state} field of its own)
 
 A replica that writes a group's record with the same C{group} and
 C{account} as the one there joins it (the other fields are the last
@@ -70,10 +72,10 @@ local function live(value) local d = tonumber(string.match(value, '^%d+')) retur
 # field, value...
 _ANNOUNCE = _NOW + """
 local replica, ttl, take = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1'
-local group, account = nil, nil
+local group, account, state = nil, nil, ''
 for i = 5, #ARGV, 2 do
   if ARGV[i] == 'group' then group = ARGV[i + 1] elseif ARGV[i] == 'account' then
-    account = ARGV[i + 1] end
+    account = ARGV[i + 1] elseif ARGV[i] == 'state' then state = ' ' .. ARGV[i + 1] end
 end
 local holder = redis.call('HGET', KEYS[1], 'replica')
 local joins = group and holder and redis.call('HGET', KEYS[1], 'group') == group
@@ -100,8 +102,10 @@ else
   redis.call('DEL', KEYS[1])
 end
 redis.call('HSET', KEYS[1], 'replica', replica)
-for i = 5, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
-if group then redis.call('HSET', KEYS[1], mine, tostring(now + ttl)) end
+for i = 5, #ARGV, 2 do
+  if not (group and ARGV[i] == 'state') then redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+end
+if group then redis.call('HSET', KEYS[1], mine, tostring(now + ttl) .. state) end
 if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
 return 1
 """

@@ -208,9 +208,9 @@ class IPresenceTable(Interface):
     (L{nfltr.relay.cluster.presence}), but for C{group}: a record whose
     fields name one is a load-balancing group's, which every replica that
     holds a member writes and withdraws its own member of
-    (L{PRESENCE_MEMBER}C{<replica>} fields, each with its deadline; see
-    L{nfltr.store._redis_presence}).  A look-up names only the members
-    whose deadline has not passed.
+    (L{PRESENCE_MEMBER}C{<replica>} fields, each with its deadline and the
+    writer's C{state} field; see L{nfltr.store._redis_presence}).  A
+    look-up names only the members whose deadline has not passed.
     """
 
     def announce(kind: str, name: str, fields: dict[str, str], ttl: float,

@@ -18,7 +18,7 @@ import time
 
 from nfltr.link import PRESETS
 
-from .harness import Process, exchange, nfltr
+from .harness import Process, exchange, nfltr, start_web_service
 from .test_redis_directory import NOTICE_WITHIN, eventually
 from .test_replicas import ReplicasCase
 from .web_service import pattern
@@ -32,6 +32,8 @@ SIZE = 2000
 LOAD_AFTER = 3.0
 #: Visits through the replica that holds no member: both members must serve some of them.
 SPREAD = 12
+#: The share members' health checks (seconds): a failing service is withdrawn within both.
+INTERVAL, TIMEOUT = 1.0, 0.5
 
 
 def marker(port: int, text: str) -> bytes:
@@ -45,10 +47,14 @@ def marker(port: int, text: str) -> bytes:
         return str(e).encode()
 
 
-class GroupsAcrossReplicasTests(ReplicasCase):
+class GroupsAcrossReplicasCase(ReplicasCase):
     """
-    Members of one group on replicas 0 and 1; replica 2 holds none.
+    Members of one group on replicas 0 and 1 (C{web}, share URLs; C{db},
+    C{tcp-connect}); replica 2 holds none.
     """
+
+    #: More options of the share members.
+    memberArgs: tuple[str, ...] = ()
 
     presenceTTL = f"{TTL:g}"
 
@@ -70,13 +76,16 @@ class GroupsAcrossReplicasTests(ReplicasCase):
         self.key = self.replicas[0].key("alice")
         self.logs = [self.tmp / "member0.log", self.tmp / "member1.log"]
         self.members: list[Process] = []
+        self.webs: list[tuple[Process, int]] = []
         for i, log in enumerate(self.logs):
             stack = self.replicas[i]
-            web = stack.web_service("--log", str(log))
+            web, port = start_web_service(stack.tmp, "--log", str(log))
+            stack.processes.append(web)
+            self.webs.append((web, port))
             agent = stack.start(
-                nfltr("http", str(web), "--name", "web", "--group", "blue", "--state-dir",
+                nfltr("http", str(port), "--name", "web", "--group", "blue", "--state-dir",
                       str(self.tmp / f"member{i}"), "--keepalive", PRESET,
-                      *stack.relay_args()),
+                      *stack.relay_args(), *self.memberArgs),
                 f"member {i}", {"NFLTR_KEY": self.key},
             )
             agent.wait_for(r"share (https://\S+) ")
@@ -160,6 +169,12 @@ class GroupsAcrossReplicasTests(ReplicasCase):
                     failures.append(f"tcp-connect through {i}: {answer[:200]!r}")
         return failures
 
+
+class GroupsAcrossReplicasTests(GroupsAcrossReplicasCase):
+    """
+    Both members serving; then one replica, or one member, killed.
+    """
+
     def test_membersOnTwoReplicas(self) -> None:
         """
         Both members keep their names (neither is replaced) and the presence
@@ -236,3 +251,51 @@ class GroupsAcrossReplicasTests(ReplicasCase):
         eventually(lambda: self.membersIn("share", "web") == {self.ids[0]}, NOTICE_WITHIN,
                    "the share's record names replica 0 alone")
 
+
+class HealthAcrossReplicasTests(GroupsAcrossReplicasCase):
+    """
+    The share members check their services' health.
+    """
+
+    memberArgs = ("--health-check", f"http:/bytes/1,interval={INTERVAL}s,timeout={TIMEOUT}s")
+
+    def test_withdrawnOnOneReplica(self) -> None:
+        """
+        Member 0's service stops: from one check's interval plus its timeout
+        on, every visit of the share through every replica is served by
+        member 1, replica 0's own visitors included; the record says
+        replica 0's member withdrew.  Its service back, member 0 serves
+        replica 2's visitors again.
+        """
+        eventually(lambda: self.membersIn("share", "web") == {self.ids[0], self.ids[1]},
+                   NOTICE_WITHIN, "the share's record names both members' replicas")
+        web, port = self.webs[0]
+        web.stop()
+        stopped = time.monotonic()
+        bound = stopped + INTERVAL + TIMEOUT
+        failures = []
+        while time.monotonic() < bound + LOAD_AFTER:
+            for i in range(len(self.replicas)):
+                started = time.monotonic()
+                outcome = self.get(i)
+                if started >= bound and outcome != (200, pattern(SIZE)):
+                    failures.append(f"through {i}: {outcome[0]} {outcome[1][:200]!r}")
+        self.assertEqual(failures, [])
+        self.assertIn(f"{self.ids[0]}", self.withdrawn("share", "web"))
+        again, _ = start_web_service(self.replicas[0].tmp, "--port", str(port), "--log",
+                                     str(self.logs[0]))
+        self.replicas[0].processes.append(again)
+        eventually(lambda: not self.withdrawn("share", "web"), NOTICE_WITHIN,
+                   "member 0 serves again")
+        before = self.served()[0]
+        for _ in range(SPREAD):
+            self.assertEqual(self.get(2), (200, pattern(SIZE)))
+        self.assertGreater(self.served()[0], before, "member 0 serves replica 2's visitors")
+
+    def withdrawn(self, kind: str, name: str) -> set[str]:
+        """
+        The replicas whose members of C{kind}:C{name} withdrew, as the
+        record says.
+        """
+        return {field.removeprefix("member:") for field, value in self.record(kind, name).items()
+                if field.startswith("member:") and value.endswith(" withdrawn")}

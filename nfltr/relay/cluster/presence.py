@@ -20,7 +20,10 @@ A group's record (C{group}) is held by every replica that holds a member
 its own deadline): a replica joins it, and a release takes out only its
 own member; a look-up names every replica that holds a live member
 (L{AgentPresence.replicas}), and the forwarding side
-(L{nfltr.relay.cluster.routes}) uses them in turn.
+(L{nfltr.relay.cluster.routes}) uses them in turn.  A replica whose every
+member of the name withdrew its service (failing health checks) says so
+in its member field (C{state} L{WITHDRAWN}, L{RedisPresence.memberHealth}):
+a look-up leaves it out.
 
 Bounds (each a keyword of L{RedisPresence}):
 
@@ -78,6 +81,9 @@ if TYPE_CHECKING:
 AGENT = "agent"
 SHARE = "share"
 REPLICA = "replica"
+#: A group member's C{state} when every member of the name on its replica withdrew its
+#: service (health checks failing): other replicas forward nobody there.
+WITHDRAWN = "withdrawn"
 #: A share record's C{plain} field for a share also served in plain HTTP.
 PLAIN_HTTP = "1"
 
@@ -148,13 +154,15 @@ def _joined(values: Any) -> str:
 
 def _members(fields: dict[str, str]) -> tuple[str | None, tuple[str, ...]]:
     """
-    A record's group and the replicas that hold its live members.
+    A record's group and the replicas that hold its live members, but those
+    whose every member there withdrew its service (L{WITHDRAWN}).
     """
     group = fields.get("group") or None
     if group is None:
         return None, ()
     check_name(group)
-    return group, tuple(sorted(f[len(MEMBER):] for f in fields if f.startswith(MEMBER)))
+    return group, tuple(sorted(f[len(MEMBER):] for f, value in fields.items()
+                               if f.startswith(MEMBER) and WITHDRAWN not in value.split()[1:]))
 
 
 def agent_fields(entry: AgentEntry, shares: Sequence[str]) -> dict[str, str]:
@@ -227,6 +235,11 @@ class NoPresence:
     def sharesWithdrawn(self, names: Sequence[str]) -> None:
         """
         Nothing to remove.
+        """
+
+    def memberHealth(self, kind: str, name: str, withdrawn: bool) -> None:
+        """
+        Nothing to tell.
         """
 
 
@@ -410,10 +423,27 @@ class RedisPresence:
 
     # -- writing ------------------------------------------------------------------
 
-    def _write(self, kind: str, name: str, fields: dict[str, str]) -> None:
+    def memberHealth(self, kind: str, name: str, withdrawn: bool) -> None:
+        """
+        See L{IPresence.memberHealth}: a group's record this replica holds
+        is written again, at once, if its C{state} changes (never taken
+        over: a record another replica took is the next refresh's to give
+        up).
+        """
+        fields = self.held.get((kind, name))
+        if fields is None or "group" not in fields:
+            return
+        if (fields.get("state") == WITHDRAWN) == withdrawn:
+            return
+        fields = {k: v for k, v in fields.items() if k != "state"}
+        if withdrawn:
+            fields["state"] = WITHDRAWN
+        self._write(kind, name, fields, take=False)
+
+    def _write(self, kind: str, name: str, fields: dict[str, str], take: bool = True) -> None:
         self.held[kind, name] = fields
         self.cache.remember(kind, name, self._written(fields))
-        d = self.table.announce(kind, name, fields, self.ttl, self.replica, True)
+        d = self.table.announce(kind, name, fields, self.ttl, self.replica, take)
         d.addErrback(self._failed)
 
     def _written(self, fields: dict[str, str]) -> dict[str, str]:
@@ -421,9 +451,10 @@ class RedisPresence:
         The record C{fields} make once this replica wrote them: its own, or
         for a group's, with this replica as a member.
         """
-        written = {**fields, "replica": self.replica}
+        written = {k: v for k, v in fields.items() if k != "state"}
+        written["replica"] = self.replica
         if "group" in fields:
-            written[MEMBER + self.replica] = ""
+            written[MEMBER + self.replica] = f"0 {fields.get('state', '')}"
         return written
 
     def _remove(self, kind: str, name: str) -> None:

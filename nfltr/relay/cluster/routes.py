@@ -32,7 +32,9 @@ that was killed refuses the dial at once, or does not answer within the
 dial timeout), so a dead replica's members cost no visitor once its link is
 found gone, and leave the record within the presence TTL.  This replica's
 own members come first: a visitor reaches the cluster's routes only when
-no member is held here.
+no member is held here, or every one here withdrew its service (health
+checks failing; a replica whose every member withdrew says so in the
+record, and is left out).
 
 The visitor waits for the lookup and the link (bounded: the directory's
 command timeout, L{nfltr.relay.cluster.peers.DIAL_TIMEOUT} per replica
@@ -303,7 +305,8 @@ class ForwardedPlainFactory(Factory):
 class ClusterPlainRoutes:
     """
     The HTTP port's choice on a replica (a L{nfltr.relay.vhost.Chooser}):
-    this replica's plain-HTTP shares first; a host under the share domain
+    this replica's plain-HTTP shares first (unless every holder here
+    withdrew its service); a host under the share domain
     that names none of them waits for the directory: a share another
     replica publishes in plain HTTP is forwarded there
     (L{ForwardedPlainFactory}); anything else is redirected to HTTPS, as on
@@ -320,19 +323,20 @@ class ClusterPlainRoutes:
         """
         local = self.shares.plainRoute(host)
         name = self.shares.shareName(host)
-        if local is not None or name is None:
+        if name is None or (local is not None and not self.shares.withdrawn(name)):
             return local
         routes = self.routes
 
         def found(record: SharePresence | None) -> Any:
             if record is None or not routes.others(record) or not record.plain:
-                return None
+                return local  # here, every holder withdrew: its 503; else the redirect
             return routes.link(SHARE_RECORD, name, routes.others(record)).addCallback(
                 lambda link: ForwardedPlainFactory(link, name, routes))
 
-        def failed(failure: Failure) -> None:
+        def failed(failure: Failure) -> Any:
             routes.log.debug("plain-HTTP visitor of {name} not forwarded: {error}", name=name,
                              error=failure.getErrorMessage())
+            return local
 
         return routes.presence.share(name).addCallback(found).addErrback(failed)
 
@@ -350,9 +354,11 @@ class ClusterShareRoutes:
 
     def route(self, name: str) -> Route | None:
         """
-        See L{IShareRoutes.route}.
+        See L{IShareRoutes.route}: a share whose every holder here withdrew
+        its service (a group's) goes to the cluster's too.
         """
         route = self.local.route(name)
-        if route is not None:
+        shares = self.routes.relay.shares
+        if route is not None and (shares is None or not shares.withdrawn(name)):
             return route
         return Splice(RemoteShareBackend(name, self.routes))

@@ -58,6 +58,15 @@ class RecordTests(unittest.SynchronousTestCase):
         self.assertEqual(share, SharePresence("web", "r1", "acme", "e2ee", False, "blue",
                                               ("r1",)))
 
+    def test_withdrawnLeftOut(self) -> None:
+        """
+        A replica whose every member withdrew its service (its member's
+        state) is not one the group is reached through.
+        """
+        record = parse_agent("web", {"replica": "r2", "account": "acme", "group": "blue",
+                                     "member:r1": "9 withdrawn", "member:r2": "9"})
+        self.assertEqual(record.replicas(), ("r2",))
+
     def test_olderRecord(self) -> None:
         """
         A record an older replica wrote (no group, no member) names its one
@@ -79,6 +88,19 @@ class RecordTests(unittest.SynchronousTestCase):
                               (parse_share, {"replica": "r1", "account": "a", "mode": "e2ee"})):
             with self.assertRaises(ValueError):
                 parse("web", {**fields, "group": "Not A Name"})
+
+    def test_servesHere(self) -> None:
+        """
+        A relay serves a name's clients itself while one of its agents holds
+        it and not every one withdrew: else the cluster's routes are asked.
+        """
+        relay = Relay(FakeStore(), Clock())
+        holder = _Holder()
+        self.assertFalse(relay.servesHere("web"))
+        relay.claimAgent(AgentEntry("web", "acme", "k", frozenset({22}), holder, group="blue"))
+        self.assertTrue(relay.servesHere("web"))
+        relay.directory.health.withdraw(holder)
+        self.assertFalse(relay.servesHere("web"))
 
 
 class _Peers:
@@ -169,6 +191,20 @@ class GroupRecordTests(RedisPresenceCase):
         fields = await redis_command(self.server, "HKEYS", KEY)
         return {f.decode()[len("member:"):] for f in fields if f.startswith(b"member:")}
 
+    def twoHere(self, here: RedisPresence, other: RedisPresence) -> tuple[Relay, list[_Holder]]:
+        """
+        A relay whose presence is C{here}, with two members of group blue
+        holding C{web}; C{other} holds one more.
+        """
+        relay = Relay(FakeStore(), Clock())
+        relay.presence = here
+        holders = [_Holder(), _Holder()]
+        for holder in holders:
+            relay.claimAgent(AgentEntry("web", "acme", "k", frozenset({22}), holder,
+                                        group="blue"))
+        other.agentClaimed(self.entry(), [])
+        return relay, holders
+
     def entry(self, group: str | None = "blue", account: str = "acme") -> AgentEntry:
         return AgentEntry("web", account, "k", frozenset({22}), _Holder(), group=group)
 
@@ -207,13 +243,7 @@ class GroupRecordTests(RedisPresenceCase):
         without taking (a refresh) changes nothing.
         """
         first, second, third = self.presence("r1"), self.presence("r2"), self.presence("r3")
-        relay = Relay(FakeStore(), Clock())
-        relay.presence = first
-        holders = [_Holder(), _Holder()]
-        for holder in holders:
-            relay.claimAgent(AgentEntry("web", "acme", "k", frozenset({22}), holder,
-                                        group="blue"))
-        second.agentClaimed(self.entry(), [])
+        relay, holders = self.twoHere(first, second)
         await self.settle(first)
         await self.settle(second)
         table = first.table
@@ -308,3 +338,38 @@ class GroupRecordTests(RedisPresenceCase):
         record = await first.share("blog")
         assert record is not None
         self.assertEqual(record.replicas(), ("r1",))
+
+    async def test_memberHealth(self) -> None:
+        """
+        When every member on a replica withdrew its service, the replica's
+        member says so at once and look-ups leave it out; when one is back,
+        it is in again.  Names without a group, or not held, are not
+        written.
+        """
+        first, second = self.presence("r1"), self.presence("r2")
+        relay, holders = self.twoHere(first, second)
+        health = relay.directory.health
+        health.withdraw(holders[0])
+        relay.memberHealth(["web"])
+        await self.settle(first)
+        self.assertEqual((await second.agent("web")).replicas(), ("r1", "r2"))  # type: ignore[union-attr]
+        health.withdraw(holders[1])
+        relay.memberHealth(["web"])
+        await self.settle(first)
+        self.assertEqual((await second.agent("web")).replicas(), ("r2",))  # type: ignore[union-attr]
+        self.assertIsNone(await redis_command(self.server, "HGET", KEY, "state"))
+        await first.refreshNow()  # a refresh keeps the state
+        self.assertEqual((await second.agent("web")).replicas(), ("r2",))  # type: ignore[union-attr]
+        health.restore(holders[1])
+        relay.memberHealth(["web"])
+        await self.settle(first)
+        self.assertEqual((await second.agent("web")).replicas(), ("r1", "r2"))  # type: ignore[union-attr]
+        first.memberHealth(AGENT, "other", True)
+        first.agentClaimed(AgentEntry("solo", "acme", "k", frozenset({22}), _Holder()), [])
+        first.memberHealth(AGENT, "solo", True)
+        await self.settle(first)
+        self.assertEqual(await redis_command(self.server, "EXISTS", "nfltr:presence:agent:other"),
+                         0)
+        self.assertEqual(await first.table.lookup(AGENT, "solo"),
+                         {"replica": "r1", "account": "acme", "ports": "22", "plain": "",
+                          "shares": ""})
