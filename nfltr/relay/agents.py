@@ -174,11 +174,13 @@ class Relay:
     def servesHere(self, name: str) -> bool:
         """
         Whether this relay serves the clients of agent C{name} itself: one
-        of its agents holds the name and not every one of them withdrew its
-        service.  Otherwise, on a replica, the cluster's routes say
-        (C{remote}): another replica's members of a group may serve them.
+        of its agents holds the name and, for a load-balancing group's, not
+        every one of them withdrew its service.  Otherwise, on a replica,
+        the cluster's routes say (C{remote}): another replica's members of
+        the group may serve them.
         """
-        return self.directory.agent(name) is not None and not self.directory.withdrawn(name)
+        entry = self.directory.agent(name)
+        return entry is not None and (entry.group is None or not self.directory.withdrawn(name))
 
     def agentHolders(self) -> list[tuple[str, IAgentHolder]]:
         """

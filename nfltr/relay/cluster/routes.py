@@ -323,7 +323,7 @@ class ClusterPlainRoutes:
         """
         local = self.shares.plainRoute(host)
         name = self.shares.shareName(host)
-        if name is None or (local is not None and not self.shares.withdrawn(name)):
+        if name is None or (local is not None and not self.shares.groupWithdrawn(name)):
             return local
         routes = self.routes
 
@@ -354,11 +354,12 @@ class ClusterShareRoutes:
 
     def route(self, name: str) -> Route | None:
         """
-        See L{IShareRoutes.route}: a share whose every holder here withdrew
-        its service (a group's) goes to the cluster's too.
+        See L{IShareRoutes.route}: a group's share whose every member here
+        withdrew its service goes to the cluster's too (the other replicas'
+        members).
         """
         route = self.local.route(name)
         shares = self.routes.relay.shares
-        if route is not None and (shares is None or not shares.withdrawn(name)):
+        if route is not None and (shares is None or not shares.groupWithdrawn(name)):
             return route
         return Splice(RemoteShareBackend(name, self.routes))
