@@ -155,18 +155,22 @@ class GroupsAcrossReplicasCase(ReplicasCase):
         L{LOAD_AFTER} seconds past C{bound} (a time.monotonic()); the visits
         that started after C{bound} and failed.
         """
-        failures = []
+        failures, visits, early = [], 0, 0
         while time.monotonic() < bound + LOAD_AFTER:
             for i in through:
                 started = time.monotonic()
                 status, body = self.get(i)
                 answer = marker(self.connectors[i], f"r{i}")
-                if started < bound:
-                    continue
+                failed = []
                 if (status, body) != (200, pattern(SIZE)):
-                    failures.append(f"share through {i}: {status} {body[:200]!r}")
+                    failed.append(f"share through {i}: {status} {body[:200]!r}")
                 if answer != f"r{i}\n".encode():
-                    failures.append(f"tcp-connect through {i}: {answer[:200]!r}")
+                    failed.append(f"tcp-connect through {i}: {answer[:200]!r}")
+                if started < bound:
+                    visits, early = visits + 2, early + len(failed)
+                else:
+                    failures += failed
+        print(f"before the bound: {early} of {visits} visits failed")
         return failures
 
 
