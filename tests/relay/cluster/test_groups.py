@@ -211,14 +211,15 @@ class GroupRecordTests(RedisPresenceCase):
     async def test_joinAndLeave(self) -> None:
         """
         Two replicas' members of one group hold one record that names both;
-        each refresh keeps its own; a release takes one out, the last one
-        the record.
+        each refresh keeps its own; a release takes one out (the record's
+        C{replica} then names one that is left), the last one the record.
         """
         first, second = self.presence("r1"), self.presence("r2")
-        first.agentClaimed(self.entry(), [])
         second.agentClaimed(self.entry(), [])
-        await self.settle(first)
         await self.settle(second)
+        first.agentClaimed(self.entry(), [])
+        await self.settle(first)
+        self.assertEqual(await redis_command(self.server, "HGET", KEY, "replica"), b"r1")
         record = await first.agent("web")
         assert record is not None
         self.assertEqual(record.replicas(), ("r1", "r2"))
