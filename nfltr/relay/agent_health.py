@@ -4,7 +4,8 @@ An agent's C{health} message on its link (L{nfltr.wire.health}): its
 service is withdrawn (no new visitors, through any share URL, public port
 or C{tcp-connect}) while its health checks fail, and restored once they
 pass.  A withdrawn member of a load-balancing group leaves its visitors to
-the others (L{nfltr.relay.groups}).
+the others (L{nfltr.relay.groups}), on other replicas too: the relay tells
+them when every member of a name here withdrew (L{Relay.memberHealth}).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ def apply_health(handler: RelayLinkHandler, message: dict[str, Any]) -> None:
         health.restore(handler)
     else:
         health.withdraw(handler)
+    shares = handler.relay.shares
+    handler.relay.memberHealth([entry.name], [] if shares is None else shares.heldBy(handler))
     handler.log.info(
         "agent {name} (account {account}) {what} its service",
         name=entry.name, account=entry.account,

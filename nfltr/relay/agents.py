@@ -37,7 +37,8 @@ from nfltr.store import IStore, KeyInfo, StoreUnavailable
 from nfltr.wire import LogThrottle
 from nfltr.wire.messages import HttpShare
 
-from .cluster.presence import NoPresence
+from .cluster.presence import AGENT, NoPresence
+from .cluster.presence import SHARE as SHARE_RECORD
 from .config import DEFAULT_DRAIN_TIMEOUT
 from .counters import RelayCounters
 from .directory import AgentEntry, Directory
@@ -188,6 +189,17 @@ class Relay:
             and not self.directory.isRevoked(key.keyid)
         )
 
+    def servesHere(self, name: str) -> bool:
+        """
+        Whether this relay serves the clients of agent C{name} itself: one
+        of its agents holds the name and, for a load-balancing group's, not
+        every one of them withdrew its service.  Otherwise, on a replica,
+        the cluster's routes say (C{remote}): another replica's members of
+        the group may serve them.
+        """
+        entry = self.directory.agent(name)
+        return entry is not None and (entry.group is None or not self.directory.withdrawn(name))
+
     def agentHolders(self) -> list[tuple[str, IAgentHolder]]:
         """
         The name and holder of each live agent.
@@ -222,6 +234,7 @@ class Relay:
                 replaced.holder.refuse(RefusalReason.CONFLICT, REPLACED)
         shares = [] if self.shares is None else self.shares.heldBy(entry.holder)
         self.presence.agentClaimed(entry, shares)
+        self.memberHealth([entry.name])
         return old
 
     def reserveNames(self, account: str, names: Sequence[str]) -> Deferred[None]:
@@ -249,6 +262,8 @@ class Relay:
         released = self.directory.releaseAgent(entry, self.clock.seconds())
         if released and self.directory.agent(entry.name) is None:
             self.presence.agentReleased(entry)
+        elif released:  # its group's other members here hold the name
+            self.memberHealth([entry.name])
         return released
 
     def publishShares(
@@ -274,7 +289,8 @@ class Relay:
         for old in replaced.values():
             old.refuse(RefusalReason.CONFLICT, REPLACED)
         self.presence.sharesPublished(account, [(share.name, share.mode) for share in shares],
-                                      [share.name for share in shares if share.plain])
+                                      [share.name for share in shares if share.plain], group)
+        self.memberHealth(shares=[share.name for share in shares])
         return answers
 
     def withdrawShares(self, holder: IAgentHolder, name: str | None = None) -> list[str]:
@@ -290,7 +306,21 @@ class Relay:
         gone = [n for n in names if self.shares is not None and self.shares.holderOf(n) is None]
         if gone:  # a group's other members keep the rest
             self.presence.sharesWithdrawn(gone)
+        self.memberHealth(shares=[n for n in names if n not in gone])
         return names
+
+    def memberHealth(self, agents: Sequence[str] = (), shares: Sequence[str] = ()) -> None:
+        """
+        Tell the other replicas whether every member here of each agent
+        name in C{agents} and share in C{shares} withdrew its service
+        (L{IPresence.memberHealth}: for a group's names only): after a
+        health change, a claim or a release.
+        """
+        for name in agents:
+            self.presence.memberHealth(AGENT, name, self.directory.withdrawn(name))
+        for name in shares:
+            withdrawn = self.shares is not None and self.shares.withdrawn(name)
+            self.presence.memberHealth(SHARE_RECORD, name, withdrawn)
 
     def publishPorts(
         self, holder: IAgentHolder, account: str, requests: Sequence[PortRequest],

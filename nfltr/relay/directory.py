@@ -146,6 +146,13 @@ class Directory:
         return members[0].account == entry.account and all(
             m.holder is not entry.holder for m in members)
 
+    def withdrawn(self, name: str) -> bool:
+        """
+        Whether C{name} has live agents and every one withdrew its service.
+        """
+        group = self._groups.get(name)
+        return group is not None and group.withdrawn()
+
     def members(self, name: str) -> list[AgentEntry]:
         """
         The live agents called C{name}: its group's members, or the one.

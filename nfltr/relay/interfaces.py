@@ -193,25 +193,37 @@ class IPresence(Interface):
     def agentClaimed(entry: Any, shares: Sequence[str]) -> None:
         """
         C{entry} (an L{nfltr.relay.directory.AgentEntry}) holds its name on
-        this replica now (its holder publishes the shares called C{shares}).
+        this replica now (its holder publishes the shares called C{shares});
+        with a C{group}, other replicas may hold members of it too.
         """
 
     def agentReleased(entry: Any) -> None:
         """
-        C{entry} (an L{nfltr.relay.directory.AgentEntry}) gave its name up.
+        C{entry} (an L{nfltr.relay.directory.AgentEntry}) gave its name up
+        (the last of its group's members on this replica).
         """
 
     def sharesPublished(account: str, shares: Sequence[tuple[str, str]],
-                        plain: Sequence[str] = ()) -> None:
+                        plain: Sequence[str] = (), group: str | None = None) -> None:
         """
         A holder of C{account} publishes C{shares} (name, mode) on this
-        replica now; those named in C{plain} are served in plain HTTP on
-        the HTTP port too.
+        replica now, in the load-balancing C{group} if any (other replicas
+        may hold members too); those named in C{plain} are served in plain
+        HTTP on the HTTP port too.
         """
 
     def sharesWithdrawn(names: Sequence[str]) -> None:
         """
         The shares C{names} are no longer published here.
+        """
+
+    def memberHealth(kind: str, name: str, withdrawn: bool) -> None:
+        """
+        Whether every member of the load-balancing group that holds the
+        agent (C{kind} C{agent}) or share (C{share}) C{name} here withdrew
+        its service (health checks failing; L{nfltr.relay.groups}): other
+        replicas forward no visitor here while it did.  Nothing for a name
+        without a group, or one not held here.
         """
 
 

@@ -506,7 +506,7 @@ class RelayLinkHandler(LinkHandler):
             return
         self.log.debug("session to {name}:{port}", name=name, port=port)
         remote = self.relay.remote
-        if remote is not None and self.relay.directory.agent(name) is None:
+        if remote is not None and not self.relay.servesHere(name):
             assert self.hello is not None
             # Held by another replica, or by none: the directory says (the replica that holds
             # it checks this client's key itself, and whether its agent resumes sessions).

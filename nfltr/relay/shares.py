@@ -298,6 +298,24 @@ class ShareRegistry:
         entry = self._entries.get(name)
         return [] if entry is None or entry.members is None else list(entry.members.members)
 
+    def withdrawn(self, name: str) -> bool:
+        """
+        Whether the share C{name} is published here and every holder of it
+        withdrew its service.
+        """
+        entry = self._entries.get(name)
+        return entry is not None and entry.members is not None and entry.members.withdrawn()
+
+    def groupWithdrawn(self, name: str) -> bool:
+        """
+        Whether the share C{name} is a load-balancing group's here and every
+        member of it here withdrew its service (other replicas' members may
+        serve its visitors).
+        """
+        entry = self._entries.get(name)
+        return (entry is not None and entry.members is not None
+                and entry.members.group is not None and entry.members.withdrawn())
+
     def joins(self, name: str, account: str, group: str | None) -> bool:
         """
         Whether a holder of C{account} publishing C{name} in C{group} joins

@@ -50,6 +50,7 @@ from nfltr.store._redis_url import (
 )
 from nfltr.store._ssh import InvalidSSHKey, SSHKey, SSHKeyInfo, parse_ssh_public_key
 from nfltr.store.interfaces import (
+    PRESENCE_MEMBER,
     IAdminTokens,
     ICommandTimes,
     INameLeaseTable,
@@ -78,6 +79,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "INameLeaseTable",
     "IPresenceTable",
+    "PRESENCE_MEMBER",
     "IRevocationFeed",
     "IRevocationSubscription",
     "ISSHKeyRemovals",

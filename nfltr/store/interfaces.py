@@ -211,6 +211,11 @@ class INameLeaseTable(Interface):
         """
 
 
+#: A load-balancing group's presence record holds one field named this and a replica's id for
+#: each replica that holds a member (L{IPresenceTable}).
+PRESENCE_MEMBER = "member:"
+
+
 class IPresenceTable(Interface):
     """
     Presence in a directory several relay replicas share (a Redis
@@ -221,7 +226,12 @@ class IPresenceTable(Interface):
 
     Records are flat maps of text to text, under a C{kind} (C{agent},
     C{share}, C{replica}) and a name; what the fields mean is the caller's
-    (L{nfltr.relay.cluster.presence}).
+    (L{nfltr.relay.cluster.presence}), but for C{group}: a record whose
+    fields name one is a load-balancing group's, which every replica that
+    holds a member writes and withdraws its own member of
+    (L{PRESENCE_MEMBER}C{<replica>} fields, each with its deadline and the
+    writer's C{state} field; see L{nfltr.store._redis_presence}).  A
+    look-up names only the members whose deadline has not passed.
     """
 
     def announce(kind: str, name: str, fields: dict[str, str], ttl: float,

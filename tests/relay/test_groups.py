@@ -18,6 +18,8 @@ from zope.interface import implementer
 from zope.interface.verify import verifyObject
 
 from nfltr.link import RefusalReason
+from nfltr.relay.agents import Relay
+from nfltr.relay.cluster.routes import ClusterShareRoutes, RemoteRoutes, RemoteShareBackend
 from nfltr.relay.directory import AgentEntry, Directory
 from nfltr.relay.groups import HolderGroup, HolderHealth, choose
 from nfltr.relay.interfaces import HolderFigures, IAgentHolder
@@ -27,6 +29,7 @@ from nfltr.sni.twisted import Splice
 from nfltr.tls import ShareCA, ensure_relay_pki, share_request
 from nfltr.wire.messages import E2EE, INSPECT, HttpShare
 
+from .helpers import FakeStore
 from .test_shares import Lost
 
 
@@ -302,6 +305,32 @@ class ShareGroupTests(SynchronousTestCase):
         self.assertEqual(self.registry.heldBy(self.b), ["web"])
         self.registry.withdraw(self.b)
         self.assertIsNone(self.registry.route("web"))
+
+    def test_clusterRoute(self) -> None:
+        """
+        On a replica (L{ClusterShareRoutes}), a group's share whose every
+        member here withdrew its service goes to the cluster's routes (the
+        other replicas' members); a share without a group stays here,
+        withdrawn or not (its own answer: one relay's).
+        """
+        relay = Relay(FakeStore(), self.clock, shares=self.registry)
+        routes = ClusterShareRoutes(self.registry, RemoteRoutes(relay, None, None, self.clock))  # type: ignore[arg-type]
+        self.publish(self.a)
+        self.publish(self.b)
+        local = self.registry.route("web")
+        self.registry.health.withdraw(self.a)
+        self.assertIs(routes.route("web"), local)
+        self.registry.health.withdraw(self.b)
+        self.assertTrue(self.registry.groupWithdrawn("web"))
+        remote = routes.route("web")
+        assert isinstance(remote, Splice)
+        self.assertIsInstance(remote.backend, RemoteShareBackend)
+        self.registry.withdraw(self.a)
+        self.registry.withdraw(self.b)
+        self.publish(self.a, group=None)
+        self.registry.health.withdraw(self.a)
+        self.assertFalse(self.registry.groupWithdrawn("web"))
+        self.assertIs(routes.route("web"), self.registry.route("web"))
 
     def test_allWithdrawn503(self) -> None:
         """

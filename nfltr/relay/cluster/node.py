@@ -226,17 +226,17 @@ def replaced_elsewhere(relay: Relay) -> Callable[[str, str], None]:
     What L{RedisPresence.lost} does in a relay: the local holder of an agent
     or share whose record another replica took (a newer holder of the name
     connected there) is turned away with C{REPLACED}, as one relay turns
-    away the holder a newer one replaces.
+    away the holder a newer one replaces (a group's members here, all of
+    them: a holder that is no member of their group replaced them).
     """
 
     def lost(kind: str, name: str) -> None:
-        holder: Any = None
+        holders: list[Any] = []
         if kind == AGENT:
-            entry = relay.directory.agent(name)
-            holder = None if entry is None else entry.holder
+            holders = [entry.holder for entry in relay.directory.members(name)]
         elif kind == SHARE and relay.shares is not None:
-            holder = relay.shares.holderOf(name)
-        if holder is not None:
+            holders = relay.shares.holdersOf(name)
+        for holder in holders:  # a group's every member here
             holder.refuse(RefusalReason.CONFLICT, REPLACED)
 
     return lost

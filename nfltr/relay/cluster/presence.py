@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.relay.cluster.test_presence -*-
+# -*- test-case-name: tests.relay.cluster.test_presence,tests.relay.cluster.test_groups -*-
 """
 Presence: which replica holds each agent and each share now, written to the
 directory that several replicas share (L{nfltr.store.IPresenceTable}) by the
@@ -9,10 +9,21 @@ Records (the fields of L{IPresenceTable} records; the replica's id beside
 them):
 
     agent:<name>   account, ports (comma list), plain (comma list: ports
-                   shared without end-to-end TLS), shares (comma list)
+                   shared without end-to-end TLS), shares (comma list),
+                   group (a load-balancing group's name, if any)
     share:<name>   account, mode, plain (C{1} for a share also served in
-                   plain HTTP on the HTTP port; absent otherwise)
+                   plain HTTP on the HTTP port; absent otherwise), group
     replica:<id>   address (HOST:PORT of its replica link)
+
+A group's record (C{group}) is held by every replica that holds a member
+(L{nfltr.store.IPresenceTable}: one C{member:<replica>} field each, with
+its own deadline): a replica joins it, and a release takes out only its
+own member; a look-up names every replica that holds a live member
+(L{AgentPresence.replicas}), and the forwarding side
+(L{nfltr.relay.cluster.routes}) uses them in turn.  A replica whose every
+member of the name withdrew its service (failing health checks) says so
+in its member field (C{state} L{WITHDRAWN}, L{RedisPresence.memberHealth}):
+a look-up leaves it out.
 
 Bounds (each a keyword of L{RedisPresence}):
 
@@ -54,6 +65,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from nfltr.store import PRESENCE_MEMBER as MEMBER
 from nfltr.store import IPresenceTable, StoreError, StoreUnavailable
 from nfltr.wire.messages import MessageError, check_name, check_port
 
@@ -69,6 +81,9 @@ if TYPE_CHECKING:
 AGENT = "agent"
 SHARE = "share"
 REPLICA = "replica"
+#: A group member's C{state} when every member of the name on its replica withdrew its
+#: service (health checks failing): other replicas forward nobody there.
+WITHDRAWN = "withdrawn"
 #: A share record's C{plain} field for a share also served in plain HTTP.
 PLAIN_HTTP = "1"
 
@@ -89,6 +104,16 @@ class AgentPresence:
     ports: frozenset[int]
     plain: frozenset[int]
     shares: tuple[str, ...]
+    #: Its load-balancing group, if any.
+    group: str | None = None
+    #: A group's: the replicas that hold a live member (sorted).
+    members: tuple[str, ...] = ()
+
+    def replicas(self) -> tuple[str, ...]:
+        """
+        The replicas that hold the agent: a group's members', else the one.
+        """
+        return self.members if self.group is not None else (self.replica,)
 
 
 @dataclass(frozen=True)
@@ -103,6 +128,16 @@ class SharePresence:
     mode: str
     #: It is served in plain HTTP on the HTTP port too (C{--plain-http}).
     plain: bool = False
+    #: Its load-balancing group, if any.
+    group: str | None = None
+    #: A group's: the replicas that hold a live member (sorted).
+    members: tuple[str, ...] = ()
+
+    def replicas(self) -> tuple[str, ...]:
+        """
+        The replicas that publish the share: a group's members', else the one.
+        """
+        return self.members if self.group is not None else (self.replica,)
 
 
 def _ports(text: str) -> frozenset[int]:
@@ -117,13 +152,29 @@ def _joined(values: Any) -> str:
     return ",".join(str(v) for v in sorted(values))
 
 
+def _members(fields: dict[str, str]) -> tuple[str | None, tuple[str, ...]]:
+    """
+    A record's group and the replicas that hold its live members, but those
+    whose every member there withdrew its service (L{WITHDRAWN}).
+    """
+    group = fields.get("group") or None
+    if group is None:
+        return None, ()
+    check_name(group)
+    return group, tuple(sorted(f[len(MEMBER):] for f, value in fields.items()
+                               if f.startswith(MEMBER) and WITHDRAWN not in value.split()[1:]))
+
+
 def agent_fields(entry: AgentEntry, shares: Sequence[str]) -> dict[str, str]:
     """
     The fields of C{entry}'s record, with the names of the shares its holder
     publishes.
     """
-    return {"account": entry.account, "ports": _joined(entry.ports),
-            "plain": _joined(entry.plain), "shares": _joined(shares)}
+    fields = {"account": entry.account, "ports": _joined(entry.ports),
+              "plain": _joined(entry.plain), "shares": _joined(shares)}
+    if entry.group is not None:
+        fields["group"] = entry.group
+    return fields
 
 
 def parse_agent(name: str, fields: dict[str, str]) -> AgentPresence:
@@ -136,6 +187,7 @@ def parse_agent(name: str, fields: dict[str, str]) -> AgentPresence:
         return AgentPresence(
             name, fields["replica"], fields["account"], _ports(fields.get("ports", "")),
             _ports(fields.get("plain", "")), _names(fields.get("shares", "")),
+            *_members(fields),
         )
     except (KeyError, ValueError, MessageError) as e:
         raise ValueError(f"agent {name}: {e}") from None
@@ -149,9 +201,11 @@ def parse_share(name: str, fields: dict[str, str]) -> SharePresence:
     """
     try:
         return SharePresence(name, fields["replica"], fields["account"], fields["mode"],
-                             fields.get("plain") == PLAIN_HTTP)
+                             fields.get("plain") == PLAIN_HTTP, *_members(fields))
     except KeyError as e:
         raise ValueError(f"share {name}: no {e}") from None
+    except MessageError as e:
+        raise ValueError(f"share {name}: {e}") from None
 
 
 @implementer(IPresence)
@@ -173,7 +227,7 @@ class NoPresence:
         """
 
     def sharesPublished(self, account: str, shares: Sequence[tuple[str, str]],
-                        plain: Sequence[str] = ()) -> None:
+                        plain: Sequence[str] = (), group: str | None = None) -> None:
         """
         Nothing to write.
         """
@@ -181,6 +235,11 @@ class NoPresence:
     def sharesWithdrawn(self, names: Sequence[str]) -> None:
         """
         Nothing to remove.
+        """
+
+    def memberHealth(self, kind: str, name: str, withdrawn: bool) -> None:
+        """
+        Nothing to tell.
         """
 
 
@@ -238,7 +297,7 @@ class RedisPresence:
         self._remove(AGENT, entry.name)
 
     def sharesPublished(self, account: str, shares: Sequence[tuple[str, str]],
-                        plain: Sequence[str] = ()) -> None:
+                        plain: Sequence[str] = (), group: str | None = None) -> None:
         """
         See L{IPresence.sharesPublished}.
         """
@@ -246,6 +305,8 @@ class RedisPresence:
             fields = {"account": account, "mode": mode}
             if name in plain:
                 fields["plain"] = PLAIN_HTTP
+            if group is not None:
+                fields["group"] = group
             self._write(SHARE, name, fields)
 
     def sharesWithdrawn(self, names: Sequence[str]) -> None:
@@ -362,11 +423,39 @@ class RedisPresence:
 
     # -- writing ------------------------------------------------------------------
 
-    def _write(self, kind: str, name: str, fields: dict[str, str]) -> None:
+    def memberHealth(self, kind: str, name: str, withdrawn: bool) -> None:
+        """
+        See L{IPresence.memberHealth}: a group's record this replica holds
+        is written again, at once, if its C{state} changes (never taken
+        over: a record another replica took is the next refresh's to give
+        up).
+        """
+        fields = self.held.get((kind, name))
+        if fields is None or "group" not in fields:
+            return
+        if (fields.get("state") == WITHDRAWN) == withdrawn:
+            return
+        fields = {k: v for k, v in fields.items() if k != "state"}
+        if withdrawn:
+            fields["state"] = WITHDRAWN
+        self._write(kind, name, fields, take=False)
+
+    def _write(self, kind: str, name: str, fields: dict[str, str], take: bool = True) -> None:
         self.held[kind, name] = fields
-        self.cache.remember(kind, name, {**fields, "replica": self.replica})
-        d = self.table.announce(kind, name, fields, self.ttl, self.replica, True)
+        self.cache.remember(kind, name, self._written(fields))
+        d = self.table.announce(kind, name, fields, self.ttl, self.replica, take)
         d.addErrback(self._failed)
+
+    def _written(self, fields: dict[str, str]) -> dict[str, str]:
+        """
+        The record C{fields} make once this replica wrote them: its own, or
+        for a group's, with this replica as a member.
+        """
+        written = {k: v for k, v in fields.items() if k != "state"}
+        written["replica"] = self.replica
+        if "group" in fields:
+            written[MEMBER + self.replica] = f"0 {fields.get('state', '')}"
+        return written
 
     def _remove(self, kind: str, name: str) -> None:
         self.cache.forget(kind, name)
@@ -439,7 +528,7 @@ class RedisPresence:
         for (kind, name), fields in list(self.held.items()):
             ours = await self.table.announce(kind, name, fields, self.ttl, self.replica, False)
             if ours and self.held.get((kind, name)) is fields:
-                self.cache.remember(kind, name, {**fields, "replica": self.replica})
+                self.cache.remember(kind, name, self._written(fields))
             if not ours and self.held.get((kind, name)) is fields:
                 del self.held[kind, name]
                 self.cache.forget(kind, name)

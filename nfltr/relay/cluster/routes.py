@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.relay.cluster.test_replica_link,tests.integration.test_replicas -*-
+# -*- test-case-name: tests.relay.cluster.test_replica_link,tests.relay.cluster.test_groups -*-
 """
 The forwarding replica's side: visitors of agents and shares this replica
 does not hold, carried over the replica link to the replica the directory
@@ -25,16 +25,28 @@ says holds them.
     the holding replica ends an C{inspect} share's TLS itself, with the key
     it holds, and applies its policy.
 
+A load-balancing group's record names every replica that holds a member
+(L{nfltr.relay.cluster.presence}): a visitor goes to them in turn
+(L{RemoteRoutes.link}), to the next when one cannot be reached (a replica
+that was killed refuses the dial at once, or does not answer within the
+dial timeout), so a dead replica's members cost no visitor once its link is
+found gone, and leave the record within the presence TTL.  This replica's
+own members come first: a visitor reaches the cluster's routes only when
+no member is held here, or every one here withdrew its service (health
+checks failing; a replica whose every member withdrew says so in the
+record, and is left out).
+
 The visitor waits for the lookup and the link (bounded: the directory's
-command timeout, L{nfltr.relay.cluster.peers.DIAL_TIMEOUT}); whatever
-fails, the visitor is refused, never held.
+command timeout, L{nfltr.relay.cluster.peers.DIAL_TIMEOUT} per replica
+tried); whatever fails, the visitor is refused, never held.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, fail
 from twisted.internet.error import ConnectionRefusedError
 from twisted.internet.interfaces import IAddress, IProtocol, IReactorTime
 from twisted.internet.protocol import Factory
@@ -66,10 +78,13 @@ from ..interfaces import IRemoteRoutes, IShareRoutes
 from ..shares import ShareRegistry
 from ..tcp_route import AGENT_UNAVAILABLE, RouteRefused
 from .holder import ReplicaHolder, plain_target
-from .peers import Peers
-from .presence import AgentPresence, RedisPresence, SharePresence
+from .peers import Peers, PeerUnreachable
+from .presence import AGENT, AgentPresence, RedisPresence, SharePresence
+from .presence import SHARE as SHARE_RECORD
 
 CANNOT_LOOK_UP = "the relay cannot look agents up now; try again later"
+#: Names of groups whose turn is kept (L{RemoteRoutes.link}), at most.
+TURNS_KEPT = 4096
 #: The share modes whose visitors another replica carries (as raw bytes: the
 #: holding replica ends an inspect share's TLS itself).
 FORWARDED_MODES = (E2EE, PASSTHROUGH, INSPECT)
@@ -92,6 +107,43 @@ class RemoteRoutes:
         self.presence = presence
         self.peers = peers
         self.clock = clock
+        # The next turn of each name forwarded to a group (the least recently used forgotten).
+        self._turns: OrderedDict[tuple[str, str], int] = OrderedDict()
+
+    def others(self, record: AgentPresence | SharePresence) -> list[str]:
+        """
+        The replicas other than this one that hold what C{record} names.
+        """
+        return [r for r in record.replicas() if r != self.presence.replica]
+
+    def link(self, kind: str, name: str, replicas: list[str]) -> Deferred[LinkProtocol]:
+        """
+        A link to one of C{replicas}, which hold C{kind} (C{agent},
+        C{share}) C{name} (a group's members' replicas): each call for the
+        name starts at the next one in turn; one that cannot be reached
+        (L{PeerUnreachable}) is passed over for the next.
+        """
+        if not replicas:
+            return fail(PeerUnreachable("no other replica holds it"))
+        order = replicas
+        if len(replicas) > 1:
+            turns, key = self._turns, (kind, name)
+            turn = turns.pop(key, 0)
+            turns[key] = turn + 1
+            if len(turns) > TURNS_KEPT:
+                turns.popitem(last=False)
+            start = turn % len(replicas)
+            order = replicas[start:] + replicas[:start]
+
+        async def first() -> LinkProtocol:
+            for replica in order[:-1]:
+                try:
+                    return await self.peers.link(replica)
+                except PeerUnreachable:
+                    continue
+            return await self.peers.link(order[-1])
+
+        return Deferred.fromCoroutine(first())
 
     def routeTCP(self, session: LinkSession, key: str, account: str, name: str,
                  port: int, kind: str = PLAIN, client: str | None = None) -> None:
@@ -147,11 +199,12 @@ class RemoteRoutes:
         (the holding replica checks again), or one that cannot be reached.
         """
         def found(record: AgentPresence | None) -> Any:
-            if (record is None or record.replica == self.presence.replica
+            if (record is None or not self.others(record)
                     or record.account != account or port not in record.ports):
                 self.relay.counters.session(TCP, NOT_FOUND)
                 raise RouteRefused(NOT_FOUND_CODE, NOT_FOUND_REASON)
-            return self.peers.link(record.replica).addCallback(lambda link: (link, record))
+            return self.link(AGENT, name, self.others(record)).addCallback(
+                lambda link: (link, record))
 
         def failed(failure: Failure) -> Failure:
             if failure.check(RouteRefused):
@@ -198,12 +251,12 @@ class RemoteShareBackend:
         counters = routes.relay.counters
 
         def found(record: SharePresence | None) -> Any:
-            if (record is None or record.replica == routes.presence.replica
+            if (record is None or not routes.others(record)
                     or record.mode not in FORWARDED_MODES):
                 counters.session(SHARE, NOT_FOUND)
                 protocol.connectionLost(Failure(ConnectionRefusedError("no such share")))
                 return None
-            return routes.peers.link(record.replica).addCallback(opened)
+            return routes.link(SHARE_RECORD, self.name, routes.others(record)).addCallback(opened)
 
         def opened(link: LinkProtocol) -> None:
             holder = ReplicaHolder(link, self.name, None, routes.clock.seconds())
@@ -252,7 +305,8 @@ class ForwardedPlainFactory(Factory):
 class ClusterPlainRoutes:
     """
     The HTTP port's choice on a replica (a L{nfltr.relay.vhost.Chooser}):
-    this replica's plain-HTTP shares first; a host under the share domain
+    this replica's plain-HTTP shares first (unless every holder here
+    withdrew its service); a host under the share domain
     that names none of them waits for the directory: a share another
     replica publishes in plain HTTP is forwarded there
     (L{ForwardedPlainFactory}); anything else is redirected to HTTPS, as on
@@ -269,19 +323,20 @@ class ClusterPlainRoutes:
         """
         local = self.shares.plainRoute(host)
         name = self.shares.shareName(host)
-        if local is not None or name is None:
+        if name is None or (local is not None and not self.shares.groupWithdrawn(name)):
             return local
         routes = self.routes
 
         def found(record: SharePresence | None) -> Any:
-            if record is None or record.replica == routes.presence.replica or not record.plain:
-                return None
-            return routes.peers.link(record.replica).addCallback(
+            if record is None or not routes.others(record) or not record.plain:
+                return local  # here, every holder withdrew: its 503; else the redirect
+            return routes.link(SHARE_RECORD, name, routes.others(record)).addCallback(
                 lambda link: ForwardedPlainFactory(link, name, routes))
 
-        def failed(failure: Failure) -> None:
+        def failed(failure: Failure) -> Any:
             routes.log.debug("plain-HTTP visitor of {name} not forwarded: {error}", name=name,
                              error=failure.getErrorMessage())
+            return local
 
         return routes.presence.share(name).addCallback(found).addErrback(failed)
 
@@ -299,9 +354,12 @@ class ClusterShareRoutes:
 
     def route(self, name: str) -> Route | None:
         """
-        See L{IShareRoutes.route}.
+        See L{IShareRoutes.route}: a group's share whose every member here
+        withdrew its service goes to the cluster's too (the other replicas'
+        members).
         """
         route = self.local.route(name)
-        if route is not None:
+        shares = self.routes.relay.shares
+        if route is not None and (shares is None or not shares.groupWithdrawn(name)):
             return route
         return Splice(RemoteShareBackend(name, self.routes))

@@ -447,7 +447,7 @@ class RelayUser(ConchUser):
             return Failure(ChannelRefused(OPEN_CONNECT_FAILED, failure.value.reason))
 
         remote = relay.remote
-        if remote is not None and relay.directory.agent(name) is None:
+        if remote is not None and not relay.servesHere(name):
             d = remote.openSSH(self.identity.account, self.identity.proof, name, port,
                                LOST, self._peer())
             return d.addCallbacks(channel, refused)

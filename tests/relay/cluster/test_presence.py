@@ -103,9 +103,10 @@ class _Table:
         raise NotImplementedError
 
 
-class PresenceTests(unittest.TestCase):
+class RedisPresenceCase(unittest.TestCase):
     """
-    Presence records in a real Redis directory.
+    A real Redis directory (C{self.server}), its presence table and
+    replicas' presence in it.
     """
 
     if REDIS_SERVER is None:
@@ -120,8 +121,13 @@ class PresenceTests(unittest.TestCase):
         self.addCleanup(store.close)
         return store.presence_table()
 
-    def presence(self, replica: str, ttl: float = 15.0, refresh: float = 5.0) -> RedisPresence:
-        presence = RedisPresence(self.table(), replica, _reactor(), ttl=ttl, refresh=refresh)
+    def presence(self, replica: str, ttl: float = 15.0, refresh: float = 5.0,
+                 clock: Any = None) -> RedisPresence:
+        """
+        Replica C{replica}'s presence; its time is C{clock}'s (default: the reactor's).
+        """
+        presence = RedisPresence(self.table(), replica, clock or _reactor(), ttl=ttl,
+                                 refresh=refresh)
         self.addCleanup(presence.stop)
         return presence
 
@@ -129,6 +135,12 @@ class PresenceTests(unittest.TestCase):
         # Writes go out in the background, in order on one connection: a read on the same
         # connection comes after them.
         await presence.table.lookup(AGENT, "-")
+
+
+class PresenceTests(RedisPresenceCase):
+    """
+    Presence records in a real Redis directory.
+    """
 
     def test_interfaces(self) -> None:
         """
