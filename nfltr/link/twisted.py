@@ -456,9 +456,7 @@ class LinkProtocol(LinkOutput, Protocol):
 
     def sendData(self, sid: int, data: bytes, head: bytes | None = None) -> bool:
         """
-        Queue data on a session (after C{head}, in the same frame when both
-        fit: L{LinkConnection.send_if_open}); C{True} means: pause its
-        producer.
+        Queue data (after C{head}: L{LinkConnection.send_if_open}) on a session; C{True}: pause.
         """
         conn = self.connection
         if conn is None or self._lost:
