@@ -584,8 +584,18 @@ def parse_share_target(target: str) -> tuple[str, str] | None:
 
     @raise MessageError: a share target with a bad name.
     """
-    kind, _, rest = target.partition(":")
-    if kind != SHARE:
+    return parse_named_target(SHARE, target)
+
+
+def parse_named_target(kind: str, target: str) -> tuple[str, str] | None:
+    """
+    Read a target C{KIND:NAME@VISITOR} of C{kind}: the name and the visitor's address, or
+    L{None} if C{target} is of another kind.
+
+    @raise MessageError: such a target with a bad name.
+    """
+    found, _, rest = target.partition(":")
+    if found != kind:
         return None
     name, _, visitor = rest.partition("@")
     return check_name(name), visitor

@@ -49,6 +49,7 @@ from nfltr.wire.messages import (
     is_port_text,
     parse_addressed_target,
     parse_agent_target,
+    parse_named_target,
 )
 from nfltr.wire.resume import PLAIN, RESUMABLE, RESUMING, parse_agent_resume_target
 
@@ -142,11 +143,7 @@ def parse_plain_target(target: str) -> tuple[str, str] | None:
 
     @raise MessageError: such a target with a bad name.
     """
-    kind, _, rest = target.partition(":")
-    if kind != PLAIN_HTTP:
-        return None
-    name, _, visitor = rest.partition("@")
-    return check_name(name), visitor
+    return parse_named_target(PLAIN_HTTP, target)
 
 
 @lru_cache(maxsize=SHOWN_TARGETS)
