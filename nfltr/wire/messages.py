@@ -589,10 +589,7 @@ def parse_share_target(target: str) -> tuple[str, str] | None:
 
 def parse_named_target(kind: str, target: str) -> tuple[str, str] | None:
     """
-    Read a target C{KIND:NAME@VISITOR} of C{kind}: the name and the visitor's address, or
-    L{None} if C{target} is of another kind.
-
-    @raise MessageError: such a target with a bad name.
+    The name and visitor of a C{KIND:NAME@VISITOR} target of C{kind} (L{None}: another kind).
     """
     found, _, rest = target.partition(":")
     if found != kind:
