@@ -12,7 +12,8 @@ reachability assumed.  Nothing waits a fixed time: each client tor is
 watched through its control port (the C{STATUS_CLIENT} and
 C{NEWCONSENSUS} events, then C{GETINFO}) until it bootstrapped to 100 % on
 a consensus that lists every router of the network with the HSDir flag, so
-onion services publish to, and clients fetch from, the same directories.
+onion services publish to, and clients fetch from, the same directories;
+then until a stream through it to loopback, by an exit, comes back.
 
 Measured on the 2-core CI machine: see L{TorNetwork.timings} and
 docs/tor.md ("The private network of the tests").
@@ -35,6 +36,7 @@ from pathlib import Path
 
 from tests.integration.harness import missing
 from tests.tor_control import LOOPBACK, Controller, TorNetworkError
+from tests.tor_socks import echo_through
 
 #: What the network is made of.
 AUTHORITIES = 3
@@ -43,6 +45,10 @@ RELAYS = 2
 CLIENTS = 2
 #: Seconds the whole network has to reach a consensus and bootstrap a client.
 BOOTSTRAP_TIMEOUT = 180.0
+#: Seconds a ready client has to carry a first stream through an exit (each attempt's own).
+STREAM_TIMEOUT = 30.0
+#: Seconds between a client's attempts at a first stream.
+STREAM_RETRY = 1.0
 
 # Every node: the testing network, fast bootstrap (chutney's common.i and authority.tmpl
 # values: the minimum voting intervals Tor accepts), a log to show when something fails.
@@ -204,6 +210,8 @@ class TorNetwork:
 
     @ivar timings: seconds from the start to each milestone (keys generated, the first
         client bootstrapped on a full consensus), for docs/tor.md.
+    @ivar unready: why a bootstrapped client's first streams failed, if they did (a client
+        is ready once a stream through an exit came back: L{_carries_streams}).
     """
 
     base: Path
@@ -211,6 +219,7 @@ class TorNetwork:
     relays: list[Node] = field(default_factory=list)
     clients: list[TorClient] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    unready: list[str] = field(default_factory=list)
     _dir_authority_lines: list[str] = field(default_factory=list)
     _client_nodes: list[Node] = field(default_factory=list)
 
@@ -274,8 +283,41 @@ class TorNetwork:
             c.wait_bootstrapped(deadline, len(self.routers))
             socks = int(c.getinfo("net/listeners/socks").strip('"').rsplit(":", 1)[1])
         client = TorClient(node, socks, control)
+        self._carries_streams(client, deadline)
         self.clients.append(client)
         return client
+
+    def _carries_streams(self, client: TorClient, deadline: float) -> None:
+        """
+        Wait until C{client} carries a stream through an exit to loopback and back: a
+        client at 100 % may still fail its first streams while it learns its exits (seen
+        in CI: the exits tried, and given up on, within a tenth of a second).  Each failure
+        is kept in L{unready}.
+
+        @raise TorNetworkError: no stream came back by C{deadline}; the client's and the
+            exits' logs.
+        """
+        while True:
+            for node in [client.node, *self.routers]:
+                node.check_alive()
+            try:
+                if echo_through(client.socks_port, timeout=STREAM_TIMEOUT) == b"rot hguorht":
+                    return
+                failure = "the stream's answer came back altered"
+            except (AssertionError, OSError) as e:
+                failure = str(e)
+            self.unready.append(f"{client.node.nick}: {failure}")
+            if time.monotonic() + STREAM_RETRY > deadline:
+                raise TorNetworkError(f"{client.node.nick} bootstrapped, but carries no "
+                                      f"stream: {failure}\n{self.logs(client.node)}")
+            time.sleep(STREAM_RETRY)
+
+    def logs(self, client: Node) -> str:
+        """
+        The ends of C{client}'s and the exits' notice logs, for error messages.
+        """
+        return "\n".join(f"tor {node.nick}'s log:\n{node.log_tail()}"
+                         for node in [client, *self.relays])
 
     def _spawn(self, node: Node, template: str) -> None:
         values = {"dir": node.dir, "nick": node.nick, "ip": LOOPBACK, "or_port": node.or_port,

@@ -6,6 +6,9 @@ prints what it saw and did (lines starting with C{tamper:}):
 
   - for each new resumable session (C{rtcp:}), the DATA bytes the agent sent through it so
     far, after each read (so the last line before a kill tells what left the agent);
+  - once the agent sent L{HOLD} bytes of DATA in such a session, that it holds what comes
+    after instead of passing it on (as a relay in the middle could): those bytes passed the
+    first relay but never reached the connector, so the agent must resend them;
   - for the resumed session it alters, the connector's position (the first byte resent) and
     the position of the byte it flipped, in the agent's stream.
 
@@ -27,6 +30,8 @@ from tests.resume.test_tamper import Tamper
 _RESUME_SIZE = RECORD_HEADER_SIZE + TOKEN_SIZE + 8
 # How far into the first resent DATA record the byte flipped is.
 _INTO = 64
+#: The agent's DATA bytes of a new session passed on; what it sends after them is held.
+HOLD = 2 * 1024 * 1024
 _openOn = TCPRoute.openOn
 _dataReceived = SessionEnd.dataReceived
 _state = {"altered": False}
@@ -66,16 +71,21 @@ class _Resumed:
 
 class _Counted:
     """
-    The agent's bytes of a new resumable session, counted.
+    The agent's bytes of a new resumable session, counted; those read once L{HOLD} passed
+    are held (never passed on).
     """
 
     def __init__(self) -> None:
         self.tamper = Tamper(-1, lambda length: 0)
+        self.held: int | None = None
 
     def fromAgent(self, data: bytes) -> bytes:
+        if self.held is None and self.tamper.passed >= HOLD:
+            self.held = self.tamper.passed
+            _say(f"holding the agent's bytes from {self.held}")
         self.tamper.feed(bytearray(data))
         _say(f"the agent sent {self.tamper.passed}")
-        return data
+        return data if self.held is None else b""
 
 
 def _openOnAltering(self: TCPRoute, holder: Any, target: str, clientEnd: Any) -> Any:
@@ -93,7 +103,10 @@ def _openOnAltering(self: TCPRoute, holder: Any, target: str, clientEnd: Any) ->
 
 def _dataReceivedAltered(self: SessionEnd, data: bytes) -> None:
     alter = getattr(self, "alter", None)
-    _dataReceived(self, alter(data) if alter is not None else data)
+    if alter is not None:
+        data = alter(data)
+    if data:
+        _dataReceived(self, data)
 
 
 TCPRoute.openOn = _openOnAltering  # type: ignore[method-assign]

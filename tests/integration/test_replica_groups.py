@@ -265,27 +265,37 @@ class HealthAcrossReplicasTests(GroupsAcrossReplicasCase):
 
     def test_withdrawnOnOneReplica(self) -> None:
         """
-        Member 0's service stops: from one check's interval plus its timeout
-        on, every visit of the share through every replica is served by
-        member 1, replica 0's own visitors included; the record says
-        replica 0's member withdrew.  Its service back, member 0 serves
-        replica 2's visitors again.
+        Member 0's service stops: once the record says replica 0's member
+        withdrew, every visit of the share through every replica is served
+        by member 1, replica 0's own visitors included.  Its service back,
+        member 0 serves replica 2's visitors again.
+
+        The bound is the record, not a time: the check's interval is
+        L{tests.agent.test_health}'s (a clock), and how soon the notice
+        reaches the record after the check fails depends on how busy the
+        machine is; what must hold is that nobody is sent to the withdrawn
+        member once the directory says so.
         """
         eventually(lambda: self.membersIn("share", "web") == {self.ids[0], self.ids[1]},
                    NOTICE_WITHIN, "the share's record names both members' replicas")
         web, port = self.webs[0]
         web.stop()
         stopped = time.monotonic()
-        bound = stopped + INTERVAL + TIMEOUT
+        noticed: float | None = None
         failures = []
-        while time.monotonic() < bound + LOAD_AFTER:
+        while noticed is None or time.monotonic() < noticed + LOAD_AFTER:
+            if noticed is None and self.ids[0] in self.withdrawn("share", "web"):
+                noticed = time.monotonic()
+                print(f"the record said member 0 withdrew {noticed - stopped:.2f} s after "
+                      f"its service stopped (checks every {INTERVAL:g} s, timeout "
+                      f"{TIMEOUT:g} s)")
+            if noticed is None and time.monotonic() > stopped + NOTICE_WITHIN:
+                self.fail(f"the record never said member 0 withdrew: {self.record('share', 'web')}")
             for i in range(len(self.replicas)):
-                started = time.monotonic()
                 outcome = self.get(i)
-                if started >= bound and outcome != (200, pattern(SIZE)):
+                if noticed is not None and outcome != (200, pattern(SIZE)):
                     failures.append(f"through {i}: {outcome[0]} {outcome[1][:200]!r}")
         self.assertEqual(failures, [])
-        self.assertIn(f"{self.ids[0]}", self.withdrawn("share", "web"))
         again, _ = start_web_service(self.replicas[0].tmp, "--port", str(port), "--log",
                                      str(self.logs[0]))
         self.replicas[0].processes.append(again)

@@ -21,11 +21,12 @@ KiB = 1024
 MiB = 1024 * KiB
 SIZE = 64 * MiB
 SEED = 22
-# What the visitor reads before it stops reading: the rest of the download piles up in the
-# tunnel, in flight when the relay is killed.
+# What the visitor reads before it stops reading (less than the relay passes on before it
+# holds the agent's bytes, L{tamper_relay.HOLD}).
 FIRST = 1 * MiB
-# The agent has sent (through the relay) at least this much more than the visitor read.
-PILED = 512 * KiB
+# What the first relay holds when it is killed, at least: bytes that passed it and never
+# reached the connector, which the agent resends.
+HELD = 64 * KiB
 
 
 class TamperedResumeTests(StackTestCase):
@@ -46,12 +47,13 @@ class TamperedResumeTests(StackTestCase):
 
     def test_resentByteAltered(self) -> None:
         """
-        A download through tcp-connect, its visitor no longer reading once it has 1 MiB, so
-        that much more is in flight; the relay is killed and started again, and flips the byte
-        near the start of the first DATA record the agent resends, a byte the agent had sent
-        through the first relay: the visitor's connection is reset after an unaltered prefix,
-        and both ends log that the bytes were altered.  (The relay's positions are in the
-        agent's stream of TLS records; the visitor's bytes are their plaintext, fewer.)
+        A download through tcp-connect, its visitor no longer reading once it has 1 MiB; the
+        relay holds the agent's bytes after the first 2 MiB, and once it holds some it is
+        killed and started again, and flips the byte near the start of the first DATA record
+        the agent resends, a byte the agent had sent through the first relay: the visitor's
+        connection is reset after an unaltered prefix, and both ends log that the bytes were
+        altered.  (The relay's positions are in the agent's stream of TLS records; the
+        visitor's bytes are their plaintext, fewer.)
         """
         key = self.stack.key("alice")
         service = self.stack.service()
@@ -63,8 +65,10 @@ class TamperedResumeTests(StackTestCase):
         visitor = Visitor(local, SIZE, SEED)
         self.addCleanup(visitor.sock.close)
         visitor.read_until(FIRST)
-        poll_until(lambda: self.sent() >= len(visitor.got) + PILED, RECOVERY_TIMEOUT,
-                   "bytes in flight beyond what the visitor read")
+        held = int(self.stack.relay.wait_for(r"tamper: holding the agent's bytes from (\d+)",
+                                              RECOVERY_TIMEOUT).group(1))
+        poll_until(lambda: self.sent() >= held + HELD, RECOVERY_TIMEOUT,
+                   "bytes held in the relay")
         self.stack.relay.popen.send_signal(signal.SIGKILL)
         self.stack.relay.wait_exit(RECOVERY_TIMEOUT)
         sent = self.sent()
@@ -72,6 +76,7 @@ class TamperedResumeTests(StackTestCase):
         done = self.stack.relay.wait_for(r"tamper: resumed from (\d+), flipped the byte at (\d+)",
                                          RECOVERY_TIMEOUT)
         resumed, flipped = int(done.group(1)), int(done.group(2))
+        self.assertLessEqual(resumed, held, "the connector had none of the bytes held")
         self.assertLess(flipped, sent, "the byte altered had passed the first relay: resent")
         self.assertGreaterEqual(resumed, len(visitor.got))
         visitor.read_all()
@@ -83,9 +88,9 @@ class TamperedResumeTests(StackTestCase):
                         r"between here and the agent; the session was reset", RECOVERY_TIMEOUT)
         agent.wait_for(r"end-to-end TLS failed \(.*\): its bytes were altered between the "
                        r"connector and here; the session was reset", RECOVERY_TIMEOUT)
-        print(f"\nagent sent {sent} through the first relay; the visitor had read "
-              f"{FIRST}; resumed from {resumed}; byte {flipped} altered; the visitor got "
-              f"{len(visitor.got)} unaltered bytes, then a reset")
+        print(f"\nagent sent {sent} through the first relay, which held it from {held}; the "
+              f"visitor had read {FIRST}; resumed from {resumed}; byte {flipped} altered; the "
+              f"visitor got {len(visitor.got)} unaltered bytes, then a reset")
 
 
 class TamperedResumeOverWebSocketTests(TamperedResumeTests):

@@ -28,10 +28,10 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from nfltr.tor import new_client_keys
 from tests.integration.harness import Stack, missing, nfltr
-from tests.integration.test_tor_network import socks5_connect
 from tests.integration.web_service import pattern
 from tests.tor_control import Controller
 from tests.tor_network import TorClient, TorNetwork, missing_tor, shared_network
+from tests.tor_socks import socks5_connect
 
 #: Seconds a relay has to bring its onion service up on the private network.
 ONION_UP_TIMEOUT = 120.0

@@ -1,49 +1,14 @@
 """
 The tests' private Tor network (L{tests.tor_network}) works: its client tors
-build circuits through its relays.
+build circuits through its relays (and L{tests.tor_socks} speaks SOCKS5).
 """
 
 from __future__ import annotations
 
-import socket
-import struct
-import threading
-
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.tor_network import LOOPBACK, missing_tor, shared_network
-
-
-def socks5_connect(socks_port: int, host: str, port: int, timeout: float = 60.0) -> socket.socket:
-    """
-    A connection to C{host}:C{port} through the SOCKS5 proxy on C{socks_port} (no
-    authentication, the name resolved by the proxy).
-
-    @raise AssertionError: the proxy refused, with its reply code.
-    """
-    sock = socket.create_connection((LOOPBACK, socks_port), timeout=timeout)
-    sock.sendall(b"\x05\x01\x00")
-    if _read(sock, 2) != b"\x05\x00":
-        sock.close()
-        raise AssertionError("the SOCKS proxy refused our greeting")
-    name = host.encode("ascii")
-    sock.sendall(b"\x05\x01\x00\x03" + bytes([len(name)]) + name + struct.pack("!H", port))
-    reply = _read(sock, 4)
-    if reply[1] != 0:
-        sock.close()
-        raise AssertionError(f"the SOCKS proxy could not connect: reply {reply[1]}")
-    _read(sock, {1: 4, 4: 16}.get(reply[3], 0) + 2 if reply[3] != 3 else _read(sock, 1)[0] + 2)
-    return sock
-
-
-def _read(sock: socket.socket, count: int) -> bytes:
-    data = b""
-    while len(data) < count:
-        chunk = sock.recv(count - len(data))
-        if not chunk:
-            raise AssertionError("the SOCKS proxy closed the connection")
-        data += chunk
-    return data
+from tests.tor_network import missing_tor, shared_network
+from tests.tor_socks import echo_through
 
 
 class TorNetworkTests(SynchronousTestCase):
@@ -60,22 +25,11 @@ class TorNetworkTests(SynchronousTestCase):
         """
         network = shared_network()
         self.assertIn("bootstrapped", network.timings)
-        with socket.create_server((LOOPBACK, 0)) as server:
-            port = server.getsockname()[1]
-
-            def serve() -> None:
-                conn, _ = server.accept()
-                with conn:
-                    conn.sendall(conn.recv(64)[::-1])
-
-            thread = threading.Thread(target=serve, daemon=True)
-            thread.start()
-            client = network.clients[1]
-            try:
-                sock = socks5_connect(client.socks_port, LOOPBACK, port)
-            except AssertionError as e:  # seen once in CI (reply 1): what the client said
-                raise AssertionError(f"{e}\nthe client's log:\n{client.node.log_tail()}") from e
-            with sock:
-                sock.sendall(b"through tor")
-                self.assertEqual(_read(sock, 11), b"rot hguorht")
-            thread.join(10)
+        for failure in network.unready:
+            print(f"a first stream failed before the network was ready: {failure}")
+        client = network.clients[1]
+        try:
+            answer = echo_through(client.socks_port)
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{network.logs(client.node)}") from e
+        self.assertEqual(answer, b"rot hguorht")
