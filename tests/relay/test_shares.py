@@ -65,9 +65,9 @@ class Lost:
         self.reason = reason
 
 
-class RegistryTests(SynchronousTestCase):
+class RegistryCase(SynchronousTestCase):
     """
-    L{ShareRegistry} with a real share CA.
+    A L{ShareRegistry} with a real share CA (no tests of its own).
     """
 
     def setUp(self) -> None:
@@ -82,6 +82,12 @@ class RegistryTests(SynchronousTestCase):
 
     def e2ee(self, name: str) -> HttpShare:
         return HttpShare(name, 3000, E2EE, share_request(self.key, name))
+
+
+class RegistryTests(RegistryCase):
+    """
+    L{ShareRegistry}: answers, routes, refusals.
+    """
 
     def test_e2eeAnswer(self) -> None:
         """
@@ -237,7 +243,7 @@ class RegistryTests(SynchronousTestCase):
         self.assertEqual(refused.reason, RefusalReason.INVALID)
 
 
-class H2cWithdrawTests(RegistryTests):
+class H2cWithdrawTests(RegistryCase):
     """
     The h2c sessions of an inspect share whose service speaks h2c, once
     the share (or one member of its group) is withdrawn while the link
@@ -302,7 +308,7 @@ class H2cWithdrawTests(RegistryTests):
         self.assertEqual(len(first.opened), 1)
 
 
-class EnforcementTests(RegistryTests):
+class EnforcementTests(RegistryCase):
     """
     A protected share is published only if someone checks its credentials.
     """
@@ -356,7 +362,7 @@ class EnforcementTests(RegistryTests):
         self.assertEqual(len(link.opened), 1)
 
 
-class InspectRateTests(RegistryTests):
+class InspectRateTests(RegistryCase):
     """
     The relay's request rate per inspected share.
     """
