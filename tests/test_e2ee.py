@@ -276,7 +276,8 @@ class SplicedToSocketTests(SynchronousTestCase):
         uploads and half-closes at once; its records fill the service's
         socket and its C{close_notify} comes in the same read, and still,
         once the socket drained, the service gets every byte and then the
-        end of the stream.
+        end of the stream.  Its answer and its own end then reach the
+        visitor, and the session ends cleanly.
         """
         size = 256 * 1024
         backend, sockets = socketBackend()
@@ -303,6 +304,15 @@ class SplicedToSocketTests(SynchronousTestCase):
         sock.drain()
         self.assertEqual(bytes(sock.sent), b"u" * size)
         self.assertTrue(sock.writeClosed)
+        service = proxy.backend
+        service.dataReceived(b"answer")
+        service.readConnectionLost()
+        tls.pair.run()
+        self.assertTrue(visitor.received.endswith(b"answer"))
+        self.assertTrue(visitor.readEnded)
+        assert visitor.lost is not None
+        self.assertTrue(visitor.lost.check(error.ConnectionDone), visitor.lost)
+        self.assertEqual(tls.pair.listener.connection.session_count, 0)
 
 
 class ReasonTests(SynchronousTestCase):
