@@ -16,6 +16,8 @@ from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
 
 from nfltr.agent._local import splice_local
+from nfltr.http import HTTPProxyFactory
+from nfltr.http.stream import StreamProxyProtocol
 from nfltr.link import ErrorCode, FrameType
 from nfltr.link._frames import FrameDecoder, decode_open
 from nfltr.link.twisted import SessionResetError
@@ -28,6 +30,8 @@ from nfltr.tls import (
     ensure_self_signed,
     server_context_factory,
 )
+from tests.http.test_stream import socketBackend
+from tests.http.test_upgrade import SWITCH, UPGRADE
 from tests.link.twisted_helpers import LinkPair, RecordingHandler, Streamer
 from tests.test_splice import SocketLikeTransport
 
@@ -261,10 +265,54 @@ class SplicedToSocketTests(SynchronousTestCase):
         tls.open(remote)
         tls.pair.run()
         self.assertTrue(sock.producerPaused)
-        sock.room = 1 << 20
-        sock.doWrite()
+        sock.drain()
         self.assertEqual(bytes(sock.sent), b"d" * size)
         self.assertTrue(sock.writeClosed)
+
+    def test_upgradedUploadThenCloseNotify(self) -> None:
+        """
+        An e2ee share's shape (TLS over a session, the stream path inside,
+        its service connection over a socket): after a switch, the visitor
+        uploads and half-closes at once; its records fill the service's
+        socket and its C{close_notify} comes in the same read, and still,
+        once the socket drained, the service gets every byte and then the
+        end of the stream.  Its answer and its own end then reach the
+        visitor, and the session ends cleanly.
+        """
+        size = 256 * 1024
+        backend, sockets = socketBackend()
+        proxy = HTTPProxyFactory(backend, Clock()).proxyFor(None)
+        assert isinstance(proxy, StreamProxyProtocol)
+        tls = TLSOverSession(self, proxy)
+        visitor = App()
+        tls.open(visitor)
+        tls.pair.run()
+        visitor.transport.write(UPGRADE)
+        tls.pair.run()
+        [sock] = sockets
+        sock.drain()  # the upgrade request went out
+        assert proxy.backend is not None
+        proxy.backend.dataReceived(SWITCH)
+        tls.pair.run()
+        self.assertTrue(visitor.received.startswith(SWITCH))
+        del sock.sent[:]
+        sock.room = 0
+        visitor.transport.write(b"u" * size)
+        visitor.transport.loseWriteConnection()
+        tls.pair.run()
+        self.assertTrue(sock.producerPaused)
+        sock.drain()
+        self.assertEqual(bytes(sock.sent), b"u" * size)
+        self.assertTrue(sock.writeClosed)
+        service = proxy.backend
+        service.dataReceived(b"answer")
+        service.readConnectionLost()
+        tls.pair.run()
+        self.assertTrue(visitor.received.endswith(b"answer"))
+        self.assertTrue(visitor.readEnded)
+        assert visitor.lost is not None
+        self.assertTrue(visitor.lost.check(error.ConnectionDone), visitor.lost)
+        self.assertEqual(tls.pair.listener.connection.session_count, 0)
 
 
 class ReasonTests(SynchronousTestCase):

@@ -42,6 +42,9 @@ class StreamProxyProtocol(Protocol):
     L{nfltr.http.HTTPProxyFactory.proxyFor}, whose settings it uses.
 
     @ivar backend: the service connection in use, if any.
+    @ivar feedsService: the visitor's side is the producer registered on
+        the service connection's transport (from L{_gotService} until
+        L{_leaveService}).
     """
 
     transport: Any
@@ -55,6 +58,7 @@ class StreamProxyProtocol(Protocol):
             hosts=factory.hosts, tap=factory.tap,
         )
         self.backend: BackendConnection | None = None
+        self.feedsService = False
         self._ownsSource = ownsSource
         self._valve: Valve | None = None
         self._pauser = PausesBackend(self)
@@ -160,6 +164,7 @@ class StreamProxyProtocol(Protocol):
         conn.user = self
         self.backend = conn
         conn.transport.registerProducer(ValveProducer(self._valve, PEER_FULL), True)
+        self.feedsService = True
         if self._pauser.paused and conn.valve is not None:  # the visitor is full already
             conn.valve.pause(PEER_FULL)
         self.moved()
@@ -212,10 +217,14 @@ class StreamProxyProtocol(Protocol):
 
     def halfCloseService(self) -> None:
         """
-        After a switch: shut the service connection's write side.
+        After a switch: stop being the producer on the service connection's
+        transport (nothing more comes from the visitor; see
+        L{_leaveService}), then shut its write side.
         """
-        if self.backend is not None:
-            self.backend.transport.loseWriteConnection()
+        backend = self.backend
+        if backend is not None:
+            self._leaveService(backend)
+            backend.transport.loseWriteConnection()
 
     def halfCloseVisitor(self) -> None:
         """
@@ -280,11 +289,26 @@ class StreamProxyProtocol(Protocol):
         backend, self.backend = self.backend, None
         if backend is not None:
             backend.user = None
-            if backend.connected and not backend.closed:
-                backend.transport.unregisterProducer()
+            self._leaveService(backend)
             if backend.valve is not None:
                 backend.valve.resume(PEER_FULL)
         return backend
+
+    def _leaveService(self, backend: BackendConnection) -> None:
+        """
+        Unregister the visitor's side as the producer on C{backend}'s
+        transport, once.  Needed before that transport is half-closed:
+        Twisted's TCP transport, when its buffer empties, resumes a paused
+        producer I{instead of} shutting its write side, and never looks
+        again (as for L{nfltr.streams.SpliceEnd.leaveOther}); the visitor's
+        end of input can come while the service's socket is full and has
+        paused the visitor (a TLS C{close_notify} read with the last
+        records).
+        """
+        if self.feedsService:
+            self.feedsService = False
+            if backend.connected and not backend.closed:
+                backend.transport.unregisterProducer()
 
     def _unregister(self) -> None:
         if self._producing:

@@ -11,12 +11,16 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from twisted.internet import defer
 from twisted.internet.address import IPv6Address
+from twisted.internet.task import Clock
+from twisted.internet.testing import MemoryReactor, StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
-from nfltr.http import HTTPLimits
+from nfltr.http import BackendConnection, FunctionBackend, HTTPLimits, HTTPProxyFactory
 from nfltr.http.stream import StreamProxyProtocol
 from nfltr.wire.policy import policy_from_options
+from tests.test_splice import SocketLikeTransport
 
 from . import test_flow, test_proxy, test_smuggling, test_tls, test_upgrade
 from .helpers import (
@@ -317,6 +321,87 @@ class BackpressureTests(OnStreamPath, test_flow.BackpressureTests):
 
 class TLSVisitorTests(OnStreamPath, test_tls.TLSVisitorTests):
     pass
+
+
+def socketBackend() -> tuple[FunctionBackend, list[SocketLikeTransport]]:
+    """
+    A backend whose connections are each over a new L{SocketLikeTransport}
+    (Twisted's own write path, over a socket that takes nothing until the
+    test gives it room), and the list they go in.
+    """
+    sockets: list[SocketLikeTransport] = []
+
+    def connect(conn: BackendConnection) -> defer.Deferred[BackendConnection]:
+        sock = SocketLikeTransport(MemoryReactor())
+        sockets.append(sock)
+        conn.makeConnection(sock)
+        return defer.succeed(conn)
+
+    return FunctionBackend(connect), sockets
+
+
+class SwitchedHalfCloseTests(SynchronousTestCase):
+    """
+    After a switch, the visitor's end of input half-closes the service
+    connection, over Twisted's own write path (L{SocketLikeTransport}).
+    """
+
+    def switched(self) -> tuple[StreamProxyProtocol, StringTransport, SocketLikeTransport]:
+        """
+        A visitor switched to raw bytes (C{101}) with a service connection
+        over a socket that takes nothing until the test gives it room.
+        """
+        backend, sockets = socketBackend()
+        proxy = HTTPProxyFactory(backend, Clock()).proxyFor(None)
+        assert isinstance(proxy, StreamProxyProtocol)
+        visitor = StringTransport()
+        proxy.makeConnection(visitor)
+        proxy.dataReceived(test_upgrade.UPGRADE)
+        [sock] = sockets
+        assert proxy.backend is not None
+        proxy.backend.dataReceived(test_upgrade.SWITCH)
+        self.assertTrue(proxy.exchange.raw)
+        sock.drain()  # the upgrade request went out
+        del sock.sent[:]
+        sock.room = 0
+        return proxy, visitor, sock
+
+    def test_eofBehindFullServiceHalfCloses(self) -> None:
+        """
+        The visitor's end of input that comes while the bytes before it
+        fill the service's socket (a TLS C{close_notify} read with the last
+        records) still shuts the service connection's write side once the
+        socket drained, and not before.  Twisted's write path resumes a
+        paused producer instead of shutting the write side when its buffer
+        empties, so the visitor's side must stop being that producer first:
+        otherwise the service never sees the end of the stream.
+        """
+        proxy, visitor, sock = self.switched()
+        proxy.dataReceived(b"x" * 4096)
+        self.assertEqual(visitor.producerState, "paused")
+        proxy.readConnectionLost()
+        self.assertFalse(sock.writeClosed)
+        sock.drain()
+        self.assertEqual(bytes(sock.sent), b"x" * 4096)
+        self.assertTrue(sock.writeClosed)
+        self.assertFalse(sock.disconnecting)
+
+    def test_halfCloseThenClose(self) -> None:
+        """
+        The visitor half-closes after the switch: the service reads to the
+        end and closes, and then both connections end cleanly.
+        """
+        h = Harness(serve=test_upgrade.UpgradeServer, stream=True)
+        visitor, proxy = h.visit(test_upgrade.UPGRADE)
+        [server] = h.backend.servers
+        visitor.transport.write(b"last")
+        visitor.transport.loseWriteConnection()
+        h.network.run()
+        self.assertEqual(server.raw, b"last")
+        self.assertIsNotNone(server.lost)
+        self.assertTrue(visitor.eof)
+        self.assertTrue(visitor.cleanlyClosed)
+        self.assertIsNone(proxy.backend)
 
 
 class StreamOnlyTests(SynchronousTestCase):
