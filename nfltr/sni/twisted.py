@@ -230,9 +230,10 @@ class SNIRouter(PrefixReader):
 
     def _undecided(self, failure: Failure, hello: ClientHello) -> None:
         """
-        A L{Later} route failed, against its contract: it costs one visitor.
+        A L{Later} route failed (against its contract), or following it
+        raised: it costs one visitor.
         """
-        self.log.failure("TLS port: no route for {name}", failure, name=hello.server_name)
+        self.log.failure("TLS port: routing {name} failed", failure, name=hello.server_name)
         if not self.gone:
             self.transport.abortConnection()
 
