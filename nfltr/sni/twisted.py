@@ -13,7 +13,12 @@ chooser what to do with the L{ClientHello}:
   - L{Splice}: the connection is spliced (L{nfltr.streams.splice}) to a backend (a
     share), which receives every byte read so far before anything else;
     each side is then the other's streaming producer;
-  - L{Refuse}: a fatal TLS C{unrecognized_name} alert, then close.
+  - L{Refuse}: a fatal TLS C{unrecognized_name} alert, then close;
+  - L{Later}: one of those, once its Deferred fires (a replica of a cluster
+    asks the directory first); the connection is not read meanwhile, and
+    one that is gone by then is left alone.  The wait is the chooser's to
+    bound (the directory's command timeout): the handshake timeout is over
+    once the hello is complete.
 
 First bytes that are no usable ClientHello close the connection; a plain
 HTTP request (C{not_tls}) is first answered with a short C{400} saying the
@@ -35,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from twisted.internet import error, interfaces
+from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import Interface, implementer
@@ -123,7 +129,19 @@ class Refuse:
 
 
 REFUSE = Refuse()
-Route = HandOver | Splice | Refuse
+
+
+@dataclass(frozen=True)
+class Later:
+    """
+    The route is known once C{decision} fires (with a L{HandOver}, a
+    L{Splice} or a L{Refuse}); it never fails.
+    """
+
+    decision: Deferred[HandOver | Splice | Refuse]
+
+
+Route = HandOver | Splice | Refuse | Later
 #: Decides a route from a complete hello; called once per connection.
 Chooser = Callable[[ClientHello], Route]
 
@@ -166,6 +184,8 @@ class SNIRouter(PrefixReader):
     """
 
     log = Logger()
+    #: The connection was lost (while a L{Later} route was pending, too).
+    gone = False
 
     def __init__(self, factory: SNIRouterFactory, addr: Any) -> None:
         super().__init__(factory, addr)
@@ -191,6 +211,34 @@ class SNIRouter(PrefixReader):
 
     def _route(self, hello: ClientHello, replay: bytes) -> None:
         route = self.factory.choose(hello)
+        if isinstance(route, Later):
+            self.transport.pauseProducing()
+            route.decision.addCallback(self._decided, hello, replay).addErrback(
+                self._undecided, hello)
+            return
+        self._follow(route, hello, replay)
+
+    def _decided(self, route: HandOver | Splice | Refuse, hello: ClientHello,
+                 replay: bytes) -> None:
+        """
+        A L{Later} route fired: follow it, unless the visitor left meanwhile.
+        """
+        if self.gone:
+            return
+        self.transport.resumeProducing()
+        self._follow(route, hello, replay)
+
+    def _undecided(self, failure: Failure, hello: ClientHello) -> None:
+        """
+        A L{Later} route failed (against its contract), or following it
+        raised: it costs one visitor.
+        """
+        self.log.failure("TLS port: routing {name} failed", failure, name=hello.server_name)
+        if not self.gone:
+            self.transport.abortConnection()
+
+    def _follow(self, route: HandOver | Splice | Refuse, hello: ClientHello,
+                replay: bytes) -> None:
         if isinstance(route, HandOver):
             self.factory.routed[HANDED_OVER] += 1
             self.handOver(route.factory, replay)
@@ -263,6 +311,7 @@ class SNIRouter(PrefixReader):
         Pass the loss on to the protocol that took over, or count a
         connection that ended before its hello was complete.
         """
+        self.gone = True
         super().connectionLost(reason)
         if self.inner is None and self.parser is not None:
             self._endedEarly()

@@ -5,7 +5,8 @@ C{tcp-connect}) through each of three replicas; the directory's presence
 record names both; another account cannot join; the replica holding one
 member is killed (C{kill -9}), or one member's agent is: from the bound on
 detection on (docs/replicas.md, docs/groups.md), every visitor is served
-by the other member.
+by the other member; an C{inspect} share whose every member withdrew its
+service answers one relay's 503 through every replica.
 """
 
 from __future__ import annotations
@@ -305,6 +306,46 @@ class HealthAcrossReplicasTests(GroupsAcrossReplicasCase):
         for _ in range(SPREAD):
             self.assertEqual(self.get(2), (200, pattern(SIZE)))
         self.assertGreater(self.served()[0], before, "member 0 serves replica 2's visitors")
+
+    def test_everyMemberWithdrawn(self) -> None:
+        """
+        An C{inspect} share of group C{red} whose one member (on replica 0)
+        checks member 0's service, which stops: once the record says the
+        member withdrew, a visitor gets the 503 with C{Retry-After} one
+        relay answers through every replica: replica 0's own answer, and
+        replicas 1 and 2's, which hold no member and carry the visitor to
+        replica 0 (it ends the share's TLS).
+        """
+        stack, (web, port) = self.replicas[0], self.webs[0]
+        stack.start(
+            nfltr("http", str(port), "--name", "app", "--group", "red", "--mode",
+                  "inspect", "--state-dir", str(self.tmp / "app"), "--keepalive", PRESET,
+                  *stack.relay_args(), *self.memberArgs),
+            "inspect member", {"NFLTR_KEY": self.key},
+        ).wait_for(r"share (https://\S+) ")
+        eventually(lambda: self.membersIn("share", "app") == {self.ids[0]}, NOTICE_WITHIN,
+                   "the inspect share's record names replica 0")
+        web.stop()
+        eventually(lambda: self.withdrawn("share", "app") == {self.ids[0]}, NOTICE_WITHIN,
+                   "the record says the inspect share's member withdrew")
+        answers = [self.answer(i, "app") for i in range(len(self.replicas))]
+        self.assertTrue(answers[0].startswith(b"HTTP/1.1 503 "), answers[0])
+        self.assertIn(b"\r\nretry-after: 5\r\n", answers[0].lower())
+        self.assertEqual(answers, answers[:1] * len(self.replicas))
+
+    def answer(self, through: int, name: str) -> bytes:
+        """
+        The whole HTTP/1.1 answer (status line, headers, body) to one GET of
+        the share C{name} through replica C{through}, whatever its status.
+        """
+        port = int(self.replicas[through].address.rsplit(":", 1)[1])
+        host = f"{name}.localhost"
+        done = subprocess.run(
+            ["curl", "--silent", "--show-error", "--include", "--http1.1", "--cacert",
+             str(self.replicas[0].data / "tls" / "share-ca.crt"), "--resolve",
+             f"{host}:{port}:127.0.0.1", f"https://{host}:{port}/"],
+            capture_output=True, timeout=30, check=False)
+        return done.stdout or done.stderr
 
     def withdrawn(self, kind: str, name: str) -> set[str]:
         """

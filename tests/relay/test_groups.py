@@ -6,11 +6,13 @@ L{nfltr.relay.agent_health}.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric import ec
 from twisted.internet.address import IPv4Address
+from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.protocol import Factory
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
@@ -19,13 +21,15 @@ from zope.interface.verify import verifyObject
 
 from nfltr.link import RefusalReason
 from nfltr.relay.agents import Relay
+from nfltr.relay.cluster.presence import SharePresence
 from nfltr.relay.cluster.routes import ClusterShareRoutes, RemoteRoutes, RemoteShareBackend
 from nfltr.relay.directory import AgentEntry, Directory
 from nfltr.relay.groups import HolderGroup, HolderHealth, choose
 from nfltr.relay.interfaces import HolderFigures, IAgentHolder
 from nfltr.relay.leases import Leases, NameLeased
 from nfltr.relay.shares import WITHDRAWN, ShareRefused, ShareRegistry, _gate
-from nfltr.sni.twisted import Splice
+from nfltr.sni.twisted import Later, Splice
+from nfltr.store import StoreUnavailable
 from nfltr.tls import ShareCA, ensure_relay_pki, share_request
 from nfltr.wire.messages import E2EE, INSPECT, HttpShare
 
@@ -245,6 +249,20 @@ class DirectoryGroupTests(SynchronousTestCase):
         self.assertIsNone(self.d.reachable("web", "acme", 22))
 
 
+class _Presence:
+    """
+    This replica's (C{me}) look-ups of share records: the answers in C{records}.
+    """
+
+    replica = "me"
+
+    def __init__(self) -> None:
+        self.records: dict[str, Deferred[SharePresence | None]] = {}
+
+    def share(self, name: str) -> Deferred[SharePresence | None]:
+        return self.records.pop(name)
+
+
 class ShareGroupTests(SynchronousTestCase):
     """
     Share URLs published by a group: its members' sessions in turn, 503
@@ -310,11 +328,13 @@ class ShareGroupTests(SynchronousTestCase):
         """
         On a replica (L{ClusterShareRoutes}), a group's share whose every
         member here withdrew its service goes to the cluster's routes (the
-        other replicas' members); a share without a group stays here,
-        withdrawn or not (its own answer: one relay's).
+        other replicas' members) once the directory names one that serves;
+        else (or with no answer) it stays here (its own answer: one
+        relay's).  A share without a group stays here, withdrawn or not.
         """
         relay = Relay(FakeStore(), self.clock, shares=self.registry)
-        routes = ClusterShareRoutes(self.registry, RemoteRoutes(relay, None, None, self.clock))  # type: ignore[arg-type]
+        presence = _Presence()
+        routes = ClusterShareRoutes(self.registry, RemoteRoutes(relay, presence, None, self.clock))  # type: ignore[arg-type]
         self.publish(self.a)
         self.publish(self.b)
         local = self.registry.route("web")
@@ -322,9 +342,19 @@ class ShareGroupTests(SynchronousTestCase):
         self.assertIs(routes.route("web"), local)
         self.registry.health.withdraw(self.b)
         self.assertTrue(self.registry.groupWithdrawn("web"))
-        remote = routes.route("web")
-        assert isinstance(remote, Splice)
-        self.assertIsInstance(remote.backend, RemoteShareBackend)
+        elsewhere = SharePresence("web", "r2", "acme", E2EE, False, "g", ("r2",), ("me",))
+        presence.records["web"] = succeed(elsewhere)
+        later = routes.route("web")
+        assert isinstance(later, Later)
+        remote = self.successResultOf(later.decision)
+        assert isinstance(remote, Splice) and isinstance(remote.backend, RemoteShareBackend)
+        self.assertEqual(remote.backend.record, elsewhere)
+        for answer in (succeed(replace(elsewhere, members=(), withdrawn=("me", "r2"))),
+                       fail(StoreUnavailable("down"))):
+            presence.records["web"] = answer
+            later = routes.route("web")
+            assert isinstance(later, Later)
+            self.assertIs(self.successResultOf(later.decision), local)
         self.registry.withdraw(self.a)
         self.registry.withdraw(self.b)
         self.publish(self.a, group=None)

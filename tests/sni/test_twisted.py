@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from twisted.internet import error, interfaces
+from twisted.internet.defer import Deferred
 from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
@@ -25,6 +26,7 @@ from nfltr.sni.twisted import (
     UNRECOGNIZED_NAME_ALERT,
     HandOver,
     ISpliceBackend,
+    Later,
     Route,
     SNIRouter,
     SNIRouterFactory,
@@ -634,3 +636,73 @@ class SpliceTests(RouterCase):
         other, otherTransport = self.connect()
         other.dataReceived(HELLO)
         self.assertEqual(self.built[0].transport, otherTransport)
+
+
+class LaterTests(RouterCase):
+    """
+    A hello routed to L{Later}: the route it fires with is followed then; the connection is
+    not read meanwhile.
+    """
+
+    def later(self) -> Deferred[Any]:
+        decision: Deferred[Any] = Deferred()
+        self.routes["relay.localhost"] = Later(decision)
+        return decision
+
+    def test_handOver(self) -> None:
+        """
+        Nothing is built, written or counted until the route fires, and the visitor is not
+        read from; then the route's protocol takes over with every byte replayed, and reading
+        resumes.
+        """
+        decision = self.later()
+        router, transport = self.connect()
+        router.dataReceived(HELLO + TRAILING)
+        self.assertEqual((self.built, transport.value(), transport.producerState),
+                         ([], b"", "paused"))
+        self.assertEqual(self.factory.routed, {"hand_over": 0, "splice": 0})
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+        decision.callback(HandOver(self.inner))
+        self.assertEqual(self.built[0].received, HELLO + TRAILING)
+        self.assertEqual(transport.producerState, "producing")
+        self.assertEqual(self.factory.routed, {"hand_over": 1, "splice": 0})
+
+    def test_spliceAndRefuse(self) -> None:
+        """
+        A later splice gets the replay to the backend; a later refusal the alert.
+        """
+        decision = self.later()
+        router, _ = self.connect()
+        router.dataReceived(HELLO)
+        decision.callback(Splice(self.backend))
+        [backend] = self.backend.transports
+        self.assertEqual(backend.value(), HELLO)
+        decision = self.later()
+        router, transport = self.connect()
+        router.dataReceived(HELLO)
+        decision.callback(REFUSE)
+        self.assertEqual(transport.value(), UNRECOGNIZED_NAME_ALERT)
+        self.assertTrue(transport.disconnecting)
+
+    def test_visitorLeft(self) -> None:
+        """
+        A visitor gone before the route fired is left alone: nothing is built.
+        """
+        decision = self.later()
+        router, transport = self.connect()
+        router.dataReceived(HELLO)
+        router.connectionLost(Failure(error.ConnectionLost()))
+        decision.callback(HandOver(self.inner))
+        self.assertEqual((self.built, transport.value()), ([], b""))
+
+    def test_failed(self) -> None:
+        """
+        A route that fails (breaking its contract) costs that visitor only: its connection
+        is aborted and the error logged.
+        """
+        decision = self.later()
+        router, transport = self.connect()
+        router.dataReceived(HELLO)
+        decision.errback(RuntimeError("broken chooser"))
+        self.assertTrue(transport.disconnected)
+        self.assertEqual(len(self.flushLoggedErrors(RuntimeError)), 1)

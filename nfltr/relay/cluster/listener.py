@@ -30,7 +30,9 @@ It decides for itself, as for a visitor of its own:
     directory says is elsewhere: no second hop), as this replica's TLS port
     would route it: e2ee and passthrough through its backend (the share's
     allow list applied to the visitor's address), inspect to the share's own
-    TLS-ending HTTP proxy (allow list, policy and rate there).
+    TLS-ending HTTP proxy (allow list, policy and rate there; a share whose
+    every member here withdrew is answered there too, with its 503, as on
+    one relay).
 
 The link's peer proved it is a replica of this cluster in the mutual TLS
 handshake (L{nfltr.tls.ReplicaTLS}); it is trusted with the visitor's

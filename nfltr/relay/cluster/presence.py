@@ -23,7 +23,9 @@ own member; a look-up names every replica that holds a live member
 (L{nfltr.relay.cluster.routes}) uses them in turn.  A replica whose every
 member of the name withdrew its service (failing health checks) says so
 in its member field (C{state} L{WITHDRAWN}, L{RedisPresence.memberHealth}):
-a look-up leaves it out.
+a look-up leaves it out of the members, and names it apart (C{withdrawn}:
+while no replica holds a member that serves, an C{inspect} or plain-HTTP
+share's visitors are carried there for its C{503}).
 
 Bounds (each a keyword of L{RedisPresence}):
 
@@ -108,6 +110,8 @@ class AgentPresence:
     group: str | None = None
     #: A group's: the replicas that hold a live member (sorted).
     members: tuple[str, ...] = ()
+    #: A group's: the replicas whose every live member withdrew (sorted).
+    withdrawn: tuple[str, ...] = ()
 
     def replicas(self) -> tuple[str, ...]:
         """
@@ -132,6 +136,8 @@ class SharePresence:
     group: str | None = None
     #: A group's: the replicas that hold a live member (sorted).
     members: tuple[str, ...] = ()
+    #: A group's: the replicas whose every live member withdrew (sorted).
+    withdrawn: tuple[str, ...] = ()
 
     def replicas(self) -> tuple[str, ...]:
         """
@@ -152,17 +158,21 @@ def _joined(values: Any) -> str:
     return ",".join(str(v) for v in sorted(values))
 
 
-def _members(fields: dict[str, str]) -> tuple[str | None, tuple[str, ...]]:
+def _members(fields: dict[str, str]) -> tuple[str | None, tuple[str, ...], tuple[str, ...]]:
     """
-    A record's group and the replicas that hold its live members, but those
-    whose every member there withdrew its service (L{WITHDRAWN}).
+    A record's group, the replicas that hold its live members but those
+    whose every member there withdrew its service (L{WITHDRAWN}), and those.
     """
     group = fields.get("group") or None
     if group is None:
-        return None, ()
+        return None, (), ()
     check_name(group)
-    return group, tuple(sorted(f[len(MEMBER):] for f, value in fields.items()
-                               if f.startswith(MEMBER) and WITHDRAWN not in value.split()[1:]))
+    serving: list[str] = []
+    withdrawn: list[str] = []
+    for field, value in fields.items():
+        if field.startswith(MEMBER):
+            (withdrawn if WITHDRAWN in value.split()[1:] else serving).append(field[len(MEMBER):])
+    return group, tuple(sorted(serving)), tuple(sorted(withdrawn))
 
 
 def agent_fields(entry: AgentEntry, shares: Sequence[str]) -> dict[str, str]:

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.relay.cluster.test_replica_link,tests.relay.cluster.test_groups -*-
+# -*- test-case-name: tests.relay.cluster -*-
 """
 The forwarding replica's side: visitors of agents and shares this replica
 does not hold, carried over the replica link to the replica the directory
@@ -36,9 +36,20 @@ no member is held here, or every one here withdrew its service (health
 checks failing; a replica whose every member withdrew says so in the
 record, and is left out).
 
+While no replica holds a member that serves (every one withdrew), a
+visitor gets what one relay answers, through every replica: a replica
+whose members all withdrew answers its own visitors itself (an C{inspect}
+or plain-HTTP share's C{503}, after the look-up found nobody to forward
+to); a replica that holds none carries an C{inspect} or plain-HTTP
+share's visitor to a replica whose members withdrew
+(L{SharePresence.withdrawn}), whose proxy answers the C{503} (only it can
+end the share's TLS: it holds the key); an C{e2ee} or C{passthrough}
+share's visitor is closed, as on one relay.
+
 The visitor waits for the lookup and the link (bounded: the directory's
 command timeout, L{nfltr.relay.cluster.peers.DIAL_TIMEOUT} per replica
-tried); whatever fails, the visitor is refused, never held.
+tried); whatever fails, the visitor is refused (a share whose every member
+here withdrew: with this replica's own answer), never held.
 """
 
 from __future__ import annotations
@@ -46,7 +57,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from twisted.internet.defer import Deferred, fail
+from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.error import ConnectionRefusedError
 from twisted.internet.interfaces import IAddress, IProtocol, IReactorTime
 from twisted.internet.protocol import Factory
@@ -56,7 +67,7 @@ from zope.interface import implementer
 
 from nfltr.link import ErrorCode
 from nfltr.link.twisted import LinkProtocol, LinkSession, LinkUnavailable
-from nfltr.sni.twisted import ISpliceBackend, Route, Splice
+from nfltr.sni.twisted import HandOver, ISpliceBackend, Later, Refuse, Route, Splice
 from nfltr.store import StoreUnavailable
 from nfltr.streams import SpliceEnd
 from nfltr.wire import format_address
@@ -232,16 +243,28 @@ def _entry(name: str, record: AgentPresence, holder: ReplicaHolder,
                       addressed=record.ports if addressed else frozenset(), resumes=True)
 
 
+def withdrawn_others(routes: RemoteRoutes, record: SharePresence) -> list[str]:
+    """
+    The replicas other than this one whose every member of C{record}'s
+    group withdrew its service: they answer its visitors as one relay does.
+    """
+    return [r for r in record.withdrawn if r != routes.presence.replica]
+
+
 @implementer(ISpliceBackend)
 class RemoteShareBackend:
     """
-    A share this replica does not publish: its visitor goes to the replica
-    that does, if any.
+    A share this replica does not publish: its visitor goes to a replica
+    that does, if any (the record of C{name} if it was looked up already).
+    While no replica holds a member that serves, an C{inspect} share's goes
+    to one whose members withdrew, which ends its TLS and answers C{503}.
     """
 
-    def __init__(self, name: str, routes: RemoteRoutes) -> None:
+    def __init__(self, name: str, routes: RemoteRoutes,
+                 record: SharePresence | None = None) -> None:
         self.name = name
         self.routes = routes
+        self.record = record
 
     def connect(self, protocol: IProtocol, visitor: IAddress) -> None:
         """
@@ -251,12 +274,16 @@ class RemoteShareBackend:
         counters = routes.relay.counters
 
         def found(record: SharePresence | None) -> Any:
-            if (record is None or not routes.others(record)
-                    or record.mode not in FORWARDED_MODES):
+            replicas = []
+            if record is not None and record.mode in FORWARDED_MODES:
+                replicas = routes.others(record)
+                if not replicas and record.mode == INSPECT:
+                    replicas = withdrawn_others(routes, record)
+            if not replicas:
                 counters.session(SHARE, NOT_FOUND)
                 protocol.connectionLost(Failure(ConnectionRefusedError("no such share")))
                 return None
-            return routes.link(SHARE_RECORD, self.name, routes.others(record)).addCallback(opened)
+            return routes.link(SHARE_RECORD, self.name, replicas).addCallback(opened)
 
         def opened(link: LinkProtocol) -> None:
             holder = ReplicaHolder(link, self.name, None, routes.clock.seconds())
@@ -268,7 +295,9 @@ class RemoteShareBackend:
             counters.session(SHARE, UNAVAILABLE_OUTCOME)
             protocol.connectionLost(Failure(ConnectionRefusedError(failure.getErrorMessage())))
 
-        routes.presence.share(self.name).addCallback(found).addErrback(failed)
+        record = self.record
+        looked = routes.presence.share(self.name) if record is None else succeed(record)
+        looked.addCallback(found).addErrback(failed)
 
 
 class ForwardedPlainFactory(Factory):
@@ -309,8 +338,9 @@ class ClusterPlainRoutes:
     withdrew its service); a host under the share domain
     that names none of them waits for the directory: a share another
     replica publishes in plain HTTP is forwarded there
-    (L{ForwardedPlainFactory}); anything else is redirected to HTTPS, as on
-    one relay.
+    (L{ForwardedPlainFactory}), to a replica whose members withdrew if no
+    replica holds one that serves (its proxy answers 503); anything else
+    is redirected to HTTPS, as on one relay.
     """
 
     def __init__(self, shares: ShareRegistry, routes: RemoteRoutes) -> None:
@@ -328,9 +358,14 @@ class ClusterPlainRoutes:
         routes = self.routes
 
         def found(record: SharePresence | None) -> Any:
-            if record is None or not routes.others(record) or not record.plain:
+            if record is None or not record.plain:
+                return local  # the redirect
+            replicas = routes.others(record)
+            if not replicas and local is None:
+                replicas = withdrawn_others(routes, record)  # they answer 503
+            if not replicas:
                 return local  # here, every holder withdrew: its 503; else the redirect
-            return routes.link(SHARE_RECORD, name, routes.others(record)).addCallback(
+            return routes.link(SHARE_RECORD, name, replicas).addCallback(
                 lambda link: ForwardedPlainFactory(link, name, routes))
 
         def failed(failure: Failure) -> Any:
@@ -355,11 +390,36 @@ class ClusterShareRoutes:
     def route(self, name: str) -> Route | None:
         """
         See L{IShareRoutes.route}: a group's share whose every member here
-        withdrew its service goes to the cluster's too (the other replicas'
-        members).
+        withdrew its service goes to the other replicas' members, after a
+        look-up (L{Later}); with none that serves (or no answer), to this
+        replica's own route, which answers as one relay does (an
+        C{inspect} share's C{503}).
         """
         route = self.local.route(name)
         shares = self.routes.relay.shares
         if route is not None and (shares is None or not shares.groupWithdrawn(name)):
             return route
-        return Splice(RemoteShareBackend(name, self.routes))
+        if route is None or isinstance(route, Later):
+            return Splice(RemoteShareBackend(name, self.routes))
+        return Later(self._elsewhere(name, route))
+
+    def _elsewhere(self, name: str, local: HandOver | Splice | Refuse,
+                   ) -> Deferred[HandOver | Splice | Refuse]:
+        """
+        The route of a share whose every member here withdrew: to another
+        replica's members that serve, if the directory names any; else
+        C{local}.
+        """
+        routes = self.routes
+
+        def found(record: SharePresence | None) -> HandOver | Splice | Refuse:
+            if record is None or record.mode not in FORWARDED_MODES or not routes.others(record):
+                return local
+            return Splice(RemoteShareBackend(name, routes, record))
+
+        def failed(failure: Failure) -> HandOver | Splice | Refuse:
+            routes.log.debug("visitor of {name} not forwarded: {error}", name=name,
+                             error=failure.getErrorMessage())
+            return local
+
+        return routes.presence.share(name).addCallbacks(found, failed)

@@ -61,11 +61,16 @@ class RecordTests(unittest.SynchronousTestCase):
     def test_withdrawnLeftOut(self) -> None:
         """
         A replica whose every member withdrew its service (its member's
-        state) is not one the group is reached through.
+        state) is not one the group is reached through; the record names
+        it apart.
         """
         record = parse_agent("web", {"replica": "r2", "account": "acme", "group": "blue",
                                      "member:r1": "9 withdrawn", "member:r2": "9"})
-        self.assertEqual(record.replicas(), ("r2",))
+        self.assertEqual((record.replicas(), record.withdrawn), (("r2",), ("r1",)))
+        share = parse_share("web", {"replica": "r1", "account": "acme", "mode": "inspect",
+                                    "group": "blue", "member:r3": "9 withdrawn",
+                                    "member:r1": "9 withdrawn"})
+        self.assertEqual((share.replicas(), share.withdrawn), ((), ("r1", "r3")))
 
     def test_olderRecord(self) -> None:
         """
