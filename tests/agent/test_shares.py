@@ -2,8 +2,8 @@
 Tests for L{nfltr.agent._shares}: a share's visitor connections whose relay
 drains end at a response's end (L{nfltr.http.IDrainable}) once another
 relay welcomed the agent's first link (L{nfltr.agent._extra_links.DataLinks.elsewhere}),
-never before; and L{nfltr.agent._visits}, the sessions a share that
-retires drains and then resets.
+never before; and a share that retires (L{ShareServer.retire}): its
+pools, and its sessions (L{nfltr.agent._visits}), drained and then reset.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from zope.interface import implementer
 from zope.interface.verify import verifyObject
 
 from nfltr.agent._extra_links import DataLinks
-from nfltr.agent._shares import HttpOption, ShareServer
+from nfltr.agent._shares import H2C, HttpOption, ShareServer
 from nfltr.agent._visits import FIRST_PRUNE, RETIRED_REASON, Visits
 from nfltr.http import IDrainable
 from nfltr.link import ErrorCode, LinkConfig
 from nfltr.link.twisted import LinkSession
-from nfltr.wire.messages import INSPECT
+from nfltr.wire.messages import E2EE, INSPECT
 
 from ..link.twisted_helpers import LinkPair, RecordingHandler
 
@@ -220,3 +220,28 @@ class VisitsTests(SynchronousTestCase):
             gone.disconnected = True
             self.assertLessEqual(len(visits._sessions), max(FIRST_PRUNE, 2 * len(kept)) + 1)
         self.assertEqual([s for s, _ in visits.live()], kept)
+
+
+class RetireTests(SynchronousTestCase):
+    """
+    L{ShareServer.retire}: what a share that a reload removed or changed
+    lets go at once.
+    """
+
+    def test_h2cPool(self) -> None:
+        """
+        An e2ee share of an h2c service retires its pool of h2c connections
+        (no new one is made; those made close once their streams are done)
+        and closes its pool of HTTP/1.1 connections, and drains its visitor
+        connections.
+        """
+        server = ShareServer("blog", HttpOption(3000, E2EE, service_protocol=H2C), object(),
+                             Clock(), None)
+        connection = Connection()
+        server.visits.add(_Session(), connection)
+        assert server.proxy is not None and server.proxy.services is not None
+        assert server.pool is not None
+        server.retire()
+        self.assertTrue(server.proxy.services.closed)
+        self.assertTrue(server.pool.closed)
+        self.assertEqual(connection.drained, 1)
