@@ -24,6 +24,10 @@ visitor's, any other value is sent as given.  The visitor's is kept in
 C{X-Forwarded-Host}.  Once the relay gave the share's URL, a request naming
 another host than the share's gets 421.
 
+A share that a reload removed or changed retires (L{ShareServer.retire}):
+its visitor connections end at a response's end, and those left after the
+agent's drain timeout are reset (L{ShareServer.close}).
+
 The HTTP proxy (and h11) is imported by the first share that proxies, not
 by every agent: C{nfltr tcp} never holds it.
 """
@@ -69,6 +73,7 @@ from nfltr.wire.policy import SharePolicy, visitor_ip
 from ._local import splice_local
 from ._proxy import header_writer
 from ._settings import ConfigError
+from ._visits import Visits
 
 if TYPE_CHECKING:
     from nfltr.http import BackendPool, HTTPProxyFactory, IDrainable
@@ -190,6 +195,8 @@ class ShareServer:
     @ivar tls: ends visitors' TLS (e2ee), once the relay sent the
         certificate.
     @ivar url: the share's URL, once the relay welcomed it.
+    @ivar visits: the visitor sessions it serves (L{retire} drains them,
+        L{close} ends them).
     """
 
     log = Logger()
@@ -213,6 +220,7 @@ class ShareServer:
         # The visitor connections whose relay goes away, with their links, until elsewhere.
         self._toDrain: list[tuple[IDrainable, Any]] = []
         self.relayed: HTTPProxyFactory | None = None
+        self.visits = Visits()
         if option.mode in (E2EE, INSPECT):
             from nfltr.http import BackendPool, HTTPProxyFactory
 
@@ -308,6 +316,7 @@ class ShareServer:
                 return
             proxy = self.proxy.proxyFor(visitor or None, self._visitorBackend(visitor))
             session.accept(self.tls.wrap(proxy))
+            self.visits.add(session, proxy)
             session.whenLinkGoesAway(lambda: self._drainElsewhere(proxy, session.link))
         elif mode == INSPECT:
             self.serveRelayed(session)
@@ -323,6 +332,7 @@ class ShareServer:
         local, remote = splice_local()
         local.header = header_writer(self.option.proxy_protocol, visitor)
         session.accept(remote)
+        self.visits.add(session)
         d = self.connector.connect(self.option.port, local)
         remote.onLost = lambda reason: d.cancel()
         d.addErrback(self._failed, session)
@@ -342,6 +352,7 @@ class ShareServer:
             return
         proxy = self.relayed.proxyFor(None, self._visitorBackend(visitor))
         session.accept(proxy)
+        self.visits.add(session, proxy)
         session.whenLinkGoesAway(lambda: self._drainElsewhere(proxy, session.link))
 
     def _visitorBackend(self, visitor: str | None) -> _PortBackend | None:
@@ -364,10 +375,28 @@ class ShareServer:
         )
         session.abortWith(ErrorCode.CONNECT_FAILED, f"service on port {self.option.port} is down")
 
+    def retire(self) -> None:
+        """
+        A reload removed or changed the share (the router sends it no new
+        session): each HTTP visitor connection ends at its next response's
+        end (L{IDrainable}: the visitor connects again, to the new share or
+        to none), the shared h2c connections once their streams are done,
+        the pool's idle connections now and the others as they are given
+        back.  Splices (passthrough) go on.  L{close} ends what is left.
+        """
+        for proxy in (self.proxy, self.relayed):
+            if proxy is not None:
+                proxy.retire()
+        if self.pool is not None:
+            self.pool.close()
+        self.visits.drain()
+
     def close(self) -> None:
         """
-        Close the idle connections of the pool.
+        Reset the visitor sessions still open, and close the connections
+        to the service.
         """
+        self.visits.abort()
         if self.pool is not None:
             self.pool.close()
         if self.proxy is not None:

@@ -11,10 +11,15 @@ whatever changes.  The new state serves at once; the relay is sent the new
 declaration, and the dialler's hello becomes it (a reconnect declares it
 too).  When the relay answers:
 
-  - done: the new share URLs are announced; the servers of removed shares
-    are closed after the drain timeout (their visitors in flight finish);
+  - done: the new share URLs are announced; the servers of removed or
+    changed shares retire (L{ShareServer.retire}): each visitor connection
+    ends at its next response's end, so a download in flight finishes and
+    the visitor's next request comes on a new connection (to the new share,
+    or refused by the relay); what is still open after the agent's drain
+    timeout (L{AgentService.drainTimeout}) is reset (L{ShareServer.close});
   - refused (a share name another account holds, say): the previous state
-    comes back, and the log says why.
+    comes back, the servers made for the update retire the same way, and
+    the log says why.
 
 A relay that does not take updates (its welcome lists no C{update}
 feature) gets the new declaration when the link reconnects; the log says
@@ -166,8 +171,7 @@ class EntryUpdater:
             self._done(pending, list(answer.shares), answer.ports)
         else:
             self._install(pending.previous)
-            for server in pending.added:
-                server.close()
+            self._retire(pending.added)
             _log.error("the relay refused the new entries ({reason}: {why}); the previous "
                        "ones stay", reason=peerText(answer.refused), why=peerText(answer.message))
         self._next()
@@ -183,7 +187,7 @@ class EntryUpdater:
 
     def stop(self) -> None:
         """
-        Close the removed shares' servers now.
+        Close the retiring shares' servers now.
         """
         closing, self._closing = self._closing, []
         for call, server in closing:
@@ -207,9 +211,7 @@ class EntryUpdater:
             lines += service.udp.publicLines(relay, ports or {})
         for line in lines:
             service.announce(line)
-        for server in pending.removed:
-            call = self.clock.callLater(service.drainTimeout, self._close, server)
-            self._closing.append((call, server))
+        self._retire(pending.removed)
         if pending.ports:
             # The key's fingerprint too, if these are the first ports.
             first = not pending.previous.setup.options.ports
@@ -217,6 +219,15 @@ class EntryUpdater:
             for line in service.connectLines():
                 if first or line.startswith(marks):
                     service.announce(line)
+
+    def _retire(self, servers: list[ShareServer]) -> None:
+        """
+        Retire C{servers}; close them after the drain timeout.
+        """
+        for server in servers:
+            server.retire()
+            call = self.clock.callLater(self.service.drainTimeout, self._close, server)
+            self._closing.append((call, server))
 
     def _close(self, server: ShareServer) -> None:
         self._closing = [(c, s) for c, s in self._closing if s is not server]

@@ -68,11 +68,18 @@ class ConfigAgent(Service):
 
     def stopService(self) -> defer.Deferred[None]:
         """
-        Close the removed shares' servers, and stop (drain) the agent.
+        Stop (drain) the agent, then close the servers of the shares a
+        reload removed or changed (their visits in flight drain with the
+        link's).
         """
         super().stopService()
-        self.updater.stop()
-        return self.agent.stopService()
+        d = self.agent.stopService()
+
+        def stopped(result: object) -> object:
+            self.updater.stop()
+            return result
+
+        return d.addBoth(stopped)
 
     def reload(self) -> None:
         """

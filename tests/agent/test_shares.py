@@ -2,7 +2,8 @@
 Tests for L{nfltr.agent._shares}: a share's visitor connections whose relay
 drains end at a response's end (L{nfltr.http.IDrainable}) once another
 relay welcomed the agent's first link (L{nfltr.agent._extra_links.DataLinks.elsewhere}),
-never before.
+never before; and a share that retires (L{ShareServer.retire}): its
+pools, and its sessions (L{nfltr.agent._visits}), drained and then reset.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from zope.interface import implementer
 from zope.interface.verify import verifyObject
 
 from nfltr.agent._extra_links import DataLinks
-from nfltr.agent._shares import HttpOption, ShareServer
+from nfltr.agent._shares import H2C, HttpOption, ShareServer
+from nfltr.agent._visits import FIRST_PRUNE, RETIRED_REASON, Visits
 from nfltr.http import IDrainable
-from nfltr.link import LinkConfig
+from nfltr.link import ErrorCode, LinkConfig
 from nfltr.link.twisted import LinkSession
-from nfltr.wire.messages import INSPECT
+from nfltr.wire.messages import E2EE, INSPECT
 
 from ..link.twisted_helpers import LinkPair, RecordingHandler
 
@@ -162,3 +164,84 @@ class DrainTests(SynchronousTestCase):
         connection = self.visit(self.old)
         self.relay()
         self.assertEqual(connection.drained, 0)
+
+
+class _Session:
+    """
+    A visitor session for L{Visits}: whether it ended, how it was reset.
+    """
+
+    disconnected = False
+    reset: tuple[int, str] | None = None
+
+    def abortWith(self, code: int, reason: str) -> None:
+        self.reset = (code, reason)
+        self.disconnected = True
+
+
+class VisitsTests(SynchronousTestCase):
+    """
+    L{Visits}: a share's visitor sessions, drained and then reset when the
+    share retires.
+    """
+
+    def test_drainThenAbort(self) -> None:
+        """
+        L{Visits.drain} drains the proxies of the sessions still open (a
+        splice has none); L{Visits.abort} resets those sessions, and only
+        those, with the reason.
+        """
+        visits = Visits()
+        http, splice, ended = _Session(), _Session(), _Session()
+        proxies = [Connection(), Connection()]
+        visits.add(http, proxies[0])
+        visits.add(splice)
+        visits.add(ended, proxies[1])
+        ended.disconnected = True
+        visits.drain()
+        self.assertEqual([p.drained for p in proxies], [1, 0])
+        visits.abort()
+        self.assertEqual([s.reset for s in (http, splice, ended)],
+                         [(ErrorCode.CANCEL, RETIRED_REASON)] * 2 + [None])
+        self.assertEqual(len(visits), 0)
+
+    def test_endedLetGo(self) -> None:
+        """
+        Sessions that ended are let go as new ones come: however many come
+        and go, it holds no more than twice those open, or L{FIRST_PRUNE}.
+        """
+        visits = Visits()
+        kept = [_Session() for _ in range(10)]
+        for session in kept:
+            visits.add(session)
+        for _ in range(1000):
+            gone = _Session()
+            visits.add(gone)
+            gone.disconnected = True
+            self.assertLessEqual(len(visits._sessions), max(FIRST_PRUNE, 2 * len(kept)) + 1)
+        self.assertEqual([s for s, _ in visits.live()], kept)
+
+
+class RetireTests(SynchronousTestCase):
+    """
+    L{ShareServer.retire}: what a share that a reload removed or changed
+    lets go at once.
+    """
+
+    def test_h2cPool(self) -> None:
+        """
+        An e2ee share of an h2c service retires its pool of h2c connections
+        (no new one is made; those made close once their streams are done)
+        and closes its pool of HTTP/1.1 connections, and drains its visitor
+        connections.
+        """
+        server = ShareServer("blog", HttpOption(3000, E2EE, service_protocol=H2C), object(),
+                             Clock(), None)
+        connection = Connection()
+        server.visits.add(_Session(), connection)
+        assert server.proxy is not None and server.proxy.services is not None
+        assert server.pool is not None
+        server.retire()
+        self.assertTrue(server.proxy.services.closed)
+        self.assertTrue(server.pool.closed)
+        self.assertEqual(connection.drained, 1)

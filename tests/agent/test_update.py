@@ -18,7 +18,7 @@ from nfltr.agent import (
     prepare_agent,
 )
 from nfltr.agent._service import AgentSetup
-from nfltr.wire.messages import agent_target, http_target, welcome
+from nfltr.wire.messages import agent_target, http_target, share_target, welcome
 from nfltr.wire.update import update_refused, updated_message
 
 from .helpers import Echo, FakeServices, LogCapture, Network, Recorder, TestRelay
@@ -57,9 +57,9 @@ class UpdaterFixture:
         case.addCleanup(self.agent.stopService)
         self.network.run()
 
-    def setup(self, ports: list[int], shares: list[str]) -> AgentSetup:
-        http = [replace(http_option(8000, {"mode": "inspect"}, {}), name=name)
-                for name in shares]
+    def setup(self, ports: list[int], shares: list[str], mode: str = "inspect",
+              port: int = 8000) -> AgentSetup:
+        http = [replace(http_option(port, {"mode": mode}, {}), name=name) for name in shares]
         options = agent_options(
             [str(p) for p in ports],
             {"name": "box", "state-dir": self.state, "relay-pin": RELAY_PIN, "key": KEY},
@@ -242,3 +242,150 @@ class UpdatedSessionsTests(SynchronousTestCase):
         self.assertIs(f.agent.sessions, sessions)
         self.assertEqual(f.relay.controls, [])
         self.assertIn("the relay does not carry UDP", f.logs.allText())
+
+
+BODY = bytes(range(256)) * 1024
+REQUEST = b"GET / HTTP/1.1\r\nHost: blog\r\n\r\n"
+
+
+class HeldService(Recorder):
+    """
+    An HTTP service that answers each request with L{BODY}, its head and
+    first half at once, the rest when the test says (L{finish}).
+    """
+
+    def dataReceived(self, data: bytes) -> None:
+        super().dataReceived(data)
+        if self.received.endswith(b"\r\n\r\n"):
+            self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(BODY)
+                                 + BODY[:len(BODY) // 2])
+
+    def finish(self) -> None:
+        self.transport.write(BODY[len(BODY) // 2:])
+
+
+class _Clear:
+    """
+    In place of a share's TLS: the visitor's bytes as they are (what is
+    tested here is what the proxy under it does).
+    """
+
+    def wrap(self, application: Any) -> Any:
+        return application
+
+
+class RemovedShareTests(SynchronousTestCase):
+    """
+    An e2ee share that an update removes or changes: its downloads in
+    flight finish whole, each visitor connection ends at its next response's
+    end (L{nfltr.http.IDrainable}), new visits go to the new share or are
+    refused, and the agent's drain timeout bounds the rest.
+    """
+
+    def setUp(self) -> None:
+        self.f = f = UpdaterFixture(self)
+        f.services.factories.update({8000: HeldService, 8001: HeldService})
+        f.relay.answer = lambda m: updated_message(m["seq"], [])
+        f.updater.update(f.setup([3000], ["blog"], "e2ee"))
+        f.network.run()
+        f.agent.shares["blog"].tls = _Clear()
+
+    def visit(self) -> Recorder:
+        """
+        A visitor connection to C{blog}, one request sent.
+        """
+        visitor = Recorder(REQUEST)
+        self.f.relay.agents["box"].openSession(share_target("blog", "203.0.113.5:4711"), visitor)
+        self.f.network.run()
+        return visitor
+
+    def finish(self, port: int) -> None:
+        """
+        The newest service connection on C{port} ends its response.
+        """
+        service = self.f.services.services[port][-1]
+        assert isinstance(service, HeldService)
+        service.finish()
+        self.f.network.run()
+
+    def requests(self, port: int) -> int:
+        """
+        How many requests the service on C{port} was sent.
+        """
+        return sum(s.received.count(b"GET ") for s in self.f.services.services[port]
+                   if isinstance(s, Recorder))
+
+    def assertWhole(self, received: bytes, closes: bool) -> bytes:
+        """
+        C{received} is a response with the whole of L{BODY}, which says
+        C{Connection: close} if C{closes}; what follows it.
+        """
+        head, _, rest = received.partition(b"\r\n\r\n")
+        self.assertTrue(head.startswith(b"HTTP/1.1 200 "), head)
+        self.assertEqual(b"connection: close" in head.lower(), closes, head)
+        self.assertEqual(rest[:len(BODY)], BODY)
+        return rest[len(BODY):]
+
+    def test_removed(self) -> None:
+        """
+        A download in flight through a removed share finishes whole; the
+        next request on its connection is answered with C{Connection:
+        close}, and the connection ends; a new visit is refused.
+        """
+        f = self.f
+        visitor = self.visit()
+        f.updater.update(f.setup([3000], []))
+        f.network.run()
+        self.assertNotIn("blog", f.agent.shares)
+        self.finish(8000)
+        self.assertEqual(self.assertWhole(visitor.received, closes=False), b"")
+        self.assertIsNone(visitor.lost)
+        visitor.transport.write(REQUEST)
+        f.network.run()
+        self.finish(8000)
+        self.assertWhole(self.assertWhole(visitor.received, closes=False), closes=True)
+        self.assertIsNotNone(visitor.lost, "the visitor connection stayed open")
+        self.assertIsNotNone(self.visit().lost)
+        self.assertEqual(self.requests(8000), 2)
+
+    def test_changed(self) -> None:
+        """
+        A share whose service port changed: the download in flight finishes
+        on the old port, its connection ends after its next response, and a
+        new visit goes to the new port.
+        """
+        f = self.f
+        visitor = self.visit()
+        f.updater.update(f.setup([3000], ["blog"], "e2ee", port=8001))
+        f.network.run()
+        f.agent.shares["blog"].tls = _Clear()
+        self.finish(8000)
+        visitor.transport.write(REQUEST)
+        f.network.run()
+        self.finish(8000)
+        self.assertWhole(self.assertWhole(visitor.received, closes=False), closes=True)
+        self.assertIsNotNone(visitor.lost, "the visitor connection stayed open")
+        second = self.visit()
+        self.finish(8001)
+        self.assertEqual(self.assertWhole(second.received, closes=False), b"")
+        self.assertIsNone(second.lost)
+        self.assertEqual(self.requests(8001), 1)
+        self.assertEqual(self.requests(8000), 2)
+
+    def test_bound(self) -> None:
+        """
+        A visit still in flight when the drain timeout is over is reset,
+        and its service connection closed; an idle visitor connection too.
+        """
+        f = self.f
+        busy = self.visit()
+        idle = self.visit()
+        self.finish(8000)
+        self.assertWhole(idle.received, closes=False)
+        f.updater.update(f.setup([3000], []))
+        f.network.advance(f.agent.drainTimeout - 1)
+        self.assertEqual((busy.lost, idle.lost), (None, None))
+        f.network.advance(1)
+        self.assertIsNotNone(busy.lost, "the visit outlived the drain timeout")
+        self.assertIsNotNone(idle.lost, "the idle connection outlived the drain timeout")
+        self.assertIsNotNone(f.services.services[8000][0].lost)

@@ -24,6 +24,7 @@ from .test_faults import poll_until
 from .test_public_ports import free_ports
 from .test_udp import dns_query, free_udp_port, udp_service
 from .udp_service import ADDRESS, NAME
+from .web_service import pattern as web_pattern
 
 CURL_TIMEOUT = 60
 
@@ -52,17 +53,23 @@ def http_entry(name: str, port: int, mode: str) -> str:
     return f'[[http]]\nname = "{name}"\nport = {port}\nmode = "{mode}"\n\n'
 
 
-def curl(stack: Stack, url: str) -> subprocess.CompletedProcess[bytes]:
+def curl_command(stack: Stack, url: str, *extra: str) -> list[str]:
     """
-    GET C{url} (a share's) through the relay, trusting its share CA.
+    curl's command to GET C{url} (a share's, with its path) through the
+    relay, trusting its share CA.
     """
     host, port = url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)
-    return subprocess.run(
-        ["curl", "--silent", "--show-error", "--fail", "--cacert",
-         str(stack.data / "tls" / "share-ca.crt"), "--resolve", f"{host}:{port}:127.0.0.1",
-         url + "headers"],
-        capture_output=True, timeout=CURL_TIMEOUT, check=False,
-    )
+    return ["curl", "--silent", "--show-error", "--fail", "--cacert",
+            str(stack.data / "tls" / "share-ca.crt"), "--resolve", f"{host}:{port}:127.0.0.1",
+            *extra, url]
+
+
+def curl(stack: Stack, url: str, *extra: str) -> subprocess.CompletedProcess[bytes]:
+    """
+    GET C{url}C{headers} (a share's) through the relay.
+    """
+    return subprocess.run(curl_command(stack, url + "headers", *extra), capture_output=True,
+                          timeout=CURL_TIMEOUT, check=False)
 
 
 def start_up(stack: Stack, path: Path, *extra: str) -> Process:
@@ -370,6 +377,91 @@ class ReloadTests(StackTestCase):
         wait_count(agent, rf"{re.escape(str(path))}:\d+: \[\[tcp\]\] 3: port 0", 1)
         self.assertEqual(exchange(added_local, b"MARKER still\n"), b"still\n")
         self.assertEqual(stack.relay.output().count("agent box (account alice) connected"), 1)
+
+
+class SlowCurl:
+    """
+    A download of C{/bytes/SIZE} through a share URL, at most C{rate} bytes
+    a second, to a file: so that it lasts across a reload.  Then, on the
+    same connection if it is kept, a C{GET} of each path in C{then}.
+    """
+
+    def __init__(self, stack: Stack, url: str, size: int, rate: int,
+                 then: tuple[str, ...] = ()) -> None:
+        self.size = size
+        name = f"download-{len(list(stack.tmp.glob('download-*')))}"
+        self.path = stack.tmp / name
+        self.then = [stack.tmp / f"{name}-then-{i}" for i in range(len(then))]
+        command = curl_command(stack, f"{url}bytes/{size}", "--limit-rate", str(rate),
+                               "--output", str(self.path))
+        for path, output in zip(then, self.then, strict=True):
+            command += [url + path, "--output", str(output)]
+        self.popen = subprocess.Popen(command, stderr=subprocess.PIPE)
+
+    def received(self) -> int:
+        return self.path.stat().st_size if self.path.exists() else 0
+
+    def whole(self, case: SynchronousTestCase) -> list[bytes]:
+        """
+        It ended well, with every byte; what the paths C{then} got.
+        """
+        _, stderr = self.popen.communicate(timeout=CURL_TIMEOUT)
+        case.assertEqual(self.popen.returncode, 0, stderr)
+        case.assertEqual(hashlib.sha256(self.path.read_bytes()).hexdigest(),
+                         hashlib.sha256(web_pattern(self.size)).hexdigest())
+        return [path.read_bytes() for path in self.then]
+
+
+#: curl's exit status when its --max-time is over.
+CURL_TIMED_OUT = 28
+
+
+class ReloadSharesTests(StackTestCase):
+    """
+    C{SIGHUP} changes, then removes, an e2ee share while a download runs
+    through it.
+    """
+
+    skip = missing("curl")
+
+    def test_changedThenRemoved(self) -> None:
+        """
+        A download through an e2ee share whose service port a reload
+        changes finishes whole, from the old service; its connection ends
+        after the next response (C{Connection: close}), so the request after
+        that, and a new visit, reach the new service.  A download through
+        the share a reload then removes finishes whole too, and a new visit
+        is refused at once.
+        """
+        stack = self.stack
+        key = stack.key("alice")
+        old, new, kept = stack.web_service(), stack.web_service(), stack.service()
+        path = write_config(stack, key, tcp_entries([kept]) + http_entry("site-a", old, "e2ee"))
+        agent = start_up(stack, path)
+        url = agent.wait_for(rf"share (https://site-a\S+) -> port {old} ").group(1)
+        size = 16 * 1024 * 1024
+        for entries, logged in ((http_entry("site-a", new, "e2ee"), f"-> port {new} "),
+                                ("", None)):
+            then = ("headers", "headers") if logged is not None else ()
+            download = SlowCurl(stack, url, size, 2 * 1024 * 1024, then)
+            poll_until(lambda d=download: d.received() > 1024 * 1024, CURL_TIMEOUT,
+                       "the download under way")
+            write_config(stack, key, tcp_entries([kept]) + entries)
+            agent.popen.send_signal(signal.SIGHUP)
+            if logged is not None:
+                agent.wait_for(re.escape(logged))
+            else:
+                stack.relay.wait_for(r"agent box \(account alice\) updated: .* withdrawn site-a")
+            self.assertIsNone(download.popen.poll(), "the download ended before the reload")
+            visit = curl(stack, url, "--max-time", "20")
+            if logged is not None:
+                self.assertEqual(visit.returncode, 0, visit.stderr)
+                self.assertIn(f"host: localhost:{new}".encode(), visit.stdout.lower())
+            else:
+                self.assertNotIn(visit.returncode, (0, CURL_TIMED_OUT), visit.stderr)
+            answers = download.whole(self)
+            if answers:
+                self.assertIn(f"host: localhost:{new}".encode(), answers[-1].lower())
 
 
 class ReloadPublicPortsTests(SynchronousTestCase):
