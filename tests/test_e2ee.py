@@ -87,7 +87,14 @@ class TLSOverSession:
     client opening them on the dialer, over real OpenSSL.
     """
 
-    def __init__(self, case: SynchronousTestCase, server: Any, pin: str | None = None) -> None:
+    def __init__(
+        self, case: SynchronousTestCase, server: Any, pin: str | None = None,
+        alpn: tuple[bytes, ...] = (),
+    ) -> None:
+        """
+        @param alpn: the ALPN protocols the client offers; the server takes
+            the first of them (a share's TLS, which prefers C{h2}).
+        """
         identity = ensure_self_signed(case.mktemp(), "agent")
         self.fingerprint = identity.fingerprint
         self.server = server
@@ -99,13 +106,13 @@ class TLSOverSession:
             return tls
 
         self.pair = LinkPair(listenerHandler=RecordingHandler(accept))
-        serverFactory = E2EETLSFactory(
-            server_context_factory(identity.cert, identity.key), False, self.pair.clock
-        )
-        self.clientFactory = E2EETLSFactory(
-            client_creator("agent", pin=pin or identity.fingerprint, role="agent"),
-            True, self.pair.clock,
-        )
+        serverCreator = server_context_factory(identity.cert, identity.key)
+        clientCreator = client_creator("agent", pin=pin or identity.fingerprint, role="agent")
+        if alpn:
+            serverCreator.context.set_alpn_select_callback(lambda conn, offered: offered[0])
+            clientCreator.context.set_alpn_protos(list(alpn))
+        serverFactory = E2EETLSFactory(serverCreator, False, self.pair.clock)
+        self.clientFactory = E2EETLSFactory(clientCreator, True, self.pair.clock)
 
     def open(self, app: Any, target: str = "tcp:1") -> Any:
         """
