@@ -10,7 +10,7 @@ from typing import Any
 from twisted.internet import error, interfaces
 from twisted.internet.protocol import Protocol
 from twisted.internet.task import Clock
-from twisted.internet.testing import MemoryReactor
+from twisted.internet.testing import MemoryReactor, StringTransport
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
@@ -87,7 +87,14 @@ class TLSOverSession:
     client opening them on the dialer, over real OpenSSL.
     """
 
-    def __init__(self, case: SynchronousTestCase, server: Any, pin: str | None = None) -> None:
+    def __init__(
+        self, case: SynchronousTestCase, server: Any, pin: str | None = None,
+        alpn: tuple[bytes, ...] = (),
+    ) -> None:
+        """
+        @param alpn: the ALPN protocols the client offers; the server takes
+            the first of them (a share's TLS, which prefers C{h2}).
+        """
         identity = ensure_self_signed(case.mktemp(), "agent")
         self.fingerprint = identity.fingerprint
         self.server = server
@@ -99,13 +106,13 @@ class TLSOverSession:
             return tls
 
         self.pair = LinkPair(listenerHandler=RecordingHandler(accept))
-        serverFactory = E2EETLSFactory(
-            server_context_factory(identity.cert, identity.key), False, self.pair.clock
-        )
-        self.clientFactory = E2EETLSFactory(
-            client_creator("agent", pin=pin or identity.fingerprint, role="agent"),
-            True, self.pair.clock,
-        )
+        serverCreator = server_context_factory(identity.cert, identity.key)
+        clientCreator = client_creator("agent", pin=pin or identity.fingerprint, role="agent")
+        if alpn:
+            serverCreator.context.set_alpn_select_callback(lambda conn, offered: offered[0])
+            clientCreator.context.set_alpn_protos(list(alpn))
+        serverFactory = E2EETLSFactory(serverCreator, False, self.pair.clock)
+        self.clientFactory = E2EETLSFactory(clientCreator, True, self.pair.clock)
 
     def open(self, app: Any, target: str = "tcp:1") -> Any:
         """
@@ -313,6 +320,95 @@ class SplicedToSocketTests(SynchronousTestCase):
         assert visitor.lost is not None
         self.assertTrue(visitor.lost.check(error.ConnectionDone), visitor.lost)
         self.assertEqual(tls.pair.listener.connection.session_count, 0)
+
+
+class TLSOverSocket:
+    """
+    An agent-style TLS server over a L{SocketLikeTransport} (Twisted's own
+    write path below the TLS) and its client over a L{StringTransport}, over
+    real OpenSSL: what the socket took reaches the client when the test
+    pumps.
+    """
+
+    def __init__(self, case: SynchronousTestCase, server: Any, client: Any) -> None:
+        identity = ensure_self_signed(case.mktemp(), "agent")
+        self.clock = Clock()
+        self.reactor = MemoryReactor()
+        self.socket = SocketLikeTransport(self.reactor)
+        self.socket.room = 1 << 30
+        self.serverTLS = E2EETLSFactory(
+            server_context_factory(identity.cert, identity.key), False, self.clock
+        ).wrap(server)
+        self.serverTLS.makeConnection(self.socket)
+        self.clientIO = StringTransport()
+        self.clientTLS = E2EETLSFactory(
+            client_creator("agent", pin=identity.fingerprint, role="agent"), True, self.clock
+        ).wrap(client)
+        self.clientTLS.makeConnection(self.clientIO)
+        self._taken = 0
+
+    def pump(self) -> None:
+        """
+        Move bytes both ways until nothing moves; the socket writes while
+        it has room, as the reactor would.
+        """
+        while True:
+            self.clock.advance(0)
+            if self.socket.room and self.socket in self.reactor.getWriters():
+                self.socket.doWrite()
+            toServer = self.clientIO.value()
+            self.clientIO.clear()
+            if toServer:
+                self.serverTLS.dataReceived(toServer)
+            toClient = bytes(self.socket.sent[self._taken:])
+            self._taken += len(toClient)
+            if toClient:
+                self.clientTLS.dataReceived(toClient)
+            if not toServer and not toClient:
+                return
+
+
+class OverSocketTests(SynchronousTestCase):
+    """
+    The agent's TLS over Twisted's own write path (a TCP connection's):
+    its half-close is not held back by a producer still registered on it.
+    """
+
+    def test_switchedServiceEOFBehindFullSocket(self) -> None:
+        """
+        The full proxy (C{stream=False}) after a switch: the service answers
+        and ends its output at once while the socket under the visitor's TLS
+        is full.  Once the socket drained, the visitor has every byte and
+        the end of input, and the socket's write side is shut: the service's
+        splice end (L{nfltr.http.flow.BackendSpliceEnd}) is no longer the
+        producer there, whose resume Twisted's C{doWrite} would call instead
+        of shutting it.
+        """
+        size = 256 * 1024
+        backend, sockets = socketBackend()
+        proxy = HTTPProxyFactory(backend, Clock(), stream=False).proxyFor(None)
+        visitor = App()
+        tls = TLSOverSocket(self, proxy, visitor)
+        tls.pump()
+        visitor.transport.write(UPGRADE)
+        tls.pump()
+        [sock] = sockets
+        sock.drain()  # the upgrade request went out
+        service = proxy.backend
+        assert service is not None
+        service.dataReceived(SWITCH)
+        tls.pump()
+        switched = visitor.received
+        self.assertTrue(switched.startswith(b"HTTP/1.1 101 "), switched)
+        tls.socket.room = 0
+        service.dataReceived(b"d" * size)
+        self.assertTrue(tls.socket.producerPaused)
+        service.readConnectionLost()
+        tls.socket.drain()
+        tls.pump()
+        self.assertEqual(visitor.received, switched + b"d" * size)
+        self.assertTrue(visitor.readEnded)
+        self.assertTrue(tls.socket.writeClosed)
 
 
 class ReasonTests(SynchronousTestCase):

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.http.test_flow -*-
+# -*- test-case-name: tests.http.test_flow,tests.test_e2ee -*-
 """
 Flow control for the HTTP proxy: a L{Valve} pauses a transport for several
 reasons at once, a L{ValveProducer} lets a transport pause another through
@@ -164,7 +164,9 @@ class BackendSpliceEnd(TapSpliceEnd):
 
     def readConnectionLost(self) -> None:
         """
-        EOF from the backend: half-close the visitor's side.
+        EOF from the backend: half-close the visitor's side (no longer its
+        producer: see L{SpliceEnd.leaveOther}).
         """
+        self.leaveOther()
         if not half_close_other(self.other):
             super().readConnectionLost()

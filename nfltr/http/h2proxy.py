@@ -94,7 +94,7 @@ class _StreamUser:
         self.proxy.serviceGone(self.stream)
 
 
-@implementer(interfaces.IPushProducer, IDrainable)
+@implementer(interfaces.IPushProducer, interfaces.IHalfCloseableProtocol, IDrainable)
 class H2ProxyProtocol(Protocol):
     """
     One HTTP/2 visitor connection; see the module.  Made by
@@ -147,6 +147,22 @@ class H2ProxyProtocol(Protocol):
         """
         self.moved()
         self.exchange.visitorData(data)
+
+    def readConnectionLost(self) -> None:
+        """
+        The visitor's end of input (its C{close_notify}, under an e2ee
+        share's TLS): HTTP/2 has no half-close, so C{GOAWAY} and close, as
+        the idle timeout does (L{closeVisitor}).  Not the transport's
+        C{loseConnection} alone: TLS waits for its producer (this protocol)
+        to unregister before it closes, which would leave the connection,
+        and the link session under it, open until the idle timeout.
+        """
+        self.exchange.goAway(ErrorCodes.NO_ERROR, "the visitor's end of input")
+
+    def writeConnectionLost(self) -> None:
+        """
+        Nothing: we only ever close whole.
+        """
 
     def connectionLost(self, reason: Failure = connectionDone) -> None:
         """

@@ -12,15 +12,18 @@ from typing import Any
 
 import h11
 from h2.errors import ErrorCodes
-from twisted.internet import interfaces
+from twisted.internet import error, interfaces
+from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface.verify import verifyObject
 
-from nfltr.http import H2Limits, HTTPLimits
-from nfltr.http.h2proxy import H2ProxyProtocol
+from nfltr.http import H2Limits, HTTPLimits, HTTPProxyFactory
+from nfltr.http.h2proxy import ALPNChooser, H2ProxyProtocol
+from tests.test_e2ee import TLSOverSession
 
 from .h2helpers import MIB, H2Visitor, h2Harness, visit
 from .helpers import Harness, ScriptedServer, Visitor, fixed
+from .test_stream import socketBackend
 
 #: What the proxy may write to a service connection (per stream) before it
 #: is full: the in-memory network's high-water mark and one more frame.
@@ -71,13 +74,15 @@ class H2ProxyTests(SynchronousTestCase):
     def test_interfaces(self) -> None:
         """
         The chooser listens for the handshake; the HTTP/2 proxy is its
-        visitor transport's push producer.
+        visitor transport's push producer, and hears of the visitor's end of
+        input (L{H2OverE2EETests}).
         """
         harness = h2Harness()
         chooser = visit(harness, H2Visitor())
         self.assertTrue(verifyObject(interfaces.IHandshakeListener, chooser))
         self.assertIsInstance(chooser.chosen, H2ProxyProtocol)
         self.assertTrue(verifyObject(interfaces.IPushProducer, chooser.chosen))
+        self.assertTrue(verifyObject(interfaces.IHalfCloseableProtocol, chooser.chosen))
 
     def test_http11WithoutH2(self) -> None:
         """
@@ -516,3 +521,63 @@ class H2ProxyTests(SynchronousTestCase):
         sid = visitor.get()
         harness.network.run()
         self.assertEqual(visitor.responses[sid][b":status"], b"502")
+
+
+class H2OverE2EETests(SynchronousTestCase):
+    """
+    HTTP/2 under an e2ee share's TLS, as on the agent: real OpenSSL over a
+    link session (L{tests.test_e2ee.TLSOverSession}), ALPN choosing C{h2}.
+    """
+
+    def connected(self) -> tuple[ALPNChooser, TLSOverSession, H2Visitor, list[Any]]:
+        """
+        An HTTP/2 visitor connected through the proxy, whose service
+        connections are each over a socket; the proxy's clock never moves.
+        """
+        backend, sockets = socketBackend()
+        proxy = HTTPProxyFactory(backend, Clock(), stream=True, h2=True).proxyFor(None)
+        assert isinstance(proxy, ALPNChooser)
+        tls = TLSOverSession(self, proxy, alpn=(b"h2", b"http/1.1"))
+        visitor = H2Visitor()
+        tls.open(visitor)
+        tls.pair.run()
+        self.assertIsInstance(proxy.chosen, H2ProxyProtocol)
+        self.assertEqual(tls.pair.listener.connection.session_count, 1)
+        return proxy, tls, visitor, sockets
+
+    def assertClosed(self, tls: TLSOverSession, visitor: H2Visitor) -> None:
+        """
+        The visitor got a clean close, after C{GOAWAY} (no error), and the
+        session is gone from both links.
+        """
+        self.assertIsNotNone(visitor.lost)
+        self.assertTrue(visitor.lost.check(error.ConnectionDone), visitor.lost)
+        self.assertEqual(tls.pair.listener.connection.session_count, 0)
+        self.assertEqual(tls.pair.dialer.connection.session_count, 0)
+        self.assertEqual(visitor.goaway, ErrorCodes.NO_ERROR)
+
+    def test_closeNotifyCloses(self) -> None:
+        """
+        A visitor that sends its C{close_notify} (its end of input) gets the
+        connection closed at once, not at the idle timeout.
+        """
+        _, tls, visitor, _ = self.connected()
+        visitor.transport.loseWriteConnection()
+        tls.pair.run()
+        self.assertClosed(tls, visitor)
+
+    def test_closeNotifyWithAStreamOpen(self) -> None:
+        """
+        A C{close_notify} right after a request: the connection closes at
+        once all the same, and the stream's service connection is let go.
+        """
+        _, tls, visitor, sockets = self.connected()
+        visitor.get()
+        tls.pair.run()
+        [sock] = sockets
+        sock.drain()
+        self.assertIn(b"GET / HTTP/1.1", bytes(sock.sent))
+        visitor.transport.loseWriteConnection()
+        tls.pair.run()
+        self.assertClosed(tls, visitor)
+        self.assertTrue(sock.disconnecting)
