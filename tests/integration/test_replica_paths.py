@@ -45,20 +45,6 @@ class SSHClientsAcrossReplicasTests(ReplicasCase):
     def replicaArgs(self, i: int) -> tuple[str, ...]:
         return ("--ssh", "tcp:0:interface=127.0.0.1") if i == 0 else ()
 
-    def sshKey(self, account: str, name: str = "") -> Path:
-        """
-        A new ed25519 key registered to C{account} in the directory (its
-        file named for the account, and C{name}).
-        """
-        path = self.tmp / f"id-{account}{name}"
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)],
-                       check=True, stdin=subprocess.DEVNULL, timeout=CURL_TIMEOUT)
-        self.replicas[0].key(account)  # creates the account
-        done = run("keys", "add-ssh", "--account", account, f"{path}.pub", "--directory",
-                   self.redis.url)
-        self.assertEqual(done.returncode, 0, done.stderr)
-        return path
-
     def test_localAndStdioForwards(self) -> None:
         """
         C{ssh -L} and C{ssh -W} through replica 0 reach alice's agent on
