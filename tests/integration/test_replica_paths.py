@@ -45,20 +45,6 @@ class SSHClientsAcrossReplicasTests(ReplicasCase):
     def replicaArgs(self, i: int) -> tuple[str, ...]:
         return ("--ssh", "tcp:0:interface=127.0.0.1") if i == 0 else ()
 
-    def sshKey(self, account: str, name: str = "") -> Path:
-        """
-        A new ed25519 key registered to C{account} in the directory (its
-        file named for the account, and C{name}).
-        """
-        path = self.tmp / f"id-{account}{name}"
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)],
-                       check=True, stdin=subprocess.DEVNULL, timeout=CURL_TIMEOUT)
-        self.replicas[0].key(account)  # creates the account
-        done = run("keys", "add-ssh", "--account", account, f"{path}.pub", "--directory",
-                   self.redis.url)
-        self.assertEqual(done.returncode, 0, done.stderr)
-        return path
-
     def test_localAndStdioForwards(self) -> None:
         """
         C{ssh -L} and C{ssh -W} through replica 0 reach alice's agent on
@@ -117,14 +103,17 @@ class SSHClientsAcrossReplicasTests(ReplicasCase):
         replica 1 still works (both replicas checked her key before, within
         the stale limit), sha256-checked; a key removed before the outage
         (both replicas told at once, and forgot it) is refused, and so is a
-        key registered but never checked; each replica says once that it
-        takes keys from memory.  Redis started again: the key works again.
+        key registered but never checked, and so is a key only replica 0
+        checked (a login: replica 1 refuses its channel); each replica says
+        once that it takes keys from memory.  Redis started again: the key
+        works again.
         """
         first, second = self.replicas
         service = second.service()
         second.agent(second.key("alice"), "web", service, "--e2ee", "false")
         ssh = SSHStack(first)
-        alice, gone, unseen = (self.sshKey("alice", name) for name in ("", "-gone", "-unseen"))
+        alice, gone, unseen, here = (self.sshKey("alice", name)
+                                     for name in ("", "-gone", "-unseen", "-here"))
 
         def fetched(key: Path, n: int) -> bool:
             done = ssh.run(key, "-W", f"web:{service}", input=f"DOWNLOAD {MIB} {n}\n".encode())
@@ -132,6 +121,7 @@ class SSHClientsAcrossReplicasTests(ReplicasCase):
 
         self.assertTrue(fetched(alice, 1))
         self.assertTrue(fetched(gone, 2))
+        self.assertEqual(ssh.run(here, command=("help",)).returncode, 0)  # replica 0 only
         listed = subprocess.run(["ssh-keygen", "-l", "-f", f"{gone}.pub"], capture_output=True,
                                 text=True, check=True, timeout=CURL_TIMEOUT)
         fingerprint = listed.stdout.split()[1]
@@ -143,6 +133,9 @@ class SSHClientsAcrossReplicasTests(ReplicasCase):
         self.assertTrue(fetched(alice, 3), "a key checked before, during the outage")
         self.assertFalse(fetched(gone, 4), "a key removed before the outage")
         self.assertFalse(fetched(unseen, 5), "a key never checked")
+        # Replica 0 lets it log in and forwards the channel; replica 1 refuses it after
+        # OpenSSH has the channel open, which OpenSSH sees close without a word.
+        self.assertFalse(fetched(here, 8), "a key only the forwarding replica checked")
         for stack in self.replicas:
             stack.relay.wait_for("the directory cannot check SSH keys")
         self.redis.start()

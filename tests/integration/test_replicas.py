@@ -18,6 +18,7 @@ import shutil
 import socket
 import subprocess
 import urllib.request
+from pathlib import Path
 
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -80,6 +81,27 @@ class ReplicasCase(SynchronousTestCase):
         Called before replica C{i} starts (its stack's directory is
         C{self.tmp / f"replica{i}"}).
         """
+
+    def sshKey(self, account: str, name: str = "") -> Path:
+        """
+        A new ed25519 key registered to C{account} in the directory (its
+        file named for the account, and C{name}).
+        """
+        path = self.tmp / f"id-{account}{name}"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)],
+                       check=True, stdin=subprocess.DEVNULL, timeout=CURL_TIMEOUT)
+        self.registerSSHKey(account, path)
+        return path
+
+    def registerSSHKey(self, account: str, path: Path) -> None:
+        """
+        Register the key at C{path} (its public half at C{path}.pub) to
+        C{account} in the directory (the account created if needed).
+        """
+        self.replicas[0].key(account)  # creates the account
+        done = run("keys", "add-ssh", "--account", account, f"{path}.pub", "--directory",
+                   self.redis.url)
+        self.assertEqual(done.returncode, 0, done.stderr)
 
     def forwarded(self) -> int:
         """

@@ -80,6 +80,10 @@ from .holder import (
 from .key_cache import KeyCache
 
 CANNOT_CHECK = "the replica that holds the agent cannot check API keys now; try again later"
+#: The same for an SSH client's channel (C{ssh -L}/C{-W}), in the words of its login
+#: (L{nfltr.relay.ssh._auth.STORE_UNAVAILABLE}): it logged in with a public key, or with
+#: an API key as its password.
+CANNOT_CHECK_SSH = "the replica that holds the agent cannot check keys now; try again later"
 REPLICA_LINK_LOST = "replica link lost"
 
 
@@ -186,7 +190,8 @@ class ReplicaLinkHandler(LinkHandler):
 
         def failed(failure: Failure) -> None:
             self.log.debug("forwarded session: {error}", error=failure.getErrorMessage())
-            session.refuse(ErrorCode.GOING_AWAY, CANNOT_CHECK)
+            session.refuse(ErrorCode.GOING_AWAY,
+                           CANNOT_CHECK_SSH if target.kind == SSH_CLIENT else CANNOT_CHECK)
 
         d.addCallbacks(verified, failed)
 

@@ -40,6 +40,14 @@ SIGNATURE_ALGORITHMS = frozenset({
 })
 
 
+class KeysUnavailable(UnauthorizedLogin):
+    """
+    A login refused because the store cannot say whose key it is now
+    (L{STORE_UNAVAILABLE}): the client is told why
+    (L{nfltr.relay.ssh._server.RelayUserAuth}), not only that it failed.
+    """
+
+
 @dataclass(frozen=True)
 class SSHIdentity:
     """
@@ -155,16 +163,15 @@ class APIKeyPasswordChecker:
 def _checked(health: StoreHealth | None, call: Callable[[], Deferred[Any]]) -> Deferred[Any]:
     """
     C{call()}, which asks the store, unless the store is down: then, or if
-    the call finds it unavailable, L{UnauthorizedLogin} with
-    L{STORE_UNAVAILABLE} (the outage is logged once, by C{health}, not once
-    per login).
+    the call finds it unavailable, L{KeysUnavailable} (the outage is logged
+    once, by C{health}, not once per login).
     """
     if health is not None and not health.available:
-        return _fail(UnauthorizedLogin(STORE_UNAVAILABLE))
+        return _fail(KeysUnavailable(STORE_UNAVAILABLE))
 
     def failed(failure: Failure) -> Failure:
         if health is not None and health.failed(failure):
-            return Failure(UnauthorizedLogin(STORE_UNAVAILABLE))
+            return Failure(KeysUnavailable(STORE_UNAVAILABLE))
         return failure
 
     return call().addErrback(failed)
@@ -172,11 +179,10 @@ def _checked(health: StoreHealth | None, call: Callable[[], Deferred[Any]]) -> D
 
 def _unavailable(failure: Failure) -> Failure:
     """
-    A L{StoreUnavailable} failure as L{UnauthorizedLogin} with
-    L{STORE_UNAVAILABLE}; any other as it is.
+    A L{StoreUnavailable} failure as L{KeysUnavailable}; any other as it is.
     """
     if failure.check(StoreUnavailable):
-        return Failure(UnauthorizedLogin(STORE_UNAVAILABLE))
+        return Failure(KeysUnavailable(STORE_UNAVAILABLE))
     return failure
 
 

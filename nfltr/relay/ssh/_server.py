@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.relay.ssh.test_server,tests.relay.ssh.test_drain -*-
+# -*- test-case-name: tests.relay.ssh -*-
 """
 The relay's SSH listener (C{--ssh}): conch's SSH server with the relay's
 transport (L{nfltr.ssh.transport}: algorithms, strict key exchange), its
@@ -41,7 +41,13 @@ from nfltr.store import IStore
 from nfltr.streams import Admission, source_of
 from nfltr.wire import format_address, peerText
 
-from ._auth import AccountKeyChecker, APIKeyPasswordChecker, SSHIdentity
+from ._auth import (
+    STORE_UNAVAILABLE,
+    AccountKeyChecker,
+    APIKeyPasswordChecker,
+    KeysUnavailable,
+    SSHIdentity,
+)
 from ._user import STOPPING, ChannelRefused, RelayUser, SSHHub
 
 _quiet = Logger(namespace="nfltr.ssh.conch")
@@ -240,12 +246,15 @@ class RelayConnection(connection.SSHConnection):
 
 class RelayUserAuth(userauth.SSHUserAuthServer):
     """
-    Authentication with the listener's attempt limit and clock.
+    Authentication with the listener's attempt limit and clock, telling the
+    client when its key cannot be checked now (L{_ebBadAuth}).
     """
 
     _log = _QuietLogger(namespace="nfltr.ssh.userauth")
     transport: Any
     loginTimeout: float  # type: ignore[assignment]
+    #: The client was told that the relay cannot check keys now.
+    toldUnavailable = False
 
     def serviceStarted(self) -> None:
         """
@@ -256,6 +265,22 @@ class RelayUserAuth(userauth.SSHUserAuthServer):
         self.attemptsBeforeDisconnect = hub.config.max_auth_tries
         self.loginTimeout = hub.config.login_grace
         super().serviceStarted()
+
+    def _ebBadAuth(self, reason: Failure) -> None:
+        """
+        A failed login is answered as conch answers it; one the store could
+        not check now (L{KeysUnavailable}) is first explained, once per
+        connection, in a banner: OpenSSH prints it above its "Permission
+        denied (publickey)", which alone reads as a key the relay does not
+        know.  A client with several keys may still log in with a later one
+        the relay remembers.
+        """
+        if reason.check(KeysUnavailable) and not self.toldUnavailable:
+            self.toldUnavailable = True
+            banner = f"{STORE_UNAVAILABLE}\r\n".encode()
+            self.transport.sendPacket(userauth.MSG_USERAUTH_BANNER,
+                                      common.NS(banner) + common.NS(b""))
+        super()._ebBadAuth(reason)
 
 
 class RelaySSHTransport(ServerTransport):

@@ -1,4 +1,4 @@
-# -*- test-case-name: tests.relay.ssh.test_server,tests.relay.ssh.test_drain -*-
+# -*- test-case-name: tests.relay.ssh -*-
 """
 L{RelayUser}: one logged-in SSH connection, to the rest of the relay an
 agent holder like a native agent's link
@@ -25,6 +25,12 @@ that does not read, C{SSHConfig.max_status_buffer} bytes), and the
 C{SSHConfig.max_refusals}th refused forward request (a C{tcpip-forward} or
 C{cancel-tcpip-forward}) ends the connection with L{TOO_MANY_REFUSALS}.
 
+While the directory (Redis) cannot answer, a C{-R} publishes only a name
+this relay's own lease table shows as the account's (held, or its lease
+still running here): any other may be another account's there, so it is
+refused with C{NAMES_UNAVAILABLE}, or withdrawn with it when the reservation
+is the call that finds the directory away (as native agents' names are).
+
 When the relay stops, a connection drains (L{RelayUser.drain}, run by the
 listener's C{SSHRelayFactory.drain}): its share URLs and agent name are
 withdrawn from routing at once, new channels and C{-R} requests are refused
@@ -50,6 +56,7 @@ from nfltr.link.twisted import LinkUnavailable
 from nfltr.relay.directory import AgentEntry
 from nfltr.relay.interfaces import SSH, HolderFigures, IAgentHolder
 from nfltr.relay.leases import NameLeased
+from nfltr.relay.link_handler import NAMES_UNAVAILABLE
 from nfltr.relay.names import ClaimRefused, name_taken_message
 from nfltr.relay.public_ports import PortRequest, lease_name
 from nfltr.relay.tcp_route import RouteRefused
@@ -267,6 +274,9 @@ class RelayUser(ConchUser):
             ports = self.hub.relay.publicPorts
             forward = self.forwards.check(address, port, self.identity.user,
                                           ports.ranges if ports is not None else ())
+            known = self._leasedHere(forward)
+            if not known and not self.hub.relay.storeHealth.available:
+                raise fw.RequestError(NAMES_UNAVAILABLE)
             note = self._publish(forward)
         except (fw.RequestError, ClaimRefused) as e:
             self.say(f"refused -R {_spell(data)}: {e}", error=True)
@@ -274,31 +284,58 @@ class RelayUser(ConchUser):
             return False
         self.forwards.add(forward)
         self.say(note)
-        self._reserve(forward)
+        self._reserve(forward, known)
         return (True, fw.pack_port(forward.port)) if port == 0 else True
 
-    def _reserve(self, forward: fw.Forward) -> None:
+    def _leased(self, forward: fw.Forward) -> str:
+        """
+        The name C{forward} holds in the lease table.
+        """
+        return lease_name(forward.port) if forward.kind == fw.PUBLIC else forward.name
+
+    def _leasedHere(self, forward: fw.Forward) -> bool:
+        """
+        Whether this relay's own lease table shows the name C{forward} would
+        hold as the account's already (held, or its lease still running):
+        while the directory is away, only such a name is published, as for
+        native agents (L{nfltr.relay.shared_leases}); any other may be
+        another account's in the directory.
+        """
+        leases, now = self.hub.relay.directory.leases, self.hub.clock.seconds()
+        return leases.holder(self._leased(forward), now) == self.identity.account
+
+    def _reserve(self, forward: fw.Forward, known: bool) -> None:
         """
         Reserve the name C{forward} holds in the relay's lease table
         (C{Relay.reserveNames}).  conch answers a global request at once, so
         with a shared table (a Redis directory) this runs after the claim:
-        a name another account holds in the directory is then withdrawn,
-        and the status display says why.
+        a name another account holds in the directory is then withdrawn, and
+        so is a name not C{known} here before the claim if the directory
+        turns out to be away (the claim made it look the account's to the
+        cache); the status display says why.
         """
-        leased = lease_name(forward.port) if forward.kind == fw.PUBLIC else forward.name
+        leased = self._leased(forward)
         d = self.hub.relay.reserveNames(self.identity.account, [leased])
 
+        def answered(_: object) -> None:
+            if not known and not self.hub.relay.storeHealth.available:
+                withdraw(NAMES_UNAVAILABLE)  # answered by the cache, from the claim itself
+
         def refused(failure: Any) -> None:
-            if not failure.check(NameLeased):
-                return  # the directory is away: the claim here stands
+            if failure.check(NameLeased):
+                withdraw(name_taken_message(leased))
+            elif not known:
+                withdraw(NAMES_UNAVAILABLE)
+            # else the directory is away and the name was the account's here: it stands
+
+        def withdraw(why: str) -> None:
             if self.gone or self.forwards.remove(forward.address, forward.port) is None:
                 return
             self._withdraw(forward)
             self.hub.relay.directory.leases.forget(leased, self.identity.account)
-            self.say(f"withdrawn -R {forward.address}:{forward.port}: "
-                     f"{name_taken_message(leased)}", error=True)
+            self.say(f"withdrawn -R {forward.address}:{forward.port}: {why}", error=True)
 
-        d.addErrback(refused)
+        d.addCallbacks(answered, refused)
 
     def global_cancel_tcpip_forward(self, data: bytes) -> bool:
         """

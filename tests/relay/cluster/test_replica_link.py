@@ -37,7 +37,12 @@ from nfltr.relay.cluster.holder import (
     without_key,
 )
 from nfltr.relay.cluster.key_cache import KeyCache
-from nfltr.relay.cluster.listener import CANNOT_CHECK, ReplicaLinkHandler, visitor_address
+from nfltr.relay.cluster.listener import (
+    CANNOT_CHECK,
+    CANNOT_CHECK_SSH,
+    ReplicaLinkHandler,
+    visitor_address,
+)
 from nfltr.relay.cluster.peers import Peers, PeerUnreachable
 from nfltr.relay.cluster.presence import RedisPresence
 from nfltr.relay.cluster.routes import RemoteRoutes
@@ -494,7 +499,8 @@ class SSHKeysWhileStoreAwayTests(SSHAcrossReplicasCase):
     """
     The holding replica's check of a forwarded SSH client's public key while the
     directory cannot answer (L{SSHKeyCache}): a key it checked before and has not seen
-    removed is taken; any other is refused with L{CANNOT_CHECK}, as without the cache.
+    removed is taken; any other is refused with L{CANNOT_CHECK_SSH} (an SSH login's
+    words, not API keys'), as without the cache.
     """
 
     def setUp(self) -> None:
@@ -528,7 +534,7 @@ class SSHKeysWhileStoreAwayTests(SSHAcrossReplicasCase):
         A key the holding replica never checked is refused while the directory is away.
         """
         self.holding.store.error = StoreUnavailable("Redis at the test is not reachable")
-        self.assertEqual(self.refused(), (ErrorCode.GOING_AWAY, CANNOT_CHECK))
+        self.assertEqual(self.refused(), (ErrorCode.GOING_AWAY, CANNOT_CHECK_SSH))
         self.assertEqual(self.agentSide.sessions, [])
 
     def test_removedSeen(self) -> None:
@@ -539,7 +545,7 @@ class SSHKeysWhileStoreAwayTests(SSHAcrossReplicasCase):
         self.assertIsNone(self.refused())
         self.holding.relay.sshKeyRemoved(parse_ssh_public_key(self.line).fingerprint)
         self.holding.store.error = StoreUnavailable("Redis at the test is not reachable")
-        self.assertEqual(self.refused(), (ErrorCode.GOING_AWAY, CANNOT_CHECK))
+        self.assertEqual(self.refused(), (ErrorCode.GOING_AWAY, CANNOT_CHECK_SSH))
         self.assertEqual(len(self.agentSide.sessions), 1)
 
 
