@@ -188,7 +188,57 @@ def environment() -> dict[str, Any]:
         "cryptography": cryptography.__version__,
         "openssl": SSL.OpenSSL_version(SSL.OPENSSL_VERSION).decode(),
         "glibc_tunables": os.environ.get("GLIBC_TUNABLES"),
+        "speed": machine_speed(),
     }
+
+
+#: Iterations and calls of L{machine_speed}'s two yardsticks, each timed 3 times.
+SPEED_LOOP, SPEED_CALLS = 1_000_000, 100_000
+
+
+def machine_speed() -> dict[str, float]:
+    """
+    Two yardsticks of how fast this machine runs Python today, taken in well under a second:
+    the nanoseconds of one iteration of a loop adding integers in a function
+    (C{python_loop_ns}: the interpreter, which nfltr's processes spend most of their time in)
+    and of one C{getppid} system call made from Python (C{syscall_ns}: the cost of entering
+    the kernel, which a VM's configuration can multiply).  The best of 3 timings each.  Days
+    whose figures differ are not comparable by absolute rates, only by ratios measured in one
+    run.
+    """
+
+    def loop(n: int) -> int:
+        x = 0
+        for i in range(n):
+            x += i
+        return x
+
+    def calls(n: int) -> None:
+        getppid = os.getppid
+        for _ in range(n):
+            getppid()
+
+    def best(run: Any, n: int) -> float:
+        timings = []
+        for _ in range(3):
+            started = time.perf_counter()
+            run(n)
+            timings.append(time.perf_counter() - started)
+        return round(min(timings) / n * 1e9, 1)
+
+    return {"python_loop_ns": best(loop, SPEED_LOOP), "syscall_ns": best(calls, SPEED_CALLS)}
+
+
+def speed_words(env: dict[str, Any]) -> str:
+    """
+    L{machine_speed}'s figures of C{env} for a report's header (empty for a report made
+    before they were recorded).
+    """
+    speed = env.get("speed")
+    if not speed:
+        return ""
+    return (f"; Python loop {speed['python_loop_ns']:g} ns an iteration, getppid"
+            f" {speed['syscall_ns']:g} ns (bench._system.machine_speed)")
 
 
 def _cpu_model() -> str:

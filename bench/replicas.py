@@ -60,7 +60,7 @@ from ._replica_stack import (
     rss_kib,
 )
 from ._stack import Services, tool_versions, tree_state
-from ._system import ROOT, BenchError, environment
+from ._system import ROOT, BenchError, environment, speed_words
 from .tunnel import Bench, Workload, run_rounds, summarize, warm_up
 
 DEFAULT_JSON = ROOT / "docs" / "benchmarks" / "replicas.json"
@@ -223,7 +223,8 @@ def markdown(doc: dict[str, Any]) -> str:
     lines = [
         f"`{doc['command']}`, {doc['started']}, {doc.get('elapsed_s', '?')} s",
         "",
-        f"{env['cpu_model']}, {env['nproc']} CPUs, Linux {env['kernel']}; Python {env['python']},"
+        f"{env['cpu_model']}, {env['nproc']} CPUs, Linux {env['kernel']}{speed_words(env)};"
+        f" Python {env['python']},"
         f" Twisted {env['twisted']}; nfltr {tools['nfltr']} (commit {tree['commit']}"
         f"{', modified: ' + ', '.join(tree['modified']) if tree['modified'] else ''});"
         f" redis-server {doc.get('redis', '?')}, iperf3 {tools['iperf3']}, nginx {tools['nginx']},"

@@ -82,6 +82,7 @@ from ._system import (
     loadavg,
     process_cpu,
     self_cpu,
+    speed_words,
     system_cpu,
 )
 
@@ -566,7 +567,8 @@ def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
     lines = [
         f"`{meta['command']}`, {meta['started']}, {meta.get('elapsed_s', '?')} s",
         "",
-        f"{env['cpu_model']}, {env['nproc']} CPUs, Linux {env['kernel']}; Python {env['python']},"
+        f"{env['cpu_model']}, {env['nproc']} CPUs, Linux {env['kernel']}{speed_words(env)};"
+        f" Python {env['python']},"
         f" Twisted {env['twisted']}, pyOpenSSL {env['pyopenssl']}, {env['openssl']};"
         f" nfltr {tools['nfltr']} (commit {tree['commit']}"
         f"{', modified: ' + ', '.join(tree['modified']) if tree['modified'] else ''});"

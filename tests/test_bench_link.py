@@ -14,6 +14,7 @@ from pathlib import Path
 from twisted.trial.unittest import SynchronousTestCase
 
 from bench._profile import hot_spots
+from bench._system import machine_speed, speed_words
 from bench.link_pair import Case, markdown, parse_args, summarize
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,6 +62,31 @@ class SummaryTests(SynchronousTestCase):
         self.assertEqual(parse_args(["--sessions", "1,8"]).session_counts, [1, 8])
         with self.assertRaises(SystemExit):
             parse_args(["--sessions", "0"])
+
+
+class MachineSpeedTests(SynchronousTestCase):
+    """
+    The two yardsticks recorded with every benchmark's environment.
+    """
+
+    def test_measured(self) -> None:
+        """
+        Both figures are times of something that ran: above zero, in nanoseconds (a loop
+        iteration and a system call take less than a millisecond each).
+        """
+        speed = machine_speed()
+        self.assertEqual(set(speed), {"python_loop_ns", "syscall_ns"})
+        for figure in speed.values():
+            self.assertTrue(0 < figure < 1e6, speed)
+
+    def test_words(self) -> None:
+        """
+        A report's header says them; one made before they were recorded says nothing.
+        """
+        env = {"speed": {"python_loop_ns": 36.6, "syscall_ns": 271.7}}
+        self.assertEqual(speed_words(env), "; Python loop 36.6 ns an iteration, getppid"
+                         " 271.7 ns (bench._system.machine_speed)")
+        self.assertEqual(speed_words({}), "")
 
 
 class HotSpotTests(SynchronousTestCase):

@@ -11,6 +11,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from .._system import speed_words
 from .loads import ALL, Load
 
 #: (numerator, denominator) of the rate ratios reported for every row.
@@ -399,7 +400,8 @@ def markdown(doc: dict[str, Any]) -> str:
         f"`{meta['command']}`, started {meta['started']}, {meta['elapsed_s']:.0f} s;"
         f" {meta['rounds']} interleaved rounds of {meta['seconds']} s per load, medians.",
         "",
-        f"Machine: {env['cpu_model']}, {env['nproc']} CPUs, Linux {env['kernel']}. nfltr"
+        f"Machine: {env['cpu_model']}, {env['nproc']} CPUs, Linux {env['kernel']}"
+        f"{speed_words(env)}. nfltr"
         f" {meta['tools']['nfltr']} at commit {tree['commit']}"
         + (f", with uncommitted changes in nfltr/ (`git status --short nfltr`:"
            f" {', '.join(m.strip() for m in modified)})" if modified
