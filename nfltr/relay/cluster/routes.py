@@ -20,10 +20,14 @@ says holds them.
     same way, with the public key it logged in with (or the API key it gave
     as its password), to ports shared without end-to-end TLS only.
   - L{ClusterShareRoutes}: the TLS port's routing table: this replica's
-    shares first; any other name is spliced to L{RemoteShareBackend}, which
-    looks the share up and forwards the visitor's raw bytes, in every mode:
-    the holding replica ends an C{inspect} share's TLS itself, with the key
-    it holds, and applies its policy.
+    shares first; any other name waits for a look-up in the directory
+    (a L{Later} route; the visitor is not read meanwhile): a share another
+    replica publishes is spliced to L{RemoteShareBackend}, which forwards
+    the visitor's raw bytes, in every mode (the holding replica ends an
+    C{inspect} share's TLS itself, with the key it holds, and applies its
+    policy); a name no replica publishes gets the C{unrecognized_name}
+    alert, as on one relay, counted alike; a name the directory cannot
+    look up is closed without an answer (it may exist elsewhere).
 
 A load-balancing group's record names every replica that holds a member
 (L{nfltr.relay.cluster.presence}): a visitor goes to them in turn
@@ -57,7 +61,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from twisted.internet.defer import Deferred, fail, succeed
+from twisted.internet.defer import Deferred, fail
 from twisted.internet.error import ConnectionRefusedError
 from twisted.internet.interfaces import IAddress, IProtocol, IReactorTime
 from twisted.internet.protocol import Factory
@@ -67,7 +71,7 @@ from zope.interface import implementer
 
 from nfltr.link import ErrorCode
 from nfltr.link.twisted import LinkProtocol, LinkSession, LinkUnavailable
-from nfltr.sni.twisted import HandOver, ISpliceBackend, Later, Refuse, Route, Splice
+from nfltr.sni.twisted import REFUSE, HandOver, ISpliceBackend, Later, Refuse, Route, Splice
 from nfltr.store import StoreUnavailable
 from nfltr.streams import SpliceEnd
 from nfltr.wire import format_address
@@ -251,39 +255,36 @@ def withdrawn_others(routes: RemoteRoutes, record: SharePresence) -> list[str]:
     return [r for r in record.withdrawn if r != routes.presence.replica]
 
 
+def publishers(routes: RemoteRoutes, record: SharePresence) -> list[str]:
+    """
+    The replicas other than this one that publish C{record}'s share, its
+    members serving or withdrawn; none: no replica publishes it (a record
+    that names only this one, which does not, is on its way out).
+    """
+    return [r for r in (*record.replicas(), *record.withdrawn) if r != routes.presence.replica]
+
+
 @implementer(ISpliceBackend)
 class RemoteShareBackend:
     """
-    A share this replica does not publish: its visitor goes to a replica
-    that does, if any (the record of C{name} if it was looked up already).
-    While no replica holds a member that serves, an C{inspect} share's goes
-    to one whose members withdrew, which ends its TLS and answers C{503}.
+    A share this replica does not publish, which the directory's C{record}
+    says another replica does: its visitor goes to a replica that publishes
+    it.  While no replica holds a member that serves, an C{inspect} share's
+    goes to one whose members withdrew, which ends its TLS and answers
+    C{503}; an C{e2ee} or C{passthrough} share's is closed, as on one relay.
     """
 
-    def __init__(self, name: str, routes: RemoteRoutes,
-                 record: SharePresence | None = None) -> None:
+    def __init__(self, name: str, routes: RemoteRoutes, record: SharePresence) -> None:
         self.name = name
         self.routes = routes
         self.record = record
 
     def connect(self, protocol: IProtocol, visitor: IAddress) -> None:
         """
-        See L{ISpliceBackend.connect}: after a lookup, over a replica link.
+        See L{ISpliceBackend.connect}: over a replica link.
         """
-        routes = self.routes
+        routes, record = self.routes, self.record
         counters = routes.relay.counters
-
-        def found(record: SharePresence | None) -> Any:
-            replicas = []
-            if record is not None and record.mode in FORWARDED_MODES:
-                replicas = routes.others(record)
-                if not replicas and record.mode == INSPECT:
-                    replicas = withdrawn_others(routes, record)
-            if not replicas:
-                counters.session(SHARE, NOT_FOUND)
-                protocol.connectionLost(Failure(ConnectionRefusedError("no such share")))
-                return None
-            return routes.link(SHARE_RECORD, self.name, replicas).addCallback(opened)
 
         def opened(link: LinkProtocol) -> None:
             holder = ReplicaHolder(link, self.name, None, routes.clock.seconds())
@@ -295,9 +296,38 @@ class RemoteShareBackend:
             counters.session(SHARE, UNAVAILABLE_OUTCOME)
             protocol.connectionLost(Failure(ConnectionRefusedError(failure.getErrorMessage())))
 
-        record = self.record
-        looked = routes.presence.share(self.name) if record is None else succeed(record)
-        looked.addCallback(found).addErrback(failed)
+        replicas = []
+        if record.mode in FORWARDED_MODES:
+            replicas = routes.others(record)
+            if not replicas and record.mode == INSPECT:
+                replicas = withdrawn_others(routes, record)
+        if not replicas:
+            counters.session(SHARE, NOT_FOUND)
+            protocol.connectionLost(Failure(ConnectionRefusedError("no replica serves the share")))
+            return
+        routes.link(SHARE_RECORD, self.name, replicas).addCallback(opened).addErrback(failed)
+
+
+@implementer(ISpliceBackend)
+class UnansweredShareBackend:
+    """
+    A share name this replica does not publish, which the directory could
+    not look up (C{why}): it may be published elsewhere, so its visitor is
+    refused as every visitor of a name the replica cannot look up is: closed
+    without an answer (no C{unrecognized_name}, which would say there is no
+    such share).
+    """
+
+    def __init__(self, routes: RemoteRoutes, why: str) -> None:
+        self.routes = routes
+        self.why = why
+
+    def connect(self, protocol: IProtocol, visitor: IAddress) -> None:
+        """
+        See L{ISpliceBackend.connect}: refused at once.
+        """
+        self.routes.relay.counters.session(SHARE, UNAVAILABLE_OUTCOME)
+        protocol.connectionLost(Failure(ConnectionRefusedError(self.why)))
 
 
 class ForwardedPlainFactory(Factory):
@@ -389,19 +419,41 @@ class ClusterShareRoutes:
 
     def route(self, name: str) -> Route | None:
         """
-        See L{IShareRoutes.route}: a group's share whose every member here
-        withdrew its service goes to the other replicas' members, after a
-        look-up (L{Later}); with none that serves (or no answer), to this
-        replica's own route, which answers as one relay does (an
-        C{inspect} share's C{503}).
+        See L{IShareRoutes.route}: a share not published here goes where
+        the directory says, after a look-up (L{Later}; see L{_remote}); a
+        group's share whose every member here withdrew its service goes to
+        the other replicas' members, after a look-up too; with none that
+        serves (or no answer), to this replica's own route, which answers
+        as one relay does (an C{inspect} share's C{503}).
         """
         route = self.local.route(name)
         shares = self.routes.relay.shares
         if route is not None and (shares is None or not shares.groupWithdrawn(name)):
             return route
         if route is None or isinstance(route, Later):
-            return Splice(RemoteShareBackend(name, self.routes))
+            return Later(self._remote(name))
         return Later(self._elsewhere(name, route))
+
+    def _remote(self, name: str) -> Deferred[HandOver | Splice | Refuse]:
+        """
+        The route of a share this replica does not publish: to the replicas
+        the directory says publish it; the C{unrecognized_name} refusal, as
+        on one relay, if none does; closed without an answer if the
+        directory cannot say (L{UnansweredShareBackend}).
+        """
+        routes = self.routes
+
+        def found(record: SharePresence | None) -> HandOver | Splice | Refuse:
+            if record is None or not publishers(routes, record):
+                return REFUSE
+            return Splice(RemoteShareBackend(name, routes, record))
+
+        def failed(failure: Failure) -> HandOver | Splice | Refuse:
+            routes.log.debug("visitor of {name} not forwarded: {error}", name=name,
+                             error=failure.getErrorMessage())
+            return Splice(UnansweredShareBackend(routes, failure.getErrorMessage()))
+
+        return routes.presence.share(name).addCallbacks(found, failed)
 
     def _elsewhere(self, name: str, local: HandOver | Splice | Refuse,
                    ) -> Deferred[HandOver | Splice | Refuse]:
