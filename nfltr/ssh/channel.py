@@ -22,7 +22,10 @@ without bound; these do neither:
 Ends: the peer's EOF is the protocol's C{readConnectionLost}; a close after
 EOF (or after the relay's own clean close) is a clean C{connectionLost}; a
 close without EOF, or the SSH connection's end, is a C{ConnectionLost}, so a
-cut never looks like a clean end of stream.
+cut never looks like a clean end of stream.  A reset of the far end
+(L{ForwardChannel.abortWith}) closes without EOF, and on a channel the client
+opened tells it why in an SSH debug message: the channel was confirmed
+before the far end answered, so no open failure can carry the reason.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from nfltr.streams.windowed import WindowedStream
+from nfltr.wire import peerText
 
 from ._config import SSHConfig
 
@@ -239,6 +243,28 @@ class ForwardChannel(WindowedStream, SSHChannel):
         if self.opened and not self.localClosed:
             self.conn.sendClose(self)
         self._lose(error.ConnectionAborted("aborted"))
+
+    def abortWith(self, code: int, reason: str) -> None:
+        """
+        The far end of the stream was reset with link error C{code} and the
+        words C{reason} (the agent could not reach its service, the replica
+        holding the agent refused the session): close at once, without EOF.
+
+        SSH has no error for a channel already open, and the relay confirmed
+        this one before the far end answered (the link carries no acceptance
+        to wait for: docs/ssh.md).  So on a channel the client opened
+        (C{direct-tcpip}) the client is told why in an SSH debug message
+        (OpenSSH prints it with C{-v}, as C{Remote: ...}); a channel the
+        relay opened towards an C{ssh -R} client is not told: its far end
+        is a visitor, whose end is not the client's error.
+        """
+        if self.name == b"direct-tcpip" and self.opened and not self._lost \
+                and not self.localClosed:
+            number = self.conn.channelsToRemoteChannel.get(self, "?")
+            why = peerText(reason) or f"error code {code}"
+            text = f"channel {number} ({self.name.decode('ascii')}) reset: {why}"
+            self.conn.transport.sendDebug(text.encode("utf-8"), alwaysDisplay=True)
+        self.abortConnection()
 
     def getPeer(self) -> Any:
         """

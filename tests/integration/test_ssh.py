@@ -328,6 +328,28 @@ class LocalForwardTests(SSHTestCase):
         stuck_and_fetch(self, local)
 
 
+class ServiceDownTests(SSHTestCase):
+    """
+    C{ssh -W} to an agent whose service is down.
+    """
+
+    def test_serviceDownSaysWhy(self) -> None:
+        """
+        The relay confirms the channel before the agent answers (the link
+        carries no acceptance: docs/ssh.md), so OpenSSH cannot print an
+        open failure (it exits 0 for now); the agent's words reach it as a
+        debug message, which C{-v} prints.
+        """
+        down = free_port()
+        self.stack.agent(self.stack.key("alice"), "down", down, "--e2ee", "false")
+        done = self.ssh.run(self.ssh.user_key("alice"), "-o", "LogLevel=DEBUG", "-W",
+                            f"down:{down}")
+        self.assertIn(f"Remote: channel 0 (direct-tcpip) reset: service on port {down} "
+                      "refused the connection".encode(), done.stderr)
+        # What docs/ssh.md says, until the link carries the agent's acceptance.
+        self.assertEqual(done.returncode, 0, done.stderr)
+
+
 class RefusalTests(SSHTestCase):
     """
     Bad input is refused with a message, and the relay stays up.

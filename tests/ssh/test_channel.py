@@ -31,12 +31,17 @@ class FakeConnection:
         self.credits: list[int] = []
         self.eofs = 0
         self.closes = 0
+        self.debugs: list[tuple[bytes, bool]] = []
+        self.channelsToRemoteChannel: dict[ForwardChannel, int] = {}
         self.transport = self
 
     def getPeer(self) -> str:
         return "peer"
 
     getHost = getPeer
+
+    def sendDebug(self, message: bytes, alwaysDisplay: bool = False) -> None:
+        self.debugs.append((message, alwaysDisplay))
 
     def sendData(self, channel: ForwardChannel, data: bytes) -> None:
         assert not channel.localClosed
@@ -109,6 +114,7 @@ def opened(remoteWindow: int = 64 * KIB, remoteMaxPacket: int = 16 * KIB) -> tup
     conn, protocol = FakeConnection(), Recorder()
     channel = ForwardChannel(protocol, CONFIG, conn, b"direct-tcpip", remoteWindow,
                              remoteMaxPacket)
+    conn.channelsToRemoteChannel[channel] = 0
     channel.channelOpen(b"")
     return channel, conn, protocol
 
@@ -262,3 +268,61 @@ class EndTests(SynchronousTestCase):
         channel.openFailed(reason)
         assert protocol.reason is not None
         self.assertTrue(protocol.reason.check(error.ConnectionRefusedError))
+
+
+class ResetTests(SynchronousTestCase):
+    """
+    A confirmed channel whose far end was reset (the agent could not reach
+    its service, another replica refused the session): SSH has no refusal
+    left to send, so the client is told why in a debug message.
+    """
+
+    def test_resetSaysWhy(self) -> None:
+        """
+        C{abortWith} on an open C{direct-tcpip} channel sends one SSH debug
+        message naming the client's channel number and the reason, then
+        closes the channel without EOF; the protocol hears an abort.
+        """
+        channel, conn, protocol = opened()
+        conn.channelsToRemoteChannel[channel] = 3
+        channel.abortWith(15, "service on port 4000 refused the connection")
+        self.assertEqual(conn.debugs, [
+            (b"channel 3 (direct-tcpip) reset: service on port 4000 refused the connection",
+             True),
+        ])
+        self.assertEqual((conn.eofs, conn.closes), (0, 1))
+        assert protocol.reason is not None
+        self.assertFalse(protocol.reason.check(error.ConnectionDone))
+        channel.abortWith(15, "again")
+        self.assertEqual(len(conn.debugs), 1)
+
+    def test_reasonIsOneLine(self) -> None:
+        """
+        The reason is a peer's words: sent as one printable line, and an
+        empty one names the code.
+        """
+        channel, conn, _ = opened()
+        channel.abortWith(13, "no such\nagent\x1b[31m")
+        [(text, _)] = conn.debugs
+        self.assertNotIn(b"\n", text)
+        self.assertNotIn(b"\x1b", text)
+        other, conn, _ = opened()
+        other.abortWith(13, "")
+        self.assertEqual(conn.debugs[0][0], b"channel 0 (direct-tcpip) reset: error code 13")
+
+    def test_resetBeforeOpenOrForwarded(self) -> None:
+        """
+        Nothing is said on a channel the client has not confirmed, nor on
+        the channels the relay opens towards an C{ssh -R} client (a
+        visitor's end is not the client's error); both still end.
+        """
+        conn, protocol = FakeConnection(), Recorder()
+        channel = ForwardChannel(protocol, CONFIG, conn, b"forwarded-tcpip")
+        channel.connect()
+        channel.abortWith(14, "client link lost")
+        self.assertEqual((conn.debugs, conn.closes), ([], 0))
+        assert protocol.reason is not None
+        forwarded, conn, _ = opened()
+        forwarded.name = b"forwarded-tcpip"
+        forwarded.abortWith(14, "client link lost")
+        self.assertEqual((conn.debugs, conn.closes), ([], 1))

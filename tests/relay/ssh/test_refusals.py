@@ -1,0 +1,109 @@
+"""
+What an SSH client is told when its C{ssh -L}/C{-W} channel to an agent
+fails (L{nfltr.relay.ssh._user}, L{nfltr.ssh.channel}): a real relay, a real
+agent link over iosim, an SSH connection's avatar on a L{Clock}.
+
+The refusals the relay decides itself (no such agent or port, another
+account's agent, a port shared end-to-end encrypted, an agent that takes no
+session now) are channel open failures, before any confirmation:
+L{tests.relay.ssh.test_server.UserTests.test_ownershipRule} and
+C{test_otherReplica}.  The agent's own refusal (its service is down) comes
+after the relay confirmed the channel: the link carries no acceptance to wait
+for (docs/ssh.md), so the client is told in a debug message.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from twisted.internet.address import IPv4Address
+from twisted.internet.protocol import Protocol
+from twisted.internet.task import Clock
+from twisted.trial.unittest import SynchronousTestCase
+
+from nfltr.link import ErrorCode
+from nfltr.relay.leases import Leases
+from nfltr.relay.shares import ShareRegistry
+from nfltr.relay.ssh._auth import SSHIdentity
+from nfltr.relay.ssh._user import RelayUser, SSHHub
+from nfltr.ssh import SSHConfig
+from nfltr.ssh.channel import ForwardChannel
+from nfltr.tls import ShareCA, ensure_relay_pki
+from nfltr.wire.messages import TcpShare, agent_hello
+from tests.relay.helpers import RelayHarness
+from tests.relay.ssh.test_server import direct
+from tests.ssh.test_channel import FakeConnection as ChannelConnection
+
+from ...link.twisted_helpers import RecordingHandler
+
+
+class SSHConnection(ChannelConnection):
+    """
+    An SSH connection as a channel and its avatar see it.
+    """
+
+    def getPeer(self) -> Any:  # type: ignore[override]
+        return IPv4Address("TCP", "192.0.2.7", 50022)
+
+
+class AgentRefusalTests(SynchronousTestCase):
+    """
+    An agent that cannot reach its service resets the session after the
+    relay confirmed the SSH channel.
+    """
+
+    def setUp(self) -> None:
+        clock = Clock()
+        pki = ensure_relay_pki(Path(self.mktemp()), [], share_domain="localhost")
+        registry = ShareRegistry(ShareCA.load(pki, "localhost"), clock, {"localhost"},
+                                 Leases(60.0))
+        self.h = RelayHarness(shares=registry, clock=clock)
+        key = self.h.store.addKey("aaaaaaaaaaaa", "acme")
+        self.agent = RecordingHandler(lambda s: Protocol())
+        self.h.dial(agent_hello(key, "box", [TcpShare(3000, e2ee=False)]), self.agent)
+        hub = SSHHub(self.h.relay, SSHConfig(), clock, lambda: ("relay.test", 2222))
+        self.user = RelayUser(SSHIdentity("acme", "laptop", "aaaaaaaaaaaa"), hub)
+        self.conn = SSHConnection()
+        self.user.conn = self.conn
+
+    def openForward(self) -> ForwardChannel:
+        """
+        Open and confirm a C{direct-tcpip} channel to box:3000 as
+        L{nfltr.relay.ssh._server.RelayConnection} does (the client knows it
+        as its channel 5); the agent sees the session.
+        """
+        channel = self.user.openChannel(b"direct-tcpip", 65536, 32768, direct(b"box", 3000))
+        assert isinstance(channel, ForwardChannel)
+        self.conn.channelsToRemoteChannel[channel] = 5
+        channel.channelOpen(b"")
+        self.h.run()
+        self.assertEqual([s.target for s in self.agent.sessions], ["tcp:3000"])
+        return channel
+
+    def test_serviceDown(self) -> None:
+        """
+        The agent's reset (C{CONNECT_FAILED}, its words) reaches the client
+        as one SSH debug message naming its channel and the agent's words
+        (C{ssh -v} prints it), and the channel closes without EOF.
+        """
+        self.openForward()
+        self.agent.sessions[0].abortWith(ErrorCode.CONNECT_FAILED,
+                                         "service on port 3000 refused the connection")
+        self.h.run()
+        self.assertEqual(self.conn.debugs, [
+            (b"channel 5 (direct-tcpip) reset: service on port 3000 refused the connection",
+             True),
+        ])
+        self.assertEqual((self.conn.eofs, self.conn.closes), (0, 1))
+
+    def test_cleanEndSaysNothing(self) -> None:
+        """
+        A session the agent ends cleanly (its service closed) ends the
+        channel's stream with EOF, and no debug message.
+        """
+        self.openForward()
+        self.agent.sessions[0].loseConnection()
+        self.h.run()
+        self.assertEqual(self.conn.debugs, [])
+        self.assertEqual((self.conn.eofs, self.conn.closes), (1, 0))
