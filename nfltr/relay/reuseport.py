@@ -8,10 +8,11 @@ kernel spreads new connections over the processes listening (by a hash of
 each connection's addresses), so one public port uses every core, and a
 visitor who lands on a replica that does not hold its agent is carried
 over the replica link (docs/replicas.md).  Only processes of the same user
-may share a port.  A process that stops takes the connections still in
-its accept queue with it: stop replicas by draining (SIGTERM), and hand a
-port to a successor with C{--takeover} rather than by starting a second
-listener.
+may share a port.  A listener that closes (a replica draining on SIGTERM,
+or dying) has the kernel reset the connections still in its accept queue,
+unless C{net.ipv4.tcp_migrate_req=1} moves them to another listener of the
+port (L{tests.integration.test_accept_queue}): hand a port to a successor
+with C{--takeover} rather than by starting a second listener.
 
 Every other endpoint string is Twisted's (L{serverFromString}), with the
 relay's listen backlog (L{nfltr.relay.backlog}).
