@@ -113,6 +113,9 @@ PRIVATE: tuple[Private, ...] = (
             ("nfltr.ssh.client",)),
     Private("twisted.conch.ssh.service.SSHService", ("_log",), ("nfltr.relay.ssh._server",)),
     Private("twisted.conch.ssh.factory.SSHFactory", ("_log",), ("nfltr.relay.ssh._server",)),
+    # A login the key store cannot check now is first explained in a banner.
+    Private("twisted.conch.ssh.userauth.SSHUserAuthServer", ("_ebBadAuth",),
+            ("nfltr.relay.ssh._server",)),
     # The observer twistd itself would start (--logfile, --syslog, -n), behind our level filter.
     Private("twisted.scripts.twistd", ("_SomeApplicationRunner",), ("nfltr.cli.logs",)),
     Private("twisted.application.app.AppLogger", ("_getLogObserver",), ("nfltr.cli.logs",)),
