@@ -316,16 +316,18 @@ class AgentService(Service, DiallerObserver):
             INSPECT: "the relay ends TLS and reads the HTTP",
             PASSTHROUGH: "the service on port {port} ends TLS itself",
         }[mode].format(port=server.option.port)
+        # e2ee: the chain the relay signed (its share CA last); inspect: the
+        # CA of the certificate the relay serves, or the operator's --cert.
+        # Saved before the URL is printed, for whoever waits for the URL.
+        chain = answer.get("cert") if mode == E2EE else answer.get("ca")
+        state = self.setup.options.state_dir
+        path = save_share_ca(state, chain) if isinstance(chain, str) else None
         self.announce(f"share {server.url} -> port {server.option.port} ({mode}: {how})")
         plain = answer.get("plain_url")
         if isinstance(plain, str):
             self.announce(f"share {plain} -> port {server.option.port} (plain HTTP: the relay "
                           "reads it)")
-        # e2ee: the chain the relay signed (its share CA last); inspect: the
-        # CA of the certificate the relay serves, or the operator's --cert.
-        chain = answer.get("cert") if mode == E2EE else answer.get("ca")
         if isinstance(chain, str):
-            path = save_share_ca(self.setup.options.state_dir, chain)
             if path is not None:
                 self.announce(
                     f"visitors trust the relay's share CA: curl --cacert {path} {server.url}"

@@ -8,6 +8,8 @@ trust a share.
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
@@ -139,17 +141,24 @@ class ShareTrustTests(SynchronousTestCase):
 
     CA_PEM = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
 
-    def welcomeShare(self, mode: str, answer: dict[str, Any]) -> list[str]:
+    def welcomeShare(self, mode: str, answer: dict[str, Any], state: str | None = None,
+                     observe: Callable[[str], None] | None = None) -> list[str]:
         network = Network()
         relay = TestRelay(network)
-        state = self.mktemp()
+        state = state or self.mktemp()
         options = http_agent_options("8080", {
             "name": "blog", "mode": mode, "state-dir": state, "relay-pin": RELAY_PIN, "key": KEY,
             "inspect-ui": "none",
         }, environ={})
         announced: list[str] = []
+
+        def announce(line: str) -> None:
+            if observe is not None:
+                observe(line)
+            announced.append(line)
+
         agent = AgentService(
-            network.clock, prepare_agent(options), announced.append, lambda line: None,
+            network.clock, prepare_agent(options), announce, lambda line: None,
             endpoint=relay.endpoint(), connector=FakeServices(network, {}),
         )
         share = {"name": "blog", "mode": mode, "url": "https://blog.localhost:8443/", **answer}
@@ -170,6 +179,22 @@ class ShareTrustTests(SynchronousTestCase):
             r"^visitors trust the relay's share CA: curl --cacert \S+/share-ca\.crt "
             r"https://blog\.localhost:8443/$",
         )
+
+    def test_savedBeforeAnnounced(self) -> None:
+        """
+        The share CA file is written before the share's URL is printed: a
+        reader of the output (a script waiting for the URL, a test) that
+        then uses the file finds it.
+        """
+        state = Path(self.mktemp())
+        seen: list[bool] = []
+
+        def observe(line: str) -> None:
+            if line.startswith("share https://"):
+                seen.append((state / "share-ca.crt").exists())
+
+        self.welcomeShare("inspect", {"ca": self.CA_PEM}, str(state), observe)
+        self.assertEqual(seen, [True])
 
     def test_inspectOperatorCertificate(self) -> None:
         """
