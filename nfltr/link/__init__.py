@@ -20,6 +20,7 @@ from ._events import (
     LinkEstablished,
     LinkTimedOut,
     PongReceived,
+    SessionAccepted,
     SessionClosed,
     SessionOpened,
     SessionReset,
@@ -34,6 +35,7 @@ __all__ = [
     "VERSION", "ControlReceived", "DataReceived", "ErrorCode", "FinReceived", "FrameType",
     "GoAwayReceived", "Hello", "Keepalive", "LinkConfig", "LinkConnection", "LinkError",
     "LinkEstablished", "LinkTimedOut", "LocalProtocolError", "PongReceived", "RefusalReason",
-    "RemoteProtocolError", "SessionClosed", "SessionOpened", "SessionReset", "SessionWritable",
+    "RemoteProtocolError", "SessionAccepted", "SessionClosed", "SessionOpened", "SessionReset",
+    "SessionWritable",
     "State", "classify_prefix", "code_name", "parse_duration", "parse_keepalive", "refusal",
 ]

@@ -37,10 +37,12 @@ from ._frames import (
     PREAMBLE,
     PREAMBLE_SIZE,
     VERSION,
+    WANT_ACCEPT,
     DecodeError,
     Frame,
     FrameDecoder,
     FrameType,
+    encode_accept,
     encode_control,
     encode_goaway,
     encode_open,
@@ -51,7 +53,7 @@ from ._frames import (
 )
 from ._liveness import LivenessTracker
 from ._receiving import Receiver
-from ._session import SessionState
+from ._session import ANSWERED, AWAITING, OWED, SessionState
 
 Event = Any
 DIALER = "dialer"
@@ -89,13 +91,19 @@ class LinkConnection(Receiver):
     def __init__(
         self, role: str, config: LinkConfig | None = None, *,
         clock: Callable[[], float], app_hello: dict[str, Any] | None = None,
+        accepts: bool = True,
     ) -> None:
+        """
+        @param accepts: announce C{accepts} in the hello (a test's older peer
+            does not).
+        """
         if role not in (DIALER, LISTENER):
             raise LocalProtocolError(f"role must be {DIALER!r} or {LISTENER!r}")
         super().__init__(config or LinkConfig())
         self.role = role
         self._clock = clock
         self._app_hello = dict(app_hello or {})
+        self._accepts = accepts
         self.state = State.PREAMBLE
         self.peer: Hello | None = None
         self._decoder = FrameDecoder()
@@ -241,7 +249,8 @@ class LinkConnection(Receiver):
         c = self.config
         keepalive = c.keepalive if self.role == DIALER else None
         message = hello_message(
-            self.role, c.session_window, c.budget, c.max_sessions, keepalive, self._app_hello
+            self.role, c.session_window, c.budget, c.max_sessions, keepalive, self._app_hello,
+            self._accepts,
         )
         return encode_control(encode_message(message))
 
@@ -303,10 +312,14 @@ class LinkConnection(Receiver):
         if self.state is not State.OPEN:
             raise LocalProtocolError(f"the link is {self.state.value}")
 
-    def open_session(self, target: str, first_bytes: bytes = b"") -> int:
+    def open_session(self, target: str, first_bytes: bytes = b"", want_accept: bool = False,
+                     ) -> int:
         """
         Open a session to C{target}, sending C{first_bytes} with the OPEN as
-        far as the credit allows (the rest follows as DATA).
+        far as the credit allows (the rest follows as DATA).  With
+        C{want_accept}, towards a peer whose hello said C{accepts}, the OPEN
+        is flagged C{WANT_ACCEPT}: L{awaits_accept} until the peer's
+        L{SessionAccepted} (or its reset).
 
         @return: the new session id.
         @raise LocalProtocolError: the link is not open, a GOAWAY went either
@@ -326,6 +339,10 @@ class LinkConnection(Receiver):
         sid = self._next_local
         self._next_local += 2
         s = SessionState(sid, True, self._peer_window, self.config.session_window)
+        assert self.peer is not None  # can_open
+        flags = WANT_ACCEPT if want_accept and self.peer.accepts else 0
+        if flags:
+            s.accept = AWAITING
         self._sessions[sid] = s
         self._local_open += 1
         room = min(MAX_PAYLOAD - 2 - len(raw), s.send_credit, self._send_conn_credit)
@@ -334,10 +351,37 @@ class LinkConnection(Receiver):
             s.send_credit -= len(first)
             s.sent += len(first)
             self._send_conn_credit -= len(first)
-        self._out.append(encode_open(sid, raw, first))
+        self._out.append(encode_open(sid, raw, first, flags))
         if len(first) < len(first_bytes):
             self.send_data(sid, first_bytes[len(first):])
         return sid
+
+    def awaits_accept(self, sid: int) -> bool:
+        """
+        Whether session C{sid}, opened here with C{want_accept}, still waits
+        for the peer's ACCEPT.
+        """
+        s = self._sessions.get(sid)
+        return s is not None and s.accept == AWAITING
+
+    def accept_session(self, sid: int) -> bool:
+        """
+        Answer the peer's OPEN of session C{sid}, flagged C{WANT_ACCEPT},
+        with ACCEPT (once; this side's first DATA or FIN sends it
+        otherwise).
+
+        @return: whether an ACCEPT was queued (not for a session whose OPEN
+            wanted none, already answered, or gone).
+        @raise LocalProtocolError: the session was never opened.
+        """
+        s = self._sessions.get(sid)
+        if s is None and not self._was_opened(sid):
+            raise LocalProtocolError(f"session {sid} was never opened")
+        if s is None or s.accept != OWED or self.state is not _OPEN:
+            return False
+        s.accept = ANSWERED
+        self._out.append(encode_accept(sid))
+        return True
 
     def _local_session(self, sid: int) -> SessionState:
         self._check_open()
@@ -373,6 +417,8 @@ class LinkConnection(Receiver):
             return False
         if s.fin_queued:
             raise LocalProtocolError(f"session {sid}: data after FIN")
+        if s.accept == OWED:
+            self.accept_session(sid)
         n = len(data) if head is None else len(head) + len(data)
         if n <= s.send_credit and n <= self._send_conn_credit and n <= MAX_PAYLOAD \
                 and n and not s.pending and not self._holding:
@@ -411,6 +457,8 @@ class LinkConnection(Receiver):
         s = self._local_session(sid)
         if s.fin_queued:
             return False
+        if s.accept == OWED:
+            self.accept_session(sid)
         s.fin_queued = True
         events: list[Event] = []
         self._flush_session(s, events)
@@ -578,6 +626,7 @@ _SESSION_HANDLERS: dict[int, Callable[[Receiver, Frame, list[Event]], None]] = {
     FrameType.FIN: Receiver._on_fin,
     FrameType.RESET: Receiver._on_reset,
     FrameType.DATA: Receiver._on_data,
+    FrameType.ACCEPT: Receiver._on_accept,
 }
 _LINK_HANDLERS: dict[int, Callable[[Receiver, Frame, list[Event], float], None]] = {
     FrameType.WINDOW: Receiver._on_window,

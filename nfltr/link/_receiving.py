@@ -22,11 +22,13 @@ from ._events import (
     FinReceived,
     GoAwayReceived,
     PongReceived,
+    SessionAccepted,
     SessionClosed,
     SessionOpened,
     SessionReset,
 )
 from ._frames import (
+    WANT_ACCEPT,
     Frame,
     FrameType,
     decode_coded,
@@ -39,7 +41,7 @@ from ._frames import (
 )
 from ._liveness import LivenessTracker
 from ._sending import Sender
-from ._session import SessionState
+from ._session import ACCEPTED, AWAITING, OWED, SessionState
 
 Event = Any
 
@@ -52,6 +54,7 @@ class Receiver(Sender):
 
     goaway_sent: bool
     goaway_received: bool
+    _accepts: bool
     _local_parity: int
     _next_local: int
     _highest_peer: int
@@ -113,9 +116,31 @@ class Receiver(Sender):
         # Without first bytes, the credit is the int object shared by every session.
         s = SessionState(sid, False, self._peer_window, window - len(first) if first else window)
         s.received = len(first)
+        want = bool(frame.flags & WANT_ACCEPT) and self._accepts  # else flags are ignored
+        if want:
+            s.accept = OWED
         self._sessions[sid] = s
         self._peer_open += 1
-        events.append(SessionOpened(sid, target, bytes(first)))
+        events.append(SessionOpened(sid, target, bytes(first), want))
+
+    def _on_accept(self, frame: Frame, events: list[Event]) -> None:
+        s = self._session(frame)
+        if s is None:
+            return  # gone: this side reset it, or the session ended
+        sid = s.session_id
+        if s.accept != AWAITING:
+            why = "a second ACCEPT" if s.accept == ACCEPTED else "ACCEPT"
+            raise RemoteProtocolError(
+                ErrorCode.PROTOCOL_ERROR,
+                f"{why} for session {sid}, which this side did not open with WANT_ACCEPT"
+                if s.accept != ACCEPTED else f"{why} for session {sid}",
+            )
+        if s.received or s.fin_received:
+            raise RemoteProtocolError(
+                ErrorCode.PROTOCOL_ERROR, f"ACCEPT for session {sid} after its DATA or FIN"
+            )
+        s.accept = ACCEPTED
+        events.append(SessionAccepted(sid))
 
     def _take_conn_credit(self, n: int) -> None:
         if n > self._recv_conn_credit:
