@@ -9,7 +9,7 @@ C{docs/link-protocol.md}.
 """
 
 from ._config import LinkConfig
-from ._connection import DIALER, LISTENER, LinkConnection, State
+from ._connection import DIALER, LISTENER, LinkConnection
 from ._control import Hello, RefusalReason, refusal
 from ._errors import ErrorCode, LinkError, LocalProtocolError, RemoteProtocolError, code_name
 from ._events import (
@@ -28,6 +28,7 @@ from ._events import (
 )
 from ._frames import MAGIC, MAX_PAYLOAD, MAX_TARGET, PREAMBLE, VERSION, FrameType, classify_prefix
 from ._liveness import DEFAULT_KEEPALIVE, PRESETS, Keepalive, parse_duration, parse_keepalive
+from ._state import State
 
 __all__ = [
     "DEFAULT_KEEPALIVE", "DIALER", "LISTENER", "MAGIC", "MAX_PAYLOAD", "MAX_TARGET", "PREAMBLE",

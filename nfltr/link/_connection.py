@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from enum import Enum
 from typing import Any
 
 from ._config import LinkConfig
@@ -42,18 +41,17 @@ from ._frames import (
     Frame,
     FrameDecoder,
     FrameType,
-    encode_accept,
     encode_control,
     encode_goaway,
     encode_open,
     encode_ping,
     encode_reset,
-    encode_window,
     pack_header,
 )
 from ._liveness import LivenessTracker
 from ._receiving import Receiver
-from ._session import ANSWERED, AWAITING, OWED, SessionState
+from ._session import AWAITING, OWED, SessionState
+from ._state import State
 
 Event = Any
 DIALER = "dialer"
@@ -61,18 +59,6 @@ LISTENER = "listener"
 _MAX_SESSION_ID = (1 << 32) - 1
 _PING = struct.Struct("!Q")
 _DATA = int(FrameType.DATA)
-
-
-class State(Enum):
-    """
-    The connection's states; ERROR and CLOSED are final.
-    """
-
-    PREAMBLE = "awaiting the peer's preamble"
-    HELLO = "awaiting the peer's hello"
-    OPEN = "open"
-    ERROR = "failed"
-    CLOSED = "closed"
 
 
 _OPEN = State.OPEN
@@ -356,33 +342,6 @@ class LinkConnection(Receiver):
             self.send_data(sid, first_bytes[len(first):])
         return sid
 
-    def awaits_accept(self, sid: int) -> bool:
-        """
-        Whether session C{sid}, opened here with C{want_accept}, still waits
-        for the peer's ACCEPT.
-        """
-        s = self._sessions.get(sid)
-        return s is not None and s.accept == AWAITING
-
-    def accept_session(self, sid: int) -> bool:
-        """
-        Answer the peer's OPEN of session C{sid}, flagged C{WANT_ACCEPT},
-        with ACCEPT (once; this side's first DATA or FIN sends it
-        otherwise).
-
-        @return: whether an ACCEPT was queued (not for a session whose OPEN
-            wanted none, already answered, or gone).
-        @raise LocalProtocolError: the session was never opened.
-        """
-        s = self._sessions.get(sid)
-        if s is None and not self._was_opened(sid):
-            raise LocalProtocolError(f"session {sid} was never opened")
-        if s is None or s.accept != OWED or self.state is not _OPEN:
-            return False
-        s.accept = ANSWERED
-        self._out.append(encode_accept(sid))
-        return True
-
     def _local_session(self, sid: int) -> SessionState:
         self._check_open()
         s = self._sessions.get(sid)
@@ -478,38 +437,6 @@ class LinkConnection(Receiver):
             return
         self._remove(s)
         self._out.append(encode_reset(sid, code, reason))
-
-    def consumed(self, sid: int, n: int) -> bool:
-        """
-        Report that C{n} received bytes of session C{sid} left its queue
-        (delivered, or dropped because the session ended).  Credit goes back
-        to the peer in one WINDOW per half window, for the connection budget
-        and for the session (session 0: the connection budget only).
-
-        @return: whether a WINDOW was queued (L{data_to_send} has it).
-        """
-        if n <= 0 or self.state is not _OPEN:
-            return False
-        ungranted = self._recv_conn_ungranted + n
-        if ungranted + self._recv_conn_credit > self._budget:
-            raise LocalProtocolError("consumed more bytes than were received")
-        queued = ungranted >= self._conn_grant
-        if queued:
-            self._recv_conn_credit += ungranted
-            self._out.append(encode_window(0, ungranted))
-            ungranted = 0
-        self._recv_conn_ungranted = ungranted
-        s = self._sessions.get(sid)
-        if s is None or s.fin_received:
-            return queued
-        ungranted = s.recv_ungranted + n
-        if ungranted < self._session_grant:
-            s.recv_ungranted = ungranted
-            return queued
-        s.recv_credit += ungranted
-        s.recv_ungranted = 0
-        self._out.append(encode_window(sid, ungranted))
-        return True
 
     def send_control(self, message: dict[str, Any]) -> None:
         """

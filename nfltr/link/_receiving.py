@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._control import HELLO, decode_message
-from ._errors import ErrorCode, RemoteProtocolError, code_name
+from ._errors import ErrorCode, LocalProtocolError, RemoteProtocolError, code_name
 from ._events import (
     ControlReceived,
     DataReceived,
@@ -35,13 +35,16 @@ from ._frames import (
     decode_goaway,
     decode_open,
     decode_u32,
+    encode_accept,
     encode_ping,
     encode_reset,
+    encode_window,
     tuple_new,
 )
 from ._liveness import LivenessTracker
 from ._sending import Sender
-from ._session import ACCEPTED, AWAITING, OWED, SessionState
+from ._session import ACCEPTED, ANSWERED, AWAITING, OWED, SessionState
+from ._state import State
 
 Event = Any
 
@@ -54,6 +57,10 @@ class Receiver(Sender):
 
     goaway_sent: bool
     goaway_received: bool
+    state: State
+    _budget: int
+    _conn_grant: int
+    _session_grant: int
     _accepts: bool
     _local_parity: int
     _next_local: int
@@ -292,8 +299,61 @@ class Receiver(Sender):
         """
         self.consumed(0, n)
 
+    def awaits_accept(self, sid: int) -> bool:
+        """
+        Whether session C{sid}, opened here with C{want_accept}, still waits
+        for the peer's ACCEPT.
+        """
+        s = self._sessions.get(sid)
+        return s is not None and s.accept == AWAITING
+
+    def accept_session(self, sid: int) -> bool:
+        """
+        Answer the peer's OPEN of session C{sid}, flagged C{WANT_ACCEPT},
+        with ACCEPT (once; this side's first DATA or FIN sends it
+        otherwise).
+
+        @return: whether an ACCEPT was queued (not for a session whose OPEN
+            wanted none, already answered, or gone).
+        @raise LocalProtocolError: the session was never opened.
+        """
+        s = self._sessions.get(sid)
+        if s is None and not self._was_opened(sid):
+            raise LocalProtocolError(f"session {sid} was never opened")
+        if s is None or s.accept != OWED or self.state is not State.OPEN:
+            return False
+        s.accept = ANSWERED
+        self._out.append(encode_accept(sid))
+        return True
+
     def consumed(self, sid: int, n: int) -> bool:
         """
-        Credit accounting of consumed bytes; L{LinkConnection} defines it.
+        Report that C{n} received bytes of session C{sid} left its queue
+        (delivered, or dropped because the session ended).  Credit goes back
+        to the peer in one WINDOW per half window, for the connection budget
+        and for the session (session 0: the connection budget only).
+
+        @return: whether a WINDOW was queued (L{data_to_send} has it).
         """
-        raise NotImplementedError  # pragma: no cover
+        if n <= 0 or self.state is not State.OPEN:
+            return False
+        ungranted = self._recv_conn_ungranted + n
+        if ungranted + self._recv_conn_credit > self._budget:
+            raise LocalProtocolError("consumed more bytes than were received")
+        queued = ungranted >= self._conn_grant
+        if queued:
+            self._recv_conn_credit += ungranted
+            self._out.append(encode_window(0, ungranted))
+            ungranted = 0
+        self._recv_conn_ungranted = ungranted
+        s = self._sessions.get(sid)
+        if s is None or s.fin_received:
+            return queued
+        ungranted = s.recv_ungranted + n
+        if ungranted < self._session_grant:
+            s.recv_ungranted = ungranted
+            return queued
+        s.recv_credit += ungranted
+        s.recv_ungranted = 0
+        self._out.append(encode_window(sid, ungranted))
+        return True
