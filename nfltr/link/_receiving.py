@@ -307,6 +307,14 @@ class Receiver(Sender):
         s = self._sessions.get(sid)
         return s is not None and s.accept == AWAITING
 
+    def owes_accept(self, sid: int) -> bool:
+        """
+        Whether the peer's OPEN of session C{sid} asked for an ACCEPT that
+        this side has not sent.
+        """
+        s = self._sessions.get(sid)
+        return s is not None and s.accept == OWED
+
     def accept_session(self, sid: int) -> bool:
         """
         Answer the peer's OPEN of session C{sid}, flagged C{WANT_ACCEPT},

@@ -176,6 +176,15 @@ class LinkSession(WindowedStream):
             self.confirm()
         self._deliver()
 
+    @property
+    def acceptOwed(self) -> bool:
+        """
+        The peer's OPEN asked for an answer this side has not given yet
+        (see L{accept}).
+        """
+        conn = self.link.connection
+        return conn is not None and conn.owes_accept(self.sessionId)
+
     def confirm(self) -> None:
         """
         Answer the peer's OPEN with ACCEPT, if it asked for one and had
