@@ -135,12 +135,14 @@ class Receiver(Sender):
         if s is None:
             return  # gone: this side reset it, or the session ended
         sid = s.session_id
+        if s.accept == ACCEPTED:
+            raise RemoteProtocolError(
+                ErrorCode.PROTOCOL_ERROR, f"a second ACCEPT for session {sid}"
+            )
         if s.accept != AWAITING:
-            why = "a second ACCEPT" if s.accept == ACCEPTED else "ACCEPT"
             raise RemoteProtocolError(
                 ErrorCode.PROTOCOL_ERROR,
-                f"{why} for session {sid}, which this side did not open with WANT_ACCEPT"
-                if s.accept != ACCEPTED else f"{why} for session {sid}",
+                f"ACCEPT for session {sid}, which this side did not open with WANT_ACCEPT",
             )
         if s.received or s.fin_received:
             raise RemoteProtocolError(
