@@ -15,6 +15,7 @@ service closed the connection abruptly) is told in a debug message.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,8 @@ from twisted.internet.protocol import Protocol
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from nfltr.link import ErrorCode
+from nfltr.link import ErrorCode, LinkConnection
+from nfltr.link import twisted as link_twisted
 from nfltr.link.twisted import LinkSession
 from nfltr.relay.leases import Leases
 from nfltr.relay.shares import ShareRegistry
@@ -191,3 +193,26 @@ class AcceptanceTests(AgentCase):
         self.assertEqual((refused.code, refused.text),
                          (OPEN_CONNECT_FAILED, "the agent did not answer within 15 s"))
         self.assertTrue(session.disconnected)
+
+
+class OlderAgentTests(AgentCase):
+    """
+    An agent whose link did not announce C{accepts} (an older one) cannot
+    answer: the channel is confirmed at once, as before.
+    """
+
+    def setUp(self) -> None:
+        self.agentHandler = Held()
+        # Both ends of the agent's link as an older peer: no accepts in the hellos.
+        self.patch(link_twisted, "LinkConnection", partial(LinkConnection, accepts=False))
+        super().setUp()
+
+    def test_confirmedAtOnce(self) -> None:
+        """
+        The channel comes at once; the agent was not asked for an answer.
+        """
+        channel = self.user.openChannel(b"direct-tcpip", 65536, 32768, direct(b"box", 3000))
+        self.assertIsInstance(channel, ForwardChannel)
+        self.h.run()
+        [session] = self.agent.sessions
+        self.assertFalse(session.acceptOwed)
