@@ -344,9 +344,10 @@ class ServiceDownTests(SSHTestCase):
         # The harness quiets ssh (LogLevel=ERROR); a user's ssh logs at INFO.
         done = self.ssh.run(self.ssh.user_key("alice"), "-o", "LogLevel=INFO", "-W",
                             f"down:{down}")
-        self.assertIn(f"open failed: connect failed: service on port {down} "
+        self.assertIn(f"channel 0: open failed: connect failed: service on port {down} "
                       "refused the connection".encode(), done.stderr)
-        self.assertNotEqual(done.returncode, 0, done.stderr)
+        self.assertIn(b"stdio forwarding failed", done.stderr)
+        self.assertEqual(done.returncode, 255, done.stderr)  # OpenSSH's fatal()
 
 
 class RefusalTests(SSHTestCase):
