@@ -40,6 +40,15 @@ class SessionAttempt(ServiceAttempt):
         self.serviceFailed = serviceFailed
         self.quiet = quiet
 
+    def buildProtocol(self, addr: Any) -> Any:
+        """
+        The service accepted: so does the session (link ACCEPT, if the
+        relay asked for one), then the client protocol is handed over.
+        """
+        if self.session is not None:
+            self.session.confirm()
+        return super().buildProtocol(addr)
+
     def failed(self, reason: Failure) -> None:
         """
         Reset the session.

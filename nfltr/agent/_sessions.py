@@ -118,7 +118,9 @@ class AgentSessions:
         if port in self.plain:
             tls = None
         local.header = header_writer(self.proxyProtocol, visitor)
-        session.accept(tls.wrap(remote) if tls is not None else remote)
+        # Answered (link ACCEPT, if the relay asked) once the service takes the
+        # connection (SessionAttempt), else reset CONNECT_FAILED.
+        session.accept(tls.wrap(remote) if tls is not None else remote, confirm=False)
         attempt = SessionAttempt(port, local, session, self.serviceFailed, self.quiet)
         # The session ended before the service answered: give up on it.
         remote.onLost = attempt.lost

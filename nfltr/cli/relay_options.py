@@ -413,6 +413,9 @@ RELAY_OPTIONS: tuple[Option, ...] = (
            str(SSHConfig.max_forwards), parse=_count),
     Option("ssh-login-grace", None, "Seconds an SSH client has from connecting to logging in.",
            str(SSHConfig.login_grace), parse=seconds),
+    Option("ssh-open-timeout", None, "Seconds an agent has to accept (reach its service for) "
+           "an ssh -L/-W channel before the relay refuses the channel.",
+           str(SSHConfig.open_timeout), parse=seconds),
     Option("ssh-max-auth-tries", None,
            "Failed SSH authentication attempts before the relay hangs up.",
            str(SSHConfig.max_auth_tries), parse=_count),
@@ -551,7 +554,7 @@ def _sshConfig(values: Mapping[str, Any]) -> SSHConfig:
         return SSHConfig(
             window=values["ssh-window"], max_channels=values["ssh-max-channels"],
             max_forwards=values["ssh-max-forwards"], login_grace=values["ssh-login-grace"],
-            max_auth_tries=values["ssh-max-auth-tries"],
+            max_auth_tries=values["ssh-max-auth-tries"], open_timeout=values["ssh-open-timeout"],
             max_refusals=values["ssh-max-refusals"],
             max_status_lines=values["ssh-max-status-lines"],
             pq_only=bool(values["ssh-pq-only"]),

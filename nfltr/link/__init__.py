@@ -9,7 +9,7 @@ C{docs/link-protocol.md}.
 """
 
 from ._config import LinkConfig
-from ._connection import DIALER, LISTENER, LinkConnection, State
+from ._connection import DIALER, LISTENER, LinkConnection
 from ._control import Hello, RefusalReason, refusal
 from ._errors import ErrorCode, LinkError, LocalProtocolError, RemoteProtocolError, code_name
 from ._events import (
@@ -20,6 +20,7 @@ from ._events import (
     LinkEstablished,
     LinkTimedOut,
     PongReceived,
+    SessionAccepted,
     SessionClosed,
     SessionOpened,
     SessionReset,
@@ -27,6 +28,7 @@ from ._events import (
 )
 from ._frames import MAGIC, MAX_PAYLOAD, MAX_TARGET, PREAMBLE, VERSION, FrameType, classify_prefix
 from ._liveness import DEFAULT_KEEPALIVE, PRESETS, Keepalive, parse_duration, parse_keepalive
+from ._state import State
 
 __all__ = [
     "DEFAULT_KEEPALIVE", "DIALER", "LISTENER", "MAGIC", "MAX_PAYLOAD", "MAX_TARGET", "PREAMBLE",
@@ -34,6 +36,7 @@ __all__ = [
     "VERSION", "ControlReceived", "DataReceived", "ErrorCode", "FinReceived", "FrameType",
     "GoAwayReceived", "Hello", "Keepalive", "LinkConfig", "LinkConnection", "LinkError",
     "LinkEstablished", "LinkTimedOut", "LocalProtocolError", "PongReceived", "RefusalReason",
-    "RemoteProtocolError", "SessionClosed", "SessionOpened", "SessionReset", "SessionWritable",
+    "RemoteProtocolError", "SessionAccepted", "SessionClosed", "SessionOpened", "SessionReset",
+    "SessionWritable",
     "State", "classify_prefix", "code_name", "parse_duration", "parse_keepalive", "refusal",
 ]

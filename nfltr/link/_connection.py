@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from enum import Enum
 from typing import Any
 
 from ._config import LinkConfig
@@ -37,6 +36,7 @@ from ._frames import (
     PREAMBLE,
     PREAMBLE_SIZE,
     VERSION,
+    WANT_ACCEPT,
     DecodeError,
     Frame,
     FrameDecoder,
@@ -46,12 +46,12 @@ from ._frames import (
     encode_open,
     encode_ping,
     encode_reset,
-    encode_window,
     pack_header,
 )
 from ._liveness import LivenessTracker
 from ._receiving import Receiver
-from ._session import SessionState
+from ._session import AWAITING, OWED, SessionState
+from ._state import State
 
 Event = Any
 DIALER = "dialer"
@@ -59,18 +59,6 @@ LISTENER = "listener"
 _MAX_SESSION_ID = (1 << 32) - 1
 _PING = struct.Struct("!Q")
 _DATA = int(FrameType.DATA)
-
-
-class State(Enum):
-    """
-    The connection's states; ERROR and CLOSED are final.
-    """
-
-    PREAMBLE = "awaiting the peer's preamble"
-    HELLO = "awaiting the peer's hello"
-    OPEN = "open"
-    ERROR = "failed"
-    CLOSED = "closed"
 
 
 _OPEN = State.OPEN
@@ -89,13 +77,19 @@ class LinkConnection(Receiver):
     def __init__(
         self, role: str, config: LinkConfig | None = None, *,
         clock: Callable[[], float], app_hello: dict[str, Any] | None = None,
+        accepts: bool = True,
     ) -> None:
+        """
+        @param accepts: announce C{accepts} in the hello (a test's older peer
+            does not).
+        """
         if role not in (DIALER, LISTENER):
             raise LocalProtocolError(f"role must be {DIALER!r} or {LISTENER!r}")
         super().__init__(config or LinkConfig())
         self.role = role
         self._clock = clock
         self._app_hello = dict(app_hello or {})
+        self._accepts = accepts
         self.state = State.PREAMBLE
         self.peer: Hello | None = None
         self._decoder = FrameDecoder()
@@ -241,7 +235,8 @@ class LinkConnection(Receiver):
         c = self.config
         keepalive = c.keepalive if self.role == DIALER else None
         message = hello_message(
-            self.role, c.session_window, c.budget, c.max_sessions, keepalive, self._app_hello
+            self.role, c.session_window, c.budget, c.max_sessions, keepalive, self._app_hello,
+            self._accepts,
         )
         return encode_control(encode_message(message))
 
@@ -303,10 +298,14 @@ class LinkConnection(Receiver):
         if self.state is not State.OPEN:
             raise LocalProtocolError(f"the link is {self.state.value}")
 
-    def open_session(self, target: str, first_bytes: bytes = b"") -> int:
+    def open_session(self, target: str, first_bytes: bytes = b"", want_accept: bool = False,
+                     ) -> int:
         """
         Open a session to C{target}, sending C{first_bytes} with the OPEN as
-        far as the credit allows (the rest follows as DATA).
+        far as the credit allows (the rest follows as DATA).  With
+        C{want_accept}, towards a peer whose hello said C{accepts}, the OPEN
+        is flagged C{WANT_ACCEPT}: L{awaits_accept} until the peer's
+        L{SessionAccepted} (or its reset).
 
         @return: the new session id.
         @raise LocalProtocolError: the link is not open, a GOAWAY went either
@@ -326,6 +325,10 @@ class LinkConnection(Receiver):
         sid = self._next_local
         self._next_local += 2
         s = SessionState(sid, True, self._peer_window, self.config.session_window)
+        assert self.peer is not None  # can_open
+        flags = WANT_ACCEPT if want_accept and self.peer.accepts else 0
+        if flags:
+            s.accept = AWAITING
         self._sessions[sid] = s
         self._local_open += 1
         room = min(MAX_PAYLOAD - 2 - len(raw), s.send_credit, self._send_conn_credit)
@@ -334,7 +337,7 @@ class LinkConnection(Receiver):
             s.send_credit -= len(first)
             s.sent += len(first)
             self._send_conn_credit -= len(first)
-        self._out.append(encode_open(sid, raw, first))
+        self._out.append(encode_open(sid, raw, first, flags))
         if len(first) < len(first_bytes):
             self.send_data(sid, first_bytes[len(first):])
         return sid
@@ -373,6 +376,8 @@ class LinkConnection(Receiver):
             return False
         if s.fin_queued:
             raise LocalProtocolError(f"session {sid}: data after FIN")
+        if s.accept == OWED:
+            self.accept_session(sid)
         n = len(data) if head is None else len(head) + len(data)
         if n <= s.send_credit and n <= self._send_conn_credit and n <= MAX_PAYLOAD \
                 and n and not s.pending and not self._holding:
@@ -411,6 +416,8 @@ class LinkConnection(Receiver):
         s = self._local_session(sid)
         if s.fin_queued:
             return False
+        if s.accept == OWED:
+            self.accept_session(sid)
         s.fin_queued = True
         events: list[Event] = []
         self._flush_session(s, events)
@@ -430,38 +437,6 @@ class LinkConnection(Receiver):
             return
         self._remove(s)
         self._out.append(encode_reset(sid, code, reason))
-
-    def consumed(self, sid: int, n: int) -> bool:
-        """
-        Report that C{n} received bytes of session C{sid} left its queue
-        (delivered, or dropped because the session ended).  Credit goes back
-        to the peer in one WINDOW per half window, for the connection budget
-        and for the session (session 0: the connection budget only).
-
-        @return: whether a WINDOW was queued (L{data_to_send} has it).
-        """
-        if n <= 0 or self.state is not _OPEN:
-            return False
-        ungranted = self._recv_conn_ungranted + n
-        if ungranted + self._recv_conn_credit > self._budget:
-            raise LocalProtocolError("consumed more bytes than were received")
-        queued = ungranted >= self._conn_grant
-        if queued:
-            self._recv_conn_credit += ungranted
-            self._out.append(encode_window(0, ungranted))
-            ungranted = 0
-        self._recv_conn_ungranted = ungranted
-        s = self._sessions.get(sid)
-        if s is None or s.fin_received:
-            return queued
-        ungranted = s.recv_ungranted + n
-        if ungranted < self._session_grant:
-            s.recv_ungranted = ungranted
-            return queued
-        s.recv_credit += ungranted
-        s.recv_ungranted = 0
-        self._out.append(encode_window(sid, ungranted))
-        return True
 
     def send_control(self, message: dict[str, Any]) -> None:
         """
@@ -578,6 +553,7 @@ _SESSION_HANDLERS: dict[int, Callable[[Receiver, Frame, list[Event]], None]] = {
     FrameType.FIN: Receiver._on_fin,
     FrameType.RESET: Receiver._on_reset,
     FrameType.DATA: Receiver._on_data,
+    FrameType.ACCEPT: Receiver._on_accept,
 }
 _LINK_HANDLERS: dict[int, Callable[[Receiver, Frame, list[Event], float], None]] = {
     FrameType.WINDOW: Receiver._on_window,

@@ -102,6 +102,8 @@ class Hello:
     @ivar max_sessions: how many sessions it accepts at once.
     @ivar keepalive: the dialer's keepalive (C{None} from a listener).
     @ivar app: the application's fields (may hold secrets; never logged).
+    @ivar accepts: it answers each OPEN flagged C{WANT_ACCEPT} with ACCEPT
+        or RESET before its DATA or FIN (an older peer does not say so).
     """
 
     role: str
@@ -110,19 +112,24 @@ class Hello:
     max_sessions: int
     keepalive: Keepalive | None
     app: dict[str, Any]
+    accepts: bool = False
 
 
 def hello_message(
     role: str, window: int, budget: int, max_sessions: int,
-    keepalive: Keepalive | None, app: dict[str, Any],
+    keepalive: Keepalive | None, app: dict[str, Any], accepts: bool = False,
 ) -> dict[str, Any]:
     """
-    Build a hello message.
+    Build a hello message (with C{accepts} only if true, as older peers
+    send none).
     """
     message: dict[str, Any] = {
         "type": HELLO, "version": VERSION, "role": role, "window": window,
-        "budget": budget, "max_sessions": max_sessions, "app": app,
+        "budget": budget, "max_sessions": max_sessions,
     }
+    if accepts:
+        message["accepts"] = True
+    message["app"] = app
     if keepalive is not None:
         message["keepalive"] = {
             "interval": keepalive.interval, "timeout": keepalive.timeout,
@@ -155,7 +162,10 @@ def parse_hello(message: dict[str, Any], expect_role: str) -> Hello:
     if not isinstance(app, dict):
         raise _bad("hello field app must be an object")
     keepalive = _parse_keepalive(message.get("keepalive")) if expect_role == "dialer" else None
-    return Hello(expect_role, window, budget, max_sessions, keepalive, app)
+    accepts = message.get("accepts", False)
+    if type(accepts) is not bool:
+        raise _bad("hello field accepts must be true or false")
+    return Hello(expect_role, window, budget, max_sessions, keepalive, app, accepts)
 
 
 def _parse_keepalive(raw: Any) -> Keepalive:

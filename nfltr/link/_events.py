@@ -28,12 +28,24 @@ class LinkEstablished:
 class SessionOpened:
     """
     The peer opened a session towards C{target}; C{first_bytes} count as
-    received data (report them to L{LinkConnection.consumed}).
+    received data (report them to L{LinkConnection.consumed}).  If
+    C{want_accept}, the peer waits for L{LinkConnection.accept_session} (or
+    a reset); this side's first DATA or FIN accepts it otherwise.
     """
 
     session_id: int
     target: str
     first_bytes: bytes
+    want_accept: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SessionAccepted:
+    """
+    The peer accepted a session this side opened with C{want_accept}.
+    """
+
+    session_id: int
 
 
 class DataReceived(NamedTuple):

@@ -63,7 +63,12 @@ class FrameType(IntEnum):
     PONG = 7
     GOAWAY = 8
     CONTROL = 9
+    ACCEPT = 10
 
+
+#: OPEN flag: answer this OPEN with ACCEPT or RESET before any DATA or FIN.
+#: Set only towards a peer whose hello said C{accepts}; the only flag.
+WANT_ACCEPT = 0x01
 
 _KNOWN_TYPES = frozenset(int(t) for t in FrameType)
 
@@ -71,6 +76,7 @@ _KNOWN_TYPES = frozenset(int(t) for t in FrameType)
 _DATA = int(FrameType.DATA)
 _FIXED_SIZE: dict[int, int] = {
     FrameType.FIN: 0,
+    FrameType.ACCEPT: 0,
     FrameType.WINDOW: 4,
     FrameType.PING: PING_SIZE,
     FrameType.PONG: PING_SIZE,
@@ -280,12 +286,13 @@ def header(ftype: FrameType, session_id: int, length: int, flags: int = 0) -> by
     return HEADER.pack(ftype, flags, session_id, length)
 
 
-def encode_open(session_id: int, target: bytes, first: bytes = b"") -> bytes:
+def encode_open(session_id: int, target: bytes, first: bytes = b"", flags: int = 0) -> bytes:
     """
-    OPEN: u16 target length, target, then the session's first bytes.
+    OPEN: u16 target length, target, then the session's first bytes;
+    C{flags} L{WANT_ACCEPT} or 0.
     """
     payload = _U16.pack(len(target)) + target + first
-    return header(FrameType.OPEN, session_id, len(payload)) + payload
+    return header(FrameType.OPEN, session_id, len(payload), flags) + payload
 
 
 def decode_open(payload: bytes) -> tuple[bytes, bytes]:
@@ -304,6 +311,13 @@ def decode_open(payload: bytes) -> tuple[bytes, bytes]:
             ErrorCode.FRAME_SIZE_ERROR, f"OPEN target length {size} exceeds the frame"
         )
     return payload[2 : 2 + size], payload[2 + size :]
+
+
+def encode_accept(session_id: int) -> bytes:
+    """
+    ACCEPT: the answer to an OPEN flagged L{WANT_ACCEPT}; no payload.
+    """
+    return header(FrameType.ACCEPT, session_id, 0)
 
 
 def encode_fin(session_id: int) -> bytes:

@@ -15,31 +15,36 @@ from __future__ import annotations
 from typing import Any
 
 from ._control import HELLO, decode_message
-from ._errors import ErrorCode, RemoteProtocolError, code_name
+from ._errors import ErrorCode, LocalProtocolError, RemoteProtocolError, code_name
 from ._events import (
     ControlReceived,
     DataReceived,
     FinReceived,
     GoAwayReceived,
     PongReceived,
+    SessionAccepted,
     SessionClosed,
     SessionOpened,
     SessionReset,
 )
 from ._frames import (
+    WANT_ACCEPT,
     Frame,
     FrameType,
     decode_coded,
     decode_goaway,
     decode_open,
     decode_u32,
+    encode_accept,
     encode_ping,
     encode_reset,
+    encode_window,
     tuple_new,
 )
 from ._liveness import LivenessTracker
 from ._sending import Sender
-from ._session import SessionState
+from ._session import ACCEPTED, ANSWERED, AWAITING, OWED, SessionState
+from ._state import State
 
 Event = Any
 
@@ -52,6 +57,11 @@ class Receiver(Sender):
 
     goaway_sent: bool
     goaway_received: bool
+    state: State
+    _budget: int
+    _conn_grant: int
+    _session_grant: int
+    _accepts: bool
     _local_parity: int
     _next_local: int
     _highest_peer: int
@@ -113,9 +123,33 @@ class Receiver(Sender):
         # Without first bytes, the credit is the int object shared by every session.
         s = SessionState(sid, False, self._peer_window, window - len(first) if first else window)
         s.received = len(first)
+        want = bool(frame.flags & WANT_ACCEPT) and self._accepts  # else flags are ignored
+        if want:
+            s.accept = OWED
         self._sessions[sid] = s
         self._peer_open += 1
-        events.append(SessionOpened(sid, target, bytes(first)))
+        events.append(SessionOpened(sid, target, bytes(first), want))
+
+    def _on_accept(self, frame: Frame, events: list[Event]) -> None:
+        s = self._session(frame)
+        if s is None:
+            return  # gone: this side reset it, or the session ended
+        sid = s.session_id
+        if s.accept == ACCEPTED:
+            raise RemoteProtocolError(
+                ErrorCode.PROTOCOL_ERROR, f"a second ACCEPT for session {sid}"
+            )
+        if s.accept != AWAITING:
+            raise RemoteProtocolError(
+                ErrorCode.PROTOCOL_ERROR,
+                f"ACCEPT for session {sid}, which this side did not open with WANT_ACCEPT",
+            )
+        if s.received or s.fin_received:
+            raise RemoteProtocolError(
+                ErrorCode.PROTOCOL_ERROR, f"ACCEPT for session {sid} after its DATA or FIN"
+            )
+        s.accept = ACCEPTED
+        events.append(SessionAccepted(sid))
 
     def _take_conn_credit(self, n: int) -> None:
         if n > self._recv_conn_credit:
@@ -267,8 +301,69 @@ class Receiver(Sender):
         """
         self.consumed(0, n)
 
+    def awaits_accept(self, sid: int) -> bool:
+        """
+        Whether session C{sid}, opened here with C{want_accept}, still waits
+        for the peer's ACCEPT.
+        """
+        s = self._sessions.get(sid)
+        return s is not None and s.accept == AWAITING
+
+    def owes_accept(self, sid: int) -> bool:
+        """
+        Whether the peer's OPEN of session C{sid} asked for an ACCEPT that
+        this side has not sent.
+        """
+        s = self._sessions.get(sid)
+        return s is not None and s.accept == OWED
+
+    def accept_session(self, sid: int) -> bool:
+        """
+        Answer the peer's OPEN of session C{sid}, flagged C{WANT_ACCEPT},
+        with ACCEPT (once; this side's first DATA or FIN sends it
+        otherwise).
+
+        @return: whether an ACCEPT was queued (not for a session whose OPEN
+            wanted none, already answered, or gone).
+        @raise LocalProtocolError: the session was never opened.
+        """
+        s = self._sessions.get(sid)
+        if s is None and not self._was_opened(sid):
+            raise LocalProtocolError(f"session {sid} was never opened")
+        if s is None or s.accept != OWED or self.state is not State.OPEN:
+            return False
+        s.accept = ANSWERED
+        self._out.append(encode_accept(sid))
+        return True
+
     def consumed(self, sid: int, n: int) -> bool:
         """
-        Credit accounting of consumed bytes; L{LinkConnection} defines it.
+        Report that C{n} received bytes of session C{sid} left its queue
+        (delivered, or dropped because the session ended).  Credit goes back
+        to the peer in one WINDOW per half window, for the connection budget
+        and for the session (session 0: the connection budget only).
+
+        @return: whether a WINDOW was queued (L{data_to_send} has it).
         """
-        raise NotImplementedError  # pragma: no cover
+        if n <= 0 or self.state is not State.OPEN:
+            return False
+        ungranted = self._recv_conn_ungranted + n
+        if ungranted + self._recv_conn_credit > self._budget:
+            raise LocalProtocolError("consumed more bytes than were received")
+        queued = ungranted >= self._conn_grant
+        if queued:
+            self._recv_conn_credit += ungranted
+            self._out.append(encode_window(0, ungranted))
+            ungranted = 0
+        self._recv_conn_ungranted = ungranted
+        s = self._sessions.get(sid)
+        if s is None or s.fin_received:
+            return queued
+        ungranted = s.recv_ungranted + n
+        if ungranted < self._session_grant:
+            s.recv_ungranted = ungranted
+            return queued
+        s.recv_credit += ungranted
+        s.recv_ungranted = 0
+        self._out.append(encode_window(sid, ungranted))
+        return True

@@ -7,6 +7,17 @@ from __future__ import annotations
 
 from collections import deque
 
+#: L{SessionState.accept}: nothing to answer or wait for (no C{WANT_ACCEPT}).
+NO_ACCEPT = 0
+#: This side opened it with C{WANT_ACCEPT}: "opening (local)" until ACCEPT.
+AWAITING = 1
+#: The peer's ACCEPT arrived.
+ACCEPTED = 2
+#: The peer opened it with C{WANT_ACCEPT}: this side owes ACCEPT or RESET.
+OWED = 3
+#: This side sent its ACCEPT.
+ANSWERED = 4
+
 
 class SessionState:
     """
@@ -26,12 +37,14 @@ class SessionState:
         L{SessionWritable} has been reported since.
     @ivar sent: payload bytes this side sent in DATA (and OPEN) frames.
     @ivar received: payload bytes it accepted from the peer.
+    @ivar accept: where it is in the acceptance of its OPEN: L{NO_ACCEPT},
+        L{AWAITING}, L{ACCEPTED}, L{OWED} or L{ANSWERED}.
     """
 
     __slots__ = (
         "session_id", "local", "send_credit", "recv_credit", "recv_ungranted", "pending",
         "pending_bytes", "fin_queued", "fin_sent", "fin_received", "over_high", "sent",
-        "received",
+        "received", "accept",
     )
 
     def __init__(self, session_id: int, local: bool, send_credit: int, recv_credit: int) -> None:
@@ -48,3 +61,4 @@ class SessionState:
         self.over_high = False
         self.sent = 0
         self.received = 0
+        self.accept = NO_ACCEPT

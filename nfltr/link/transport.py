@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from twisted.internet import error, interfaces
+from twisted.internet import defer, error, interfaces
 from twisted.python.failure import Failure
 from zope.interface import Interface, implementer
 
@@ -103,6 +103,8 @@ class LinkSession(WindowedStream):
     @ivar _peer: the address L{getPeer} gives, if one was set (see
         L{peerAddress}).
     @ivar _goingAway: what L{whenLinkGoesAway} was given, if anything.
+    @ivar _accepting: what L{whenAccepted} returned and has not fired, if
+        anything.
 
     A relay holds one of these per session of each link it carries, idle
     ones included (a forwarded session is two on each replica): its state is
@@ -114,6 +116,7 @@ class LinkSession(WindowedStream):
         "link", "sessionId", "target", "openedAt", "protocol", "disconnecting", "disconnected",
         "_peer", "_queue", "_paused", "_delivering", "_finReceived", "_finDelivered",
         "_writeClosed", "_closed", "_closeReason", "_early", "_earlyBytes", "_goingAway",
+        "_accepting",
     )
 
     def __init__(self, link: LinkProtocol, sessionId: int, target: str) -> None:
@@ -137,6 +140,7 @@ class LinkSession(WindowedStream):
         self._early: list[bytes] | None = None
         self._earlyBytes = 0
         self._goingAway: list[Callable[[], object]] | None = None
+        self._accepting: list[defer.Deferred[None]] | None = None
 
     @property
     def peerAddress(self) -> Any:
@@ -157,15 +161,71 @@ class LinkSession(WindowedStream):
 
     # -- accepting a session the peer opened ---------------------------------
 
-    def accept(self, protocol: Any) -> None:
+    def accept(self, protocol: Any, confirm: bool = True) -> None:
         """
-        Attach C{protocol} to a session the peer opened.
+        Attach C{protocol} to a session the peer opened, and answer its
+        OPEN with ACCEPT if it asked for one; with C{confirm} false, the
+        ACCEPT waits for L{confirm} (the service is reached), or this
+        side's first bytes, and a refusal is a reset (L{abortWith}).
         """
         if self.protocol is not None:
             raise RuntimeError(f"{self!r} already has a protocol")
         self.protocol = protocol
         protocol.makeConnection(self)
+        if confirm:
+            self.confirm()
         self._deliver()
+
+    @property
+    def acceptOwed(self) -> bool:
+        """
+        The peer's OPEN asked for an answer this side has not given yet
+        (see L{accept}).
+        """
+        conn = self.link.connection
+        return conn is not None and conn.owes_accept(self.sessionId)
+
+    def confirm(self) -> None:
+        """
+        Answer the peer's OPEN with ACCEPT, if it asked for one and had
+        none yet (see L{accept}).
+        """
+        if not self._closed:
+            self.link.acceptSession(self.sessionId)
+
+    def whenAccepted(self) -> defer.Deferred[None]:
+        """
+        For a session this side opened with C{wantAccept}: fires once the
+        peer accepted it, at once if the peer does not answer OPENs (an
+        older peer: acceptance is implied), and fails with what ended the
+        session if it ended first (a L{SessionResetError}: the peer's
+        refusal).  Cancelling it resets the session with C{CANCEL}.
+        """
+        conn = self.link.connection
+        if self._closed:
+            assert self._closeReason is not None
+            return defer.fail(self._closeReason)
+        if conn is None or not conn.awaits_accept(self.sessionId):
+            return defer.succeed(None)
+
+        def cancel(d: defer.Deferred[None]) -> None:
+            if self._accepting is not None and d in self._accepting:
+                self._accepting.remove(d)
+            self.abortWith(ErrorCode.CANCEL, "the session was not accepted in time")
+
+        d: defer.Deferred[None] = defer.Deferred(cancel)
+        if self._accepting is None:
+            self._accepting = []
+        self._accepting.append(d)
+        return d
+
+    def accepted(self) -> None:
+        """
+        The peer accepted this session (see L{whenAccepted}).
+        """
+        waiting, self._accepting = self._accepting, None
+        for d in waiting or ():
+            d.callback(None)
 
     def connectOpening(self, protocol: Any) -> bytes:
         """
@@ -421,6 +481,9 @@ class LinkSession(WindowedStream):
         self._closed = True
         self._closeReason = reason
         self._goingAway = None
+        waiting, self._accepting = self._accepting, None
+        for d in waiting or ():
+            d.errback(reason)
         if not reason.check(error.ConnectionDone):
             self._queue_drop()
         self._deliver()

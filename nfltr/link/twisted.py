@@ -35,6 +35,7 @@ from zope.interface import implementer
 from nfltr.netio import ITransientReader, after_events
 from nfltr.wire import LogThrottle, format_address, peerText
 
+from ._calls import SessionCalls
 from ._config import LinkConfig
 from ._connection import LinkConnection
 from ._control import Hello
@@ -47,6 +48,7 @@ from ._events import (
     LinkEstablished,
     LinkTimedOut,
     PongReceived,
+    SessionAccepted,
     SessionClosed,
     SessionOpened,
     SessionReset,
@@ -63,7 +65,7 @@ __all__ = [
 ]
 
 @implementer(interfaces.IPushProducer, ITransientReader)
-class LinkProtocol(LinkOutput, Protocol):
+class LinkProtocol(LinkOutput, SessionCalls, Protocol):
     """
     One link over one transport, and its transport's producer.
 
@@ -309,6 +311,11 @@ class LinkProtocol(LinkOutput, Protocol):
             return
         self.handler.sessionRequested(session)
 
+    def _onAccepted(self, event: SessionAccepted) -> None:
+        session = self._sessions.get(event.session_id)
+        if session is not None:
+            session.accepted()
+
     def _onFin(self, event: FinReceived) -> None:
         session = self._sessions.get(event.session_id)
         if session is not None:
@@ -368,12 +375,15 @@ class LinkProtocol(LinkOutput, Protocol):
 
     # -- the application's actions -----------------------------------------
 
-    def openSession(self, target: str, protocol: Any, firstBytes: bytes = b"") -> LinkSession:
+    def openSession(self, target: str, protocol: Any, firstBytes: bytes = b"",
+                    wantAccept: bool = False) -> LinkSession:
         """
         Open a session to C{target} and attach C{protocol} to it;
         C{firstBytes}, then whatever the protocol writes in its
         C{connectionMade}, travel with the OPEN.  If the peer refuses, the
-        protocol's C{connectionLost} gets a L{SessionResetError}.
+        protocol's C{connectionLost} gets a L{SessionResetError}.  With
+        C{wantAccept}, a peer that announced C{accepts} answers the OPEN:
+        see L{LinkSession.whenAccepted}.
 
         @raise LinkUnavailable: no session can be opened on this link now
             (L{LinkOverloaded}: the process holds its limit of unsent bytes).
@@ -389,7 +399,7 @@ class LinkProtocol(LinkOutput, Protocol):
         if self._lost or not conn.can_open():
             session.sessionEnded(Failure(LinkUnavailable(self._unavailableReason())))
             return session
-        sid = conn.open_session(target, firstBytes + early)
+        sid = conn.open_session(target, firstBytes + early, wantAccept)
         self._sessions[sid] = session
         self._scheduleFlush()
         session.opened(sid, conn.is_over_high(sid))
@@ -452,56 +462,6 @@ class LinkProtocol(LinkOutput, Protocol):
             self._flush()
             self.transport.loseConnection()
 
-    # -- called by sessions ---------------------------------------------------
-
-    def sendData(self, sid: int, data: bytes, head: bytes | None = None) -> bool:
-        """
-        Queue data (after C{head}: L{LinkConnection.send_if_open}) on a session; C{True}: pause.
-        """
-        conn = self.connection
-        if conn is None or self._lost:
-            return False
-        overHigh = conn.send_if_open(sid, data, head)
-        if not self._flushPending:
-            self._scheduleFlush()
-        return overHigh
-
-    def sendFin(self, sid: int) -> None:
-        """
-        Half-close a session.
-        """
-        conn = self.connection
-        if conn is None or self._lost or not conn.established:
-            return
-        if not conn.is_open(sid):
-            return  # a frame later in the batch being dispatched ended it
-        if conn.send_fin(sid):
-            # The peer's FIN is in: the session is closed once the events
-            # being dispatched (its data, that FIN) have been delivered.
-            self._dispatch([SessionClosed(sid)])
-        self._scheduleFlush()
-        self._closeIfDrained()
-
-    def resetSession(self, sid: int, code: int, reason: str) -> None:
-        """
-        Reset a session and forget it.
-        """
-        self._sessions.pop(sid, None)
-        conn = self.connection
-        if conn is not None and not self._lost:
-            conn.reset_session(sid, code, reason)
-            self._dispatch(conn.wake())
-            self._scheduleFlush()
-            self._closeIfDrained()
-
-    def consumed(self, sid: int, n: int) -> None:
-        """
-        Bytes of a session left its queue: credit may go back.
-        """
-        conn = self.connection
-        if conn is not None and not self._lost and conn.consumed(sid, n):
-            self._scheduleFlush()
-
     # -- output and time ------------------------------------------------------
 
     def _scheduleFlush(self) -> None:
@@ -554,6 +514,7 @@ class LinkProtocol(LinkOutput, Protocol):
 _HANDLERS: dict[type, Any] = {
     LinkEstablished: LinkProtocol._onEstablished,
     SessionOpened: LinkProtocol._onOpened,
+    SessionAccepted: LinkProtocol._onAccepted,
     FinReceived: LinkProtocol._onFin,
     SessionClosed: LinkProtocol._onClosed,
     SessionReset: LinkProtocol._onReset,

@@ -94,12 +94,16 @@ class IAgentHolder(Interface):
         Whether L{openSession} may succeed now.
         """
 
-    def openSession(target: str, protocol: IProtocol, firstBytes: bytes = b"") -> ITransport:
+    def openSession(target: str, protocol: IProtocol, firstBytes: bytes = b"",
+                    wantAccept: bool = False) -> ITransport:
         """
         Open a session towards the agent's service (C{tcp:PORT},
         C{http:NAME}, C{share:NAME@VISITOR}) and connect C{protocol} to it
         at once: it may write before the agent answers.  C{firstBytes} go
-        first.
+        first.  With C{wantAccept}, the session returned has
+        C{whenAccepted()} (L{nfltr.link.twisted.LinkSession.whenAccepted}):
+        a Deferred that fires once the agent took the session (at once for
+        a holder that cannot tell), or fails with its refusal.
 
         @return: the session, C{protocol}'s transport.
         @raise nfltr.link.twisted.LinkUnavailable: it cannot be opened now
@@ -131,7 +135,7 @@ class ISessionOpener(Interface):
 
     def openTCP(
         account: str, name: str, port: int, lostReason: str, plainOnly: bool = False,
-        client: str | None = None,
+        client: str | None = None, wantAccept: bool = False,
     ) -> IProtocol:
         """
         Open a session to port C{port} of agent C{name} for a client of
@@ -142,7 +146,10 @@ class ISessionOpener(Interface):
         cannot end the agent's TLS), only ports shared without end-to-end
         TLS may be reached.  C{client}, the client's C{HOST:PORT}, goes in
         the target if the agent asked for it (it writes PROXY headers).
-        The outcome is counted (kind C{tcp}).
+        The outcome is counted (kind C{tcp}).  With C{wantAccept}, the
+        protocol returned (a L{nfltr.relay.tcp_route.SessionEnd}) has
+        C{accepted}: a Deferred that fires once the agent took the session
+        (see L{IAgentHolder.openSession}); connect it only then.
 
         @raise nfltr.relay.tcp_route.RouteRefused: with the code and words
             for the client: the same for another account's agent, a missing

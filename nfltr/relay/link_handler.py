@@ -401,7 +401,8 @@ class RelayLinkHandler(LinkHandler):
         link = self.pickLink()
         return link is not None and link.canOpen()
 
-    def openSession(self, target: str, protocol: Any, firstBytes: bytes = b"") -> LinkSession:
+    def openSession(self, target: str, protocol: Any, firstBytes: bytes = b"",
+                    wantAccept: bool = False) -> LinkSession:
         """
         Open C{target} on the link L{pickLink} chooses (see
         L{IAgentHolder.openSession}).
@@ -409,7 +410,7 @@ class RelayLinkHandler(LinkHandler):
         link = self.pickLink()
         if link is None:
             raise LinkUnavailable("the agent's link is not established")
-        return link.openSession(target, protocol, firstBytes)
+        return link.openSession(target, protocol, firstBytes, wantAccept)
 
     def figures(self) -> HolderFigures:
         """

@@ -18,6 +18,7 @@ with C{CANCEL}.
 from __future__ import annotations
 
 from twisted.internet import error
+from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
@@ -49,6 +50,10 @@ class SessionEnd(SpliceEnd):
     @ivar lostReason: the reason given to the other side when this side's
         session ends with an error that is not a reset.
     """
+
+    #: With C{wantAccept} (L{TCPRoute.openOn}), on the client's end: fires
+    #: once the agent's end was accepted, or fails with its refusal.
+    accepted: Deferred[None] | None = None
 
     def __init__(self, lostReason: str) -> None:
         super().__init__()
@@ -110,7 +115,7 @@ class TCPRoute:
 
     def openTCP(
         self, account: str, name: str, port: int, lostReason: str, plainOnly: bool = False,
-        client: str | None = None,
+        client: str | None = None, wantAccept: bool = False,
     ) -> SpliceEnd:
         """
         See L{ISessionOpener.openTCP}.
@@ -119,11 +124,11 @@ class TCPRoute:
         if entry is None:
             self.counters.session(TCP, NOT_FOUND)
             raise RouteRefused(NOT_FOUND_CODE, NOT_FOUND_REASON)
-        return self.openEntry(entry, port, lostReason, plainOnly, client)
+        return self.openEntry(entry, port, lostReason, plainOnly, client, wantAccept)
 
     def openEntry(
         self, entry: AgentEntry, port: int, lostReason: str, plainOnly: bool = False,
-        client: str | None = None,
+        client: str | None = None, wantAccept: bool = False,
     ) -> SpliceEnd:
         """
         Open a session to port C{port} of the agent C{entry} (found under the
@@ -135,7 +140,7 @@ class TCPRoute:
         if plainOnly and port not in entry.plain:
             raise RouteRefused(ErrorCode.REFUSED, E2EE_ONLY.format(name=name, port=port))
         target = agent_target(port, client if port in entry.addressed else None)
-        return self.openOn(entry.holder, target, SessionEnd(lostReason))
+        return self.openOn(entry.holder, target, SessionEnd(lostReason), wantAccept)
 
     def openResumable(
         self, account: str, kind: str, name: str, port: int, lostReason: str,
@@ -165,19 +170,26 @@ class TCPRoute:
             raise RouteRefused(ErrorCode.REFUSED, RESUME_UNSUPPORTED)
         return self.openOn(entry.holder, agent_resume_target(kind, port), SessionEnd(lostReason))
 
-    def openOn(self, holder: IAgentHolder, target: str, clientEnd: SpliceEnd) -> SpliceEnd:
+    def openOn(self, holder: IAgentHolder, target: str, clientEnd: SpliceEnd,
+               wantAccept: bool = False) -> SpliceEnd:
         """
-        See L{ISessionOpener.openOn}.
+        See L{ISessionOpener.openOn}; with C{wantAccept}, C{clientEnd}'s
+        C{accepted} waits for the agent's answer (L{SessionEnd.accepted}).
         """
         agentEnd = SessionEnd("agent link lost")
         clientEnd.other, agentEnd.other = agentEnd, clientEnd
         try:
-            holder.openSession(target, agentEnd)
+            session = holder.openSession(target, agentEnd, wantAccept=wantAccept)
         except LinkUnavailable:
             agentEnd.closed = True
+        else:
+            if wantAccept and isinstance(clientEnd, SessionEnd):
+                clientEnd.accepted = session.whenAccepted()  # type: ignore[attr-defined]
         if agentEnd.closed:
             # Unavailable, or its connection went away while the open was
             # being prepared.
+            if isinstance(clientEnd, SessionEnd) and clientEnd.accepted is not None:
+                clientEnd.accepted.addErrback(lambda _: None)  # told as RouteRefused
             self.counters.session(TCP, UNAVAILABLE_OUTCOME)
             raise RouteRefused(ErrorCode.GOING_AWAY, AGENT_UNAVAILABLE)
         self.counters.session(TCP, ROUTED)

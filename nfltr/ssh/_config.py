@@ -20,6 +20,9 @@ DEFAULT_LOGIN_GRACE = 30.0
 #: Failed authentication attempts before the relay hangs up (sshd's
 #: MaxAuthTries).
 DEFAULT_MAX_AUTH_TRIES = 6
+#: Seconds the relay waits for an agent to accept (reach its service for)
+#: a client's C{ssh -L}/C{-W} channel before it refuses the channel.
+DEFAULT_OPEN_TIMEOUT = 15.0
 #: Channels one SSH connection may have open at once.
 DEFAULT_MAX_CHANNELS = 256
 #: Remote forwards (C{-R}) one SSH connection may hold.
@@ -61,6 +64,7 @@ class SSHConfig:
     @ivar max_packet: see L{DEFAULT_MAX_PACKET}.
     @ivar login_grace: see L{DEFAULT_LOGIN_GRACE}.
     @ivar max_auth_tries: see L{DEFAULT_MAX_AUTH_TRIES}.
+    @ivar open_timeout: see L{DEFAULT_OPEN_TIMEOUT}.
     @ivar max_channels: see L{DEFAULT_MAX_CHANNELS}.
     @ivar max_forwards: see L{DEFAULT_MAX_FORWARDS}.
     @ivar max_buffer: see L{DEFAULT_MAX_BUFFER}.
@@ -78,6 +82,7 @@ class SSHConfig:
     max_packet: int = DEFAULT_MAX_PACKET
     login_grace: float = DEFAULT_LOGIN_GRACE
     max_auth_tries: int = DEFAULT_MAX_AUTH_TRIES
+    open_timeout: float = DEFAULT_OPEN_TIMEOUT
     max_channels: int = DEFAULT_MAX_CHANNELS
     max_forwards: int = DEFAULT_MAX_FORWARDS
     max_buffer: int = DEFAULT_MAX_BUFFER
@@ -95,6 +100,8 @@ class SSHConfig:
         if not 0 < self.login_grace <= 3600:  # noqa: PLR2004
             raise SSHConfigError("login_grace must be in (0, 3600] seconds")
         _within("max_auth_tries", self.max_auth_tries, 1, 100)
+        if not 0 < self.open_timeout <= 3600:  # noqa: PLR2004
+            raise SSHConfigError("open_timeout must be in (0, 3600] seconds")
         _within("max_channels", self.max_channels, 1, 65536)
         _within("max_forwards", self.max_forwards, 1, 1024)
         _within("max_buffer", self.max_buffer, self.max_packet, 1024 * 1024 * 1024)

@@ -34,7 +34,7 @@ from collections import deque
 from typing import Any
 
 from twisted.conch.ssh.channel import SSHChannel
-from twisted.internet import error, interfaces
+from twisted.internet import defer, error, interfaces
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
@@ -243,6 +243,14 @@ class ForwardChannel(WindowedStream, SSHChannel):
         if self.opened and not self.localClosed:
             self.conn.sendClose(self)
         self._lose(error.ConnectionAborted("aborted"))
+
+    def whenAccepted(self) -> defer.Deferred[None]:
+        """
+        Fired at once: as the holder of an agent's names (C{ssh -R}), the
+        relay does not wait for the SSH client's confirmation of the
+        channel (see L{nfltr.relay.interfaces.IAgentHolder.openSession}).
+        """
+        return defer.succeed(None)
 
     def abortWith(self, code: int, reason: str) -> None:
         """

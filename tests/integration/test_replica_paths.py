@@ -75,13 +75,17 @@ class SSHClientsAcrossReplicasTests(ReplicasCase):
         replica 0 in the words OpenSSH prints for an agent that does not
         exist, and for alice's agent on replica 0 itself; alice's C{-W} to
         a port shared end-to-end encrypted on replica 1 is told so, as on
-        one relay.
+        one relay; so is her C{-W} to her agent on replica 1 whose service
+        is down: replica 1 passes the agent's refusal back before replica 0
+        confirms the channel (link ACCEPT).
         """
         first, second = self.replicas
         service = second.service()
         second.agent(second.key("alice"), "web", service, "--e2ee", "false")
         first.agent(first.key("alice"), "home", service, "--e2ee", "false")
         second.agent(second.key("alice"), "vault", service)
+        [down] = free_ports(1)
+        second.agent(second.key("alice"), "down", down, "--e2ee", "false")
         ssh = SSHStack(first)
         bob, alice = self.sshKey("bob"), self.sshKey("alice")
         ssh.run(bob, command=("help",))  # the host key is known from here on
@@ -96,6 +100,10 @@ class SSHClientsAcrossReplicasTests(ReplicasCase):
         done = ssh.run(alice, "-o", "LogLevel=INFO", "-W", f"vault:{service}")
         self.assertNotEqual(done.returncode, 0)
         self.assertIn(b"is shared end-to-end encrypted", done.stderr)
+        done = ssh.run(alice, "-o", "LogLevel=INFO", "-W", f"down:{down}")
+        self.assertNotEqual(done.returncode, 0)
+        self.assertIn(f"open failed: connect failed: service on port {down} refused the "
+                      "connection".encode(), done.stderr)
 
     def test_redisAway(self) -> None:
         """

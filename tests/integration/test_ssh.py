@@ -335,19 +335,19 @@ class ServiceDownTests(SSHTestCase):
 
     def test_serviceDownSaysWhy(self) -> None:
         """
-        The relay confirms the channel before the agent answers (the link
-        carries no acceptance: docs/ssh.md), so OpenSSH cannot print an
-        open failure (it exits 0 for now); the agent's words reach it as a
-        debug message, which C{-v} prints.
+        The relay confirms the channel only once the agent accepted the
+        session (docs/ssh.md): OpenSSH prints the open failure with the
+        agent's words, and C{ssh -W} exits non-zero.
         """
         down = free_port()
         self.stack.agent(self.stack.key("alice"), "down", down, "--e2ee", "false")
-        done = self.ssh.run(self.ssh.user_key("alice"), "-o", "LogLevel=DEBUG", "-W",
+        # The harness quiets ssh (LogLevel=ERROR); a user's ssh logs at INFO.
+        done = self.ssh.run(self.ssh.user_key("alice"), "-o", "LogLevel=INFO", "-W",
                             f"down:{down}")
-        self.assertIn(f"Remote: channel 0 (direct-tcpip) reset: service on port {down} "
+        self.assertIn(f"channel 0: open failed: connect failed: service on port {down} "
                       "refused the connection".encode(), done.stderr)
-        # What docs/ssh.md says, until the link carries the agent's acceptance.
-        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn(b"stdio forwarding failed", done.stderr)
+        self.assertEqual(done.returncode, 255, done.stderr)  # OpenSSH's fatal()
 
 
 class RefusalTests(SSHTestCase):

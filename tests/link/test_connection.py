@@ -40,6 +40,7 @@ from nfltr.link._frames import (
     VIEW_MIN,
     Frame,
     decode_goaway,
+    encode_accept,
     encode_control,
     encode_fin,
     encode_goaway,
@@ -282,6 +283,7 @@ class HandshakeErrorTests(SynchronousTestCase):
             FrameType.WINDOW: encode_window(0, 1),
             FrameType.PING: encode_ping(b"12345678"),
             FrameType.PONG: encode_ping(b"12345678", pong=True),
+            FrameType.ACCEPT: encode_accept(1),
         }
         self.assertEqual(set(bad) | {FrameType.CONTROL, FrameType.GOAWAY}, set(FrameType))
         for ftype, frame in bad.items():

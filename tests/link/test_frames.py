@@ -27,6 +27,7 @@ from nfltr.link._frames import (
     decode_goaway,
     decode_open,
     decode_u32,
+    encode_accept,
     encode_control,
     encode_fin,
     encode_goaway,
@@ -56,6 +57,7 @@ EXAMPLES: list[tuple[bytes, Frame]] = [
         Frame(FrameType.GOAWAY, 0, 0, b"\x00\x00\x00\x09\x00\x00\x00\x00drain"),
     ),
     (encode_control(b'{"type":"x"}'), Frame(FrameType.CONTROL, 0, 0, b'{"type":"x"}')),
+    (encode_accept(11), Frame(FrameType.ACCEPT, 0, 11, b"")),
 ]
 
 

@@ -31,8 +31,10 @@ from nfltr.link import (
     memory,
 )
 from nfltr.link._frames import (
+    WANT_ACCEPT,
     Frame,
     FrameDecoder,
+    encode_accept,
     encode_control,
     encode_fin,
     encode_goaway,
@@ -60,6 +62,8 @@ GOLDEN: dict[str, str] = {
     "GOAWAY": "08 00 00000000 0000000d 00000004 00000000 647261696e",
     "GOAWAY error": "08 00 00000000 00000008 00000000 00000001",
     "CONTROL": "09 00 00000000 0000000c 7b2274797065223a2278227d",
+    "ACCEPT": "0a 00 00000001 00000000",
+    "OPEN flagged": "01 01 00000001 00000008 0006 7463703a3830",
 }
 
 # The spec's examples table names each row; its first words identify the
@@ -77,11 +81,13 @@ ROW_NAMES = {
     '`GOAWAY` last 4, `NO_ERROR`, "drain"': "GOAWAY",
     "`GOAWAY` last 0, `PROTOCOL_ERROR`, no reason": "GOAWAY error",
     '`CONTROL`, {"type":"x"}': "CONTROL",
+    "`ACCEPT` session 1": "ACCEPT",
+    '`OPEN` session 1, `WANT_ACCEPT`, target "tcp:80"': "OPEN flagged",
 }
 
 DEFAULT_HELLO = (
     b'{"type":"hello","version":1,"role":"dialer","window":524288,"budget":67108864,'
-    b'"max_sessions":1024,"app":{},'
+    b'"max_sessions":1024,"accepts":true,"app":{},'
     b'"keepalive":{"interval":5.0,"timeout":10.0,"preset":"default"}}'
 )
 
@@ -154,6 +160,8 @@ class GoldenBytesTests(SynchronousTestCase):
             "GOAWAY": encode_goaway(4, ErrorCode.NO_ERROR, "drain"),
             "GOAWAY error": encode_goaway(0, ErrorCode.PROTOCOL_ERROR),
             "CONTROL": encode_control(b'{"type":"x"}'),
+            "ACCEPT": encode_accept(1),
+            "OPEN flagged": encode_open(1, b"tcp:80", flags=WANT_ACCEPT),
         }
         for name, data in encoded.items():
             self.assertEqual(data.hex(), golden(name).hex(), name)
@@ -178,6 +186,8 @@ class GoldenBytesTests(SynchronousTestCase):
                 Frame(FrameType.GOAWAY, 0, 0, b"\0\0\0\4\0\0\0\0drain"),
                 Frame(FrameType.GOAWAY, 0, 0, b"\0\0\0\0\0\0\0\1"),
                 Frame(FrameType.CONTROL, 0, 0, b'{"type":"x"}'),
+                Frame(FrameType.ACCEPT, 0, 1, b""),
+                Frame(FrameType.OPEN, WANT_ACCEPT, 1, b"\x00\x06tcp:80"),
             ],
         )
 

@@ -54,7 +54,10 @@ SETTINGS = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
-_FIXED = {FrameType.FIN: 0, FrameType.WINDOW: 4, FrameType.PING: 8, FrameType.PONG: 8}
+_FIXED = {
+    FrameType.FIN: 0, FrameType.ACCEPT: 0, FrameType.WINDOW: 4, FrameType.PING: 8,
+    FrameType.PONG: 8,
+}
 _MIN = {FrameType.OPEN: 2, FrameType.RESET: 4, FrameType.GOAWAY: 8}
 
 

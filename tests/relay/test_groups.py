@@ -56,7 +56,8 @@ class Member:
     def canOpen(self) -> bool:
         return self.open
 
-    def openSession(self, target: str, protocol: Any, firstBytes: bytes = b"") -> Any:
+    def openSession(self, target: str, protocol: Any, firstBytes: bytes = b"",
+                    wantAccept: bool = False) -> Any:
         self.opened.append(target)
         self.sessions += 1
 

@@ -113,7 +113,8 @@ class Holder:
         self.refused: tuple[RefusalReason, str] | None = None
         self.unavailable = False
 
-    def openSession(self, target: str, protocol: Any, firstBytes: bytes = b"") -> Any:
+    def openSession(self, target: str, protocol: Any, firstBytes: bytes = b"",
+                    wantAccept: bool = False) -> Any:
         if self.unavailable:
             raise LinkUnavailable("draining")
         transport = StringTransport()

@@ -62,3 +62,15 @@ class SSHOptionsTests(SynchronousTestCase):
         for bad in (("--ssh-max-refusals", "0"), ("--ssh-max-status-lines", "none"),
                     ("--ssh-max-status-lines", "100000")):
             self.assertRaises(usage.UsageError, parse, *bad)
+
+    def test_openTimeout(self) -> None:
+        """
+        C{--ssh-open-timeout} sets how long an agent has to accept a C{-L}/C{-W}
+        channel (15 s by default); 0 and over an hour are refused.
+        """
+        self.assertEqual(SSHConfig().open_timeout, 15.0)
+        config = parse("--ssh-open-timeout", "5").config
+        assert config is not None
+        self.assertEqual(config.ssh_config.open_timeout, 5.0)
+        for bad in ("0", "3601"):
+            self.assertRaises(usage.UsageError, parse, "--ssh-open-timeout", bad)

@@ -197,7 +197,8 @@ class ReplicaHolder:
         """
         return self.link.canOpen()
 
-    def openSession(self, target: str, protocol: Any, firstBytes: bytes = b"") -> LinkSession:
+    def openSession(self, target: str, protocol: Any, firstBytes: bytes = b"",
+                    wantAccept: bool = False) -> LinkSession:
         """
         Open C{target} (C{tcp:PORT}, C{tcp:PORT@CLIENT}, C{rtcp:PORT},
         C{resume:PORT}, C{share:NAME@VISITOR}) at the holding replica, as the
@@ -210,11 +211,12 @@ class ReplicaHolder:
         if target.startswith((f"{SHARE}:", f"{PLAIN_HTTP}:")):
             if len(target.encode("utf-8")) > MAX_TARGET:
                 raise LinkUnavailable("the target is too long to carry across replicas")
-            return self.link.openSession(target, protocol, firstBytes)
+            return self.link.openSession(target, protocol, firstBytes, wantAccept)
         forwarded, kind, port = self._clientTarget(target)
         if len(forwarded.encode("utf-8")) > MAX_TARGET:
             raise LinkUnavailable("the client's credential is too long to carry across replicas")
-        session = self.link.openSession(forwarded, protocol, firstBytes)
+        # wantAccept: the holding replica answers once the agent did.
+        session = self.link.openSession(forwarded, protocol, firstBytes, wantAccept)
         session.target = shown_target(kind, self.name, port)  # what getHost() and reprs show
         return session
 

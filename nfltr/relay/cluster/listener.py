@@ -177,16 +177,24 @@ class ReplicaLinkHandler(LinkHandler):
                 session.refuse(NOT_FOUND_CODE, NOT_FOUND_REASON)
                 return
             route, kind, name, port = self.relay.tcp, target.kind, target.name, target.port
+            # The forwarding replica waits for our answer (an SSH client's
+            # channel): it is the agent's, once the agent accepted.
+            wait = session.acceptOwed
             try:
                 if kind in (PLAIN, SSH_CLIENT):
                     end = route.openTCP(account, name, port, REPLICA_LINK_LOST,
-                                        plainOnly=kind == SSH_CLIENT, client=target.client)
+                                        plainOnly=kind == SSH_CLIENT, client=target.client,
+                                        wantAccept=wait)
                 else:
                     end = route.openResumable(account, kind, name, port, REPLICA_LINK_LOST)
             except RouteRefused as e:
                 session.refuse(e.code, e.reason)
                 return
-            session.accept(end)
+            accepted = getattr(end, "accepted", None)
+            session.accept(end, confirm=accepted is None)
+            if accepted is not None:
+                # A refusal is the agent's reset, passed on by the splice.
+                accepted.addCallbacks(lambda _: session.confirm(), lambda _: None)
 
         def failed(failure: Failure) -> None:
             self.log.debug("forwarded session: {error}", error=failure.getErrorMessage())

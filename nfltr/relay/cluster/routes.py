@@ -198,8 +198,9 @@ class RemoteRoutes:
         def opened(found: tuple[LinkProtocol, AgentPresence]) -> SpliceEnd:
             link, record = found
             holder = ReplicaHolder(link, name, None, self.clock.seconds(), ssh=credential)
+            # wantAccept: the SSH channel is confirmed once the agent took the session.
             end = self.relay.tcp.openEntry(_entry(name, record, holder, True), port, lostReason,
-                                           plainOnly=True, client=client)
+                                           plainOnly=True, client=client, wantAccept=True)
             self.peers.counters.forwarded["ssh"] += 1
             return end
 

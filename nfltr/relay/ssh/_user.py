@@ -67,6 +67,7 @@ from nfltr.wire.messages import INSPECT, PASSTHROUGH, HttpShare
 
 from . import _forwards as fw
 from ._auth import SSHIdentity
+from ._opening import when_accepted
 from ._session import StatusSession
 
 if TYPE_CHECKING:
@@ -169,11 +170,14 @@ class RelayUser(ConchUser):
             len(conn.channels) < self.hub.config.max_channels
         )
 
-    def openSession(self, target: str, protocol: Any, firstBytes: bytes = b"") -> ForwardChannel:
+    def openSession(self, target: str, protocol: Any, firstBytes: bytes = b"",
+                    wantAccept: bool = False) -> ForwardChannel:
         """
         Open a C{forwarded-tcpip} channel to the forward C{target} names
         and connect C{protocol} to it at once (it may write before the
-        client confirms); see L{IAgentHolder.openSession}.
+        client confirms); see L{IAgentHolder.openSession}.  The channel's
+        C{whenAccepted} fires at once: the SSH client's confirmation is not
+        waited for (C{wantAccept} changes nothing).
 
         @raise LinkUnavailable: no such forward, or the connection is gone
             or at its channel limit.
@@ -467,7 +471,8 @@ class RelayUser(ConchUser):
         C{ssh -L}/C{-W}: the relay's one TCP route, to ports shared without
         end-to-end TLS; on a replica of a cluster, an agent this replica
         does not hold is reached over the replica link, once the directory
-        answers (a Deferred).
+        answers.  The channel is confirmed once the agent accepted the
+        session (a Deferred: L{when_accepted}).
         """
         try:
             name, port = fw.parse_direct_tcpip(data)
@@ -483,17 +488,21 @@ class RelayUser(ConchUser):
             assert isinstance(failure.value, RouteRefused)
             return Failure(ChannelRefused(OPEN_CONNECT_FAILED, failure.value.reason))
 
+        def answered(end: Any) -> Any:
+            # Once the agent accepted the session (or said why not): _opening.
+            return when_accepted(end, channel, config, self.hub.clock, ChannelRefused)
+
         remote = relay.remote
         if remote is not None and not relay.servesHere(name):
             d = remote.openSSH(self.identity.account, self.identity.proof, name, port,
                                LOST, self._peer())
-            return d.addCallbacks(channel, refused)
+            return d.addCallbacks(answered, refused)
         try:
             end = relay.tcp.openTCP(self.identity.account, name, port, LOST, plainOnly=True,
-                                    client=self._peer())
+                                    client=self._peer(), wantAccept=True)
         except RouteRefused as e:
             raise ChannelRefused(OPEN_CONNECT_FAILED, e.reason) from None
-        return channel(end)
+        return answered(end)
 
     def _peer(self) -> str | None:
         """

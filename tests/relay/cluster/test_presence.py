@@ -66,7 +66,8 @@ class _Holder:
     def canOpen(self) -> bool:
         return True
 
-    def openSession(self, target: str, protocol: Any, firstBytes: bytes = b"") -> Any:
+    def openSession(self, target: str, protocol: Any, firstBytes: bytes = b"",
+                    wantAccept: bool = False) -> Any:
         raise NotImplementedError
 
     def refuse(self, reason: RefusalReason, message: str) -> None:

@@ -26,7 +26,13 @@ from zope.interface import implementer
 from zope.interface.verify import verifyObject
 
 from nfltr.link import DIALER, LISTENER, ErrorCode
-from nfltr.link.twisted import LinkHandler, LinkProtocol, LinkSession, LinkUnavailable
+from nfltr.link.twisted import (
+    LinkHandler,
+    LinkProtocol,
+    LinkSession,
+    LinkUnavailable,
+    SessionResetError,
+)
 from nfltr.relay.agents import Relay
 from nfltr.relay.cluster.holder import (
     ReplicaHolder,
@@ -60,6 +66,7 @@ from nfltr.wire.messages import (
     client_target,
 )
 from nfltr.wire.resume import RESUME_UNSUPPORTED, offers_resume, resumable_target, resume_target
+from tests.link.test_twisted_accept import Held
 from tests.link.twisted_helpers import RecordingHandler
 from tests.relay.helpers import RelayHarness, lost_reason
 from tests.relay.test_link_handler import A2_KEY, A_KEY, Recorder
@@ -409,6 +416,9 @@ class SSHAcrossReplicasCase(AcrossReplicasCase):
         d = remote.openSSH(account, credential, "web", 3000, "SSH channel lost", "1.2.3.4:5")
 
         def connect(end: Any) -> Any:
+            # The agent's answer (what an SSH channel's confirmation waits for): kept here.
+            self.answers: list[Any] = []
+            end.accepted.addBoth(self.answers.append)
             end.makeConnection(transport or StringTransport())
             return end
 
@@ -493,6 +503,48 @@ class SSHAcrossReplicasTests(SSHAcrossReplicasCase):
         [session] = self.agentSide.sessions
         self.assertTrue(session.target.startswith("tcp:3000@"), session.target)
         self.assertNotIn("@", self.targets[1])
+
+
+class SSHAcceptAcrossReplicasTests(SSHAcrossReplicasCase):
+    """
+    The forwarding replica learns the agent's answer to an SSH client's session (the end's
+    C{accepted}, which the SSH channel's confirmation waits for): the holding replica
+    accepts the replica link's session once the agent accepted its own, and passes a
+    refusal back with the agent's code and words.
+    """
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.agentSide = Held()
+        self.agent(False, TcpShare(3000, e2ee=False))
+
+    def opened(self) -> tuple[Any, list[Any]]:
+        end = self.successResultOf(self.openSSH("acme", f"publickey:{BLOB}"))
+        self.assertEqual([s.target for s in self.agentSide.sessions], ["tcp:3000"])
+        return end, self.answers
+
+    def test_accepted(self) -> None:
+        """
+        Nothing is answered until the agent accepts; then the forwarding replica knows.
+        """
+        _, results = self.opened()
+        self.assertEqual(results, [])
+        self.agentSide.sessions[0].confirm()
+        self.pump()
+        self.assertEqual(results, [None])
+
+    def test_serviceDown(self) -> None:
+        """
+        The agent's C{CONNECT_FAILED} reset reaches the forwarding replica as the refusal.
+        """
+        _, results = self.opened()
+        self.agentSide.sessions[0].abortWith(ErrorCode.CONNECT_FAILED,
+                                             "service on port 3000 refused the connection")
+        self.pump()
+        [failure] = results
+        self.assertTrue(failure.check(SessionResetError), failure)
+        self.assertEqual((failure.value.code, failure.value.reason),
+                         (ErrorCode.CONNECT_FAILED, "service on port 3000 refused the connection"))
 
 
 class SSHKeysWhileStoreAwayTests(SSHAcrossReplicasCase):
