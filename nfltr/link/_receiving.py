@@ -47,6 +47,8 @@ from ._session import ACCEPTED, ANSWERED, AWAITING, OWED, SessionState
 from ._state import State
 
 Event = Any
+# A module global: read on every delivered chunk (L{Receiver.consumed}).
+_OPEN = State.OPEN
 
 
 class Receiver(Sender):
@@ -345,7 +347,7 @@ class Receiver(Sender):
 
         @return: whether a WINDOW was queued (L{data_to_send} has it).
         """
-        if n <= 0 or self.state is not State.OPEN:
+        if n <= 0 or self.state is not _OPEN:
             return False
         ungranted = self._recv_conn_ungranted + n
         if ungranted + self._recv_conn_credit > self._budget:
