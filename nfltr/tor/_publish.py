@@ -70,7 +70,7 @@ async def publish(
         except Exception:  # noqa: BLE001 - the timeout
             raise PublishError(
                 f"the onion service's descriptor was not published within {timeout:g} s "
-                "(is tor bootstrapped? see its log)"
+                f"({uploads.describe()}; is tor bootstrapped? see its log)"
             ) from None
     finally:
         protocol.remove_event_listener("HS_DESC", on_descriptor)
@@ -89,12 +89,16 @@ class UploadRound:
     every directory it started to upload to (C{UPLOAD}) before the first answer answered
     (C{UPLOADED} or C{FAILED}), one at least well, so any client finds the descriptor,
     whichever directory it asks.  Later rounds (tor uploads again on each new consensus, on a
-    test network every few seconds) are not waited for: they could go on for ever.
+    test network every few seconds) are not waited for: they could go on for ever.  A later
+    round's start ends the wait for a first-round directory that never answered (tor moved on
+    to the next round) once one directory took the descriptor.
     """
 
     def __init__(self, service_id: str) -> None:
         self.service_id = service_id
         self.pending: set[str] = set()
+        self.started = 0
+        self.took = 0
         self.answered = False
         self.uploaded = False
 
@@ -107,10 +111,30 @@ class UploadRound:
         if len(fields) < 4 or fields[1] != self.service_id:  # noqa: PLR2004 - action, address, auth, directory
             return False
         action, directory = fields[0], fields[3]
-        if action == "UPLOAD" and not self.answered:
-            self.pending.add(directory)
+        if action == "UPLOAD":
+            if not self.answered:
+                self.pending.add(directory)
+                self.started += 1
+            elif self.uploaded:
+                self.pending.clear()  # the next round began: the first is over
+        elif action in ("UPLOADED", "FAILED") and directory in self.pending:
+            self.answered = True
+            self.pending.discard(directory)
+            if action == "UPLOADED":
+                self.uploaded = True
+                self.took += 1
         elif action in ("UPLOADED", "FAILED"):
             self.answered = True
             self.uploaded = self.uploaded or action == "UPLOADED"
-            self.pending.discard(directory)
         return self.uploaded and not self.pending
+
+    def describe(self) -> str:
+        """
+        Where the first round stands, in words (for an attempt that ran out of time).
+        """
+        if not self.started:
+            return "no upload started"
+        answered = self.started - len(self.pending)
+        waiting = ", ".join(sorted(self.pending))
+        return (f"{answered} of {self.started} directories answered, {self.took} took it"
+                + (f"; waiting for {waiting}" if waiting else ""))

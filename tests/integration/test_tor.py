@@ -35,6 +35,10 @@ from tests.tor_socks import socks5_connect
 
 #: Seconds a relay has to bring its onion service up on the private network.
 ONION_UP_TIMEOUT = 120.0
+#: The relay's own bound on an attempt (--onion-timeout): shorter, so that an attempt that
+#: runs out of time says why (its line names the directories not answered) before the test
+#: gives up.
+ONION_ATTEMPT_TIMEOUT = 100.0
 #: Seconds an agent has to reach the relay through Tor and publish.
 TOR_DIAL_TIMEOUT = 90.0
 CURL_TIMEOUT = 90.0
@@ -49,12 +53,13 @@ def onion_stack(tmp: Path, network: TorNetwork, *extra: str) -> tuple[Stack, str
     """
     service = network.clients[0]
     stack = Stack(tmp, relay_extra=("--onion", "443", "--tor-control", service.control_endpoint,
+                                    "--onion-timeout", f"{ONION_ATTEMPT_TIMEOUT:g}",
                                     "--share-domain", "onion", *extra))
     try:
         stack.relay.wait_for(r"onion service up", ONION_UP_TIMEOUT)
-    except AssertionError:
+    except AssertionError as e:
         stack.close()  # the caller has no stack to close yet
-        raise
+        raise AssertionError(f"{e}\n{network.logs(service.node)}") from None
     onion = stack.info["onion"]
     return stack, onion.rsplit(":", 1)[0]
 

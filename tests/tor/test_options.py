@@ -196,6 +196,26 @@ class OnionCommandTests(SynchronousTestCase):
         failed.event("UPLOAD abc UNKNOWN $D1 x")
         self.assertFalse(failed.event("FAILED abc UNKNOWN $D1 REASON=x"))
 
+    def test_uploadNeverAnswered(self) -> None:
+        """
+        A directory of the first round that never answers (tor started the next round on a
+        new consensus instead) does not keep a service that one directory took from being
+        up for ever: the next round's start ends the wait.  Until then the directories still
+        waited for are named, for the error of an attempt that ran out of time.
+        """
+        uploads = UploadRound("abc")
+        for text in ("UPLOAD abc UNKNOWN $D1 b1", "UPLOAD abc UNKNOWN $D2 b1"):
+            self.assertFalse(uploads.event(text))
+        self.assertFalse(uploads.event("UPLOADED abc UNKNOWN $D1"))
+        self.assertEqual(uploads.describe(), "1 of 2 directories answered, 1 took it; "
+                                             "waiting for $D2")
+        self.assertTrue(uploads.event("UPLOAD abc UNKNOWN $D1 b2"))
+        nothing = UploadRound("abc")
+        self.assertEqual(nothing.describe(), "no upload started")
+        nothing.event("UPLOAD abc UNKNOWN $D1 b1")
+        nothing.event("FAILED abc UNKNOWN $D1 REASON=x")
+        self.assertFalse(nothing.event("UPLOAD abc UNKNOWN $D1 b2"), "none took it yet")
+
     def test_localTarget(self) -> None:
         """
         A wildcard address is reached on loopback; others as bound; UNIX sockets by path.
