@@ -21,7 +21,7 @@ from twisted.internet import defer, error, interfaces
 from twisted.python.failure import Failure
 from zope.interface import Interface, implementer
 
-from ..streams.windowed import WindowedStream
+from ..streams.windowed import IAcceptedSession, WindowedStream
 from ._errors import ErrorCode, code_name
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ class IFramedWriter(Interface):
 
 @implementer(
     interfaces.ITransport, interfaces.ITCPTransport, interfaces.IConsumer,
-    interfaces.IPushProducer, IFramedWriter,
+    interfaces.IPushProducer, IFramedWriter, IAcceptedSession,
 )
 class LinkSession(WindowedStream):
     """

@@ -100,10 +100,10 @@ class IAgentHolder(Interface):
         Open a session towards the agent's service (C{tcp:PORT},
         C{http:NAME}, C{share:NAME@VISITOR}) and connect C{protocol} to it
         at once: it may write before the agent answers.  C{firstBytes} go
-        first.  With C{wantAccept}, the session returned has
-        C{whenAccepted()} (L{nfltr.link.twisted.LinkSession.whenAccepted}):
-        a Deferred that fires once the agent took the session (at once for
-        a holder that cannot tell), or fails with its refusal.
+        first.  With C{wantAccept}, the session returned provides
+        L{nfltr.streams.windowed.IAcceptedSession}: its C{whenAccepted()}
+        fires once the agent took the session (at once for a holder that
+        cannot tell), or fails with its refusal.
 
         @return: the session, C{protocol}'s transport.
         @raise nfltr.link.twisted.LinkUnavailable: it cannot be opened now

@@ -25,6 +25,7 @@ from zope.interface import implementer
 from nfltr.link import ErrorCode
 from nfltr.link.twisted import LinkUnavailable, SessionResetError
 from nfltr.streams import SpliceEnd
+from nfltr.streams.windowed import IAcceptedSession
 from nfltr.wire import peerText
 from nfltr.wire.messages import NOT_FOUND_CODE, NOT_FOUND_REASON, agent_target
 from nfltr.wire.resume import RESUME_UNSUPPORTED, agent_resume_target
@@ -184,7 +185,7 @@ class TCPRoute:
             agentEnd.closed = True
         else:
             if wantAccept and isinstance(clientEnd, SessionEnd):
-                clientEnd.accepted = session.whenAccepted()  # type: ignore[attr-defined]
+                clientEnd.accepted = IAcceptedSession(session).whenAccepted()
         if agentEnd.closed:
             # Unavailable, or its connection went away while the open was
             # being prepared.

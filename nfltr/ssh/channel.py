@@ -39,13 +39,14 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from nfltr.streams.windowed import WindowedStream
+from nfltr.streams.windowed import IAcceptedSession, WindowedStream
 from nfltr.wire import peerText
 
 from ._config import SSHConfig
 
 
-@implementer(interfaces.ITransport, interfaces.IConsumer, interfaces.IPushProducer)
+@implementer(interfaces.ITransport, interfaces.IConsumer, interfaces.IPushProducer,
+             IAcceptedSession)
 class ForwardChannel(WindowedStream, SSHChannel):
     """
     One forwarded connection; see the module.

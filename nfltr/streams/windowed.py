@@ -24,6 +24,24 @@ from __future__ import annotations
 
 from typing import Any
 
+from twisted.internet.defer import Deferred
+from zope.interface import Interface
+
+
+class IAcceptedSession(Interface):
+    """
+    A stream opened towards an agent that can tell when the agent took it
+    (L{nfltr.link.transport.LinkSession}: the link's C{ACCEPT}; an SSH
+    channel of C{ssh -R}: at once).
+    """
+
+    def whenAccepted() -> Deferred[None]:
+        """
+        Fires once the far end took the stream (at once where it cannot
+        tell), or fails with what ended it first (its refusal); cancelling
+        it resets the stream.
+        """
+
 
 class WindowedStream:
     """

@@ -22,6 +22,7 @@ from nfltr.link._frames import FrameDecoder
 from nfltr.link.transport import IFramedWriter
 from nfltr.link.twisted import LinkProtocol, LinkSession, LinkUnavailable, SessionResetError
 from nfltr.netio import ITransientReader
+from nfltr.streams.windowed import IAcceptedSession
 
 from .twisted_helpers import CHUNK, LinkPair, RecordingHandler, Streamer, pattern
 
@@ -634,10 +635,11 @@ class FramedWriteTests(SynchronousTestCase):
 
     def test_interface(self) -> None:
         """
-        A link session provides L{IFramedWriter}.
+        A link session provides L{IFramedWriter} and L{IAcceptedSession}.
         """
         _, _, session = self.pair()
         self.assertTrue(verifyObject(IFramedWriter, session))
+        self.assertTrue(verifyObject(IAcceptedSession, session))
 
     def test_oneFrame(self) -> None:
         """

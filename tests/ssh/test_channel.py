@@ -7,15 +7,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from twisted.internet import error
+from twisted.internet import error, interfaces
 from twisted.internet.interfaces import IHalfCloseableProtocol
 from twisted.internet.protocol import Protocol
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
+from zope.interface.verify import verifyObject
 
 from nfltr.ssh import SSHConfig
 from nfltr.ssh.channel import ForwardChannel
+from nfltr.streams.windowed import IAcceptedSession
 
 KIB = 1024
 CONFIG = SSHConfig(window=64 * KIB, max_packet=16 * KIB, max_buffer=128 * KIB)
@@ -123,6 +125,16 @@ class CreditTests(SynchronousTestCase):
     """
     Client to relay: credit follows consumption.
     """
+
+    def test_interfaces(self) -> None:
+        """
+        A channel is the transport of the protocol it carries, and tells when
+        it was accepted (at once: an C{ssh -R} channel is open once opened).
+        """
+        channel, _, _ = opened()
+        self.assertTrue(verifyObject(interfaces.ITransport, channel))
+        self.assertTrue(verifyObject(IAcceptedSession, channel))
+        self.assertEqual(self.successResultOf(channel.whenAccepted()), None)
 
     def test_creditAfterDelivery(self) -> None:
         """

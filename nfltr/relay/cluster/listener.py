@@ -190,7 +190,7 @@ class ReplicaLinkHandler(LinkHandler):
             except RouteRefused as e:
                 session.refuse(e.code, e.reason)
                 return
-            accepted = getattr(end, "accepted", None)
+            accepted = end.accepted if isinstance(end, SessionEnd) else None
             session.accept(end, confirm=accepted is None)
             if accepted is not None:
                 # A refusal is the agent's reset, passed on by the splice.

@@ -26,6 +26,8 @@ from nfltr.link.twisted import SessionResetError
 from nfltr.ssh import SSHConfig
 from nfltr.wire import peerText
 
+from ..tcp_route import SessionEnd
+
 #: The channel open failure's text when the agent did not answer in time.
 NO_ANSWER = "the agent did not answer within {timeout:g} s"
 
@@ -41,7 +43,8 @@ def when_accepted(end: Any, channel: Callable[[Any], Any], config: SSHConfig, cl
         reason code and the text the client prints.
     @raise Exception: C{refusal}'s, when the refusal is already known.
     """
-    accepted = getattr(end, "accepted", None)  # a SessionEnd opened with wantAccept
+    # A SessionEnd opened with wantAccept waits for the agent's answer.
+    accepted = end.accepted if isinstance(end, SessionEnd) else None
     if accepted is None:
         return channel(end)
 
