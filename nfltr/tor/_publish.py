@@ -117,15 +117,13 @@ class UploadRound:
                 self.started += 1
             elif self.uploaded:
                 self.pending.clear()  # the next round began: the first is over
-        elif action in ("UPLOADED", "FAILED") and directory in self.pending:
+        elif action in ("UPLOADED", "FAILED"):
             self.answered = True
+            first = directory in self.pending
             self.pending.discard(directory)
             if action == "UPLOADED":
                 self.uploaded = True
-                self.took += 1
-        elif action in ("UPLOADED", "FAILED"):
-            self.answered = True
-            self.uploaded = self.uploaded or action == "UPLOADED"
+                self.took += first
         return self.uploaded and not self.pending
 
     def describe(self) -> str:
